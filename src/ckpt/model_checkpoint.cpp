@@ -1,0 +1,162 @@
+// Model checkpoint save/load with atomic directory replacement.
+#include "ckpt/model_checkpoint.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "ckpt/safetensors.h"
+#include "core/file_util.h"
+
+namespace tera {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+json model_config_to_json(const ModelConfig& m) {
+  return json{{"layers", m.layers},   {"hidden", m.hidden},         {"heads", m.heads},
+              {"seq_len", m.seq_len}, {"vocab", m.vocab},           {"ffn_hidden", m.ffn()},
+              {"vocab_align", m.vocab_align}};
+}
+
+Expected<ModelConfig> model_config_from_json(const json& j, const std::string& what) {
+  ModelConfig m;
+  auto get = [&](const char* k, int64_t* out) -> Status {
+    if (!j.is_object() || !j.contains(k) || !j[k].is_number_integer()) {
+      return Status::error(what + ": model." + k + " is missing or not an integer");
+    }
+    *out = j[k].get<int64_t>();
+    return Status::ok();
+  };
+  TERA_RETURN_IF_ERROR(get("layers", &m.layers));
+  TERA_RETURN_IF_ERROR(get("hidden", &m.hidden));
+  TERA_RETURN_IF_ERROR(get("heads", &m.heads));
+  TERA_RETURN_IF_ERROR(get("seq_len", &m.seq_len));
+  TERA_RETURN_IF_ERROR(get("vocab", &m.vocab));
+  TERA_RETURN_IF_ERROR(get("ffn_hidden", &m.ffn_hidden));
+  TERA_RETURN_IF_ERROR(get("vocab_align", &m.vocab_align));
+  if (Status s = validate_model_config(m); !s) return Status::error(what + ": " + s.message());
+  return m;
+}
+
+Status save_model_checkpoint(const std::string& dir, const ParamTable& table, const float* params,
+                             const CheckpointMeta& meta) {
+  const fs::path final_dir(dir);
+  const fs::path tmp = final_dir.string() + ".tmp." + std::to_string(getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  if (final_dir.has_parent_path()) fs::create_directories(final_dir.parent_path(), ec);
+  if (!fs::create_directories(tmp, ec)) {
+    return Status::error(tmp.string() + ": cannot create directory (" + ec.message() + ")");
+  }
+  std::vector<StTensorRef> tensors;
+  table.for_each([&](const ParamEntry& e) {
+    tensors.push_back(StTensorRef{e.info->name, "F32", e.info->shape, params + e.offset,
+                                  static_cast<size_t>(numel(e.info->shape)) * sizeof(float)});
+  });
+  auto crc = write_safetensors((tmp / "model.safetensors").string(), tensors, {{"format", "tera"}});
+  if (!crc) return crc.status();
+  json j = {{"format", kModelCheckpointFormat},
+            {"version", kModelCheckpointVersion},
+            {"model", model_config_to_json(meta.model)},
+            {"step", meta.step},
+            {"tokenizer", meta.tokenizer},
+            {"tensors", {{"file", "model.safetensors"}, {"crc32", *crc}}},
+            {"extra", meta.extra}};
+  const std::string text = j.dump(2) + "\n";
+  auto mf = AtomicFile::create((tmp / "meta.json").string());
+  if (!mf) return mf.status();
+  TERA_RETURN_IF_ERROR(mf->write(text.data(), text.size()));
+  TERA_RETURN_IF_ERROR(mf->commit());
+  // Swap into place: the old directory survives until the new one is complete.
+  const fs::path old = final_dir.string() + ".old." + std::to_string(getpid());
+  const bool had_old = fs::exists(final_dir, ec);
+  if (had_old) {
+    fs::rename(final_dir, old, ec);
+    if (ec) return Status::error(dir + ": cannot move the previous checkpoint aside (" + ec.message() + ")");
+  }
+  fs::rename(tmp, final_dir, ec);
+  if (ec) return Status::error(dir + ": cannot rename the new checkpoint into place (" + ec.message() + ")");
+  const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
+  TERA_RETURN_IF_ERROR(fsync_dir(parent.string()));
+  if (had_old) fs::remove_all(old, ec);
+  return Status::ok();
+}
+
+Expected<CheckpointMeta> read_checkpoint_meta(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "meta.json").string();
+  auto bytes = read_file(path);
+  if (!bytes) {
+    return Status::error(dir + ": not a tera checkpoint (" + bytes.error() + "); pass the directory train wrote (out.dir/final)");
+  }
+  json j;
+  try {
+    j = json::parse(bytes->begin(), bytes->end());
+  } catch (const json::exception& e) {
+    return Status::error(path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object() || j.value("format", "") != kModelCheckpointFormat) {
+    return Status::error(path + ": format is not '" + std::string(kModelCheckpointFormat) + "'");
+  }
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kModelCheckpointVersion) {
+    return Status::error(path + fmt::format(": unsupported format version {} (this tera reads version {})",
+                                            j.contains("version") ? j["version"].dump() : "none",
+                                            kModelCheckpointVersion));
+  }
+  auto model = model_config_from_json(j["model"], path);
+  if (!model) return model.status();
+  CheckpointMeta meta;
+  meta.model = *model;
+  meta.step = j.value("step", int64_t{0});
+  meta.tokenizer = j.value("tokenizer", std::string("bytes"));
+  if (j.contains("extra")) meta.extra = j["extra"];
+  return meta;
+}
+
+Status load_model_weights(const std::string& dir, const ParamTable& table, float* params) {
+  const std::string meta_path = (fs::path(dir) / "meta.json").string();
+  auto bytes = read_file(meta_path);
+  if (!bytes) return bytes.status();
+  json j;
+  try {
+    j = json::parse(bytes->begin(), bytes->end());
+  } catch (const json::exception& e) {
+    return Status::error(meta_path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.contains("tensors") || !j["tensors"].is_object() || !j["tensors"].contains("file") ||
+      !j["tensors"]["file"].is_string() || !j["tensors"].contains("crc32") || !j["tensors"]["crc32"].is_number_unsigned()) {
+    return Status::error(meta_path + ": 'tensors' must hold the tensor file name and its crc32");
+  }
+  const std::string file = j["tensors"]["file"].get<std::string>();
+  if (file.find('/') != std::string::npos) return Status::error(meta_path + ": tensor file name must be plain");
+  const std::string tpath = (fs::path(dir) / file).string();
+  auto st = SafetensorsFile::open(tpath);
+  if (!st) return st.status();
+  const uint32_t want = j["tensors"]["crc32"].get<uint32_t>();
+  if (st->crc32() != want) {
+    return Status::error(tpath + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is "
+                                             "corrupt or was replaced", st->crc32(), want));
+  }
+  Status result = Status::ok();
+  table.for_each([&](const ParamEntry& e) {
+    if (!result) return;
+    const StTensorRef* t = st->find(e.info->name);
+    if (t == nullptr) {
+      result = Status::error(tpath + ": tensor '" + e.info->name + "' is missing");
+      return;
+    }
+    if (t->dtype != "F32" || t->shape != e.info->shape) {
+      result = Status::error(tpath + ": tensor '" + e.info->name + "' is " + t->dtype + " " + shape_str(t->shape) +
+                             ", expected F32 " + shape_str(e.info->shape));
+      return;
+    }
+    std::memcpy(params + e.offset, t->data, t->bytes);
+    std::memset(params + e.offset + numel(e.info->shape), 0,
+                static_cast<size_t>(e.count - numel(e.info->shape)) * sizeof(float));
+  });
+  return result;
+}
+
+}  // namespace tera

@@ -1,0 +1,39 @@
+// A model checkpoint directory: meta.json (format, version, model config,
+// step, the CRC-32 of the tensor file) and model.safetensors (every parameter
+// as its logical global tensor, by name; vocab padding is never saved).
+// The directory is written under a temporary name and renamed into place, so
+// a crash leaves the previous checkpoint intact. The full distributed format
+// (optimizer state, resharding, resume) builds on this one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "model/model_spec.h"
+#include "model/param_table.h"
+
+namespace tera {
+
+inline constexpr const char* kModelCheckpointFormat = "tera-model";
+inline constexpr int kModelCheckpointVersion = 1;
+
+struct CheckpointMeta {
+  ModelConfig model;
+  int64_t step = 0;
+  std::string tokenizer = "bytes";  // "bytes" or a tokenizer file
+  nlohmann::json extra = nlohmann::json::object();  // run config, metrics summary
+};
+
+nlohmann::json model_config_to_json(const ModelConfig& m);
+Expected<ModelConfig> model_config_from_json(const nlohmann::json& j, const std::string& what);
+
+Status save_model_checkpoint(const std::string& dir, const ParamTable& table, const float* params,
+                             const CheckpointMeta& meta);
+Expected<CheckpointMeta> read_checkpoint_meta(const std::string& dir);
+// Loads every parameter of `table` from dir (checksum, names and shapes checked).
+Status load_model_weights(const std::string& dir, const ParamTable& table, float* params);
+
+}  // namespace tera

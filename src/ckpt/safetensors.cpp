@@ -1,0 +1,185 @@
+// safetensors reader/writer with full validation of untrusted headers.
+#include "ckpt/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+
+namespace tera {
+
+using json = nlohmann::json;
+
+int64_t safetensors_dtype_bytes(const std::string& d) {
+  if (d == "F32" || d == "I32") return 4;
+  if (d == "F64" || d == "I64") return 8;
+  if (d == "BF16" || d == "F16" || d == "I16") return 2;
+  if (d == "U8" || d == "I8" || d == "BOOL") return 1;
+  return 0;
+}
+
+Expected<uint32_t> write_safetensors(const std::string& path, const std::vector<StTensorRef>& tensors,
+                                     const std::map<std::string, std::string>& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    TERA_ASSERT(static_cast<int64_t>(t.bytes) == numel(t.shape) * safetensors_dtype_bytes(t.dtype), t.name);
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');  // align the data section to 8 bytes
+  auto file = AtomicFile::create(path);
+  if (!file) return file.status();
+  uint8_t len[8];
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  TERA_RETURN_IF_ERROR(file->write(len, 8));
+  TERA_RETURN_IF_ERROR(file->write(h.data(), h.size()));
+  // Tensors in header order = offset order (nlohmann sorts keys, offsets do not depend on it).
+  for (const auto& t : tensors) TERA_RETURN_IF_ERROR(file->write(t.data, t.bytes));
+  const uint32_t crc = file->crc32();
+  TERA_RETURN_IF_ERROR(file->commit());
+  return crc;
+}
+
+Status parse_safetensors(const uint8_t* data, size_t size, const std::string& what,
+                         std::vector<StTensorRef>* tensors, std::map<std::string, std::string>* metadata) {
+  if (size < 8) return Status::error(what + ": too short for a safetensors header (" + std::to_string(size) + " bytes)");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(data[i]) << (8 * i);
+  if (n > size - 8 || n > (uint64_t{100} << 20)) {
+    return Status::error(what + ": header length " + std::to_string(n) + " exceeds the file (" +
+                         std::to_string(size) + " bytes); the file is truncated or not safetensors");
+  }
+  json header;
+  try {
+    header = json::parse(reinterpret_cast<const char*>(data) + 8, reinterpret_cast<const char*>(data) + 8 + n);
+  } catch (const json::exception& e) {
+    return Status::error(what + ": header is not valid JSON (" + e.what() + ")");
+  }
+  if (!header.is_object()) return Status::error(what + ": header is not a JSON object");
+  const uint8_t* base = data + 8 + n;
+  const uint64_t data_size = size - 8 - n;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  tensors->clear();
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) return Status::error(what + ": __metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) return Status::error(what + ": __metadata__." + m.key() + " is not a string");
+        if (metadata != nullptr) (*metadata)[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = what + ": tensor '" + name + "'";
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets")) {
+      return Status::error(where + " lacks dtype, shape or data_offsets");
+    }
+    if (!v["dtype"].is_string()) return Status::error(where + ": dtype is not a string");
+    const std::string dtype = v["dtype"].get<std::string>();
+    const int64_t esize = safetensors_dtype_bytes(dtype);
+    if (esize == 0) return Status::error(where + ": unknown dtype '" + dtype + "'");
+    if (!v["shape"].is_array()) return Status::error(where + ": shape is not an array");
+    Shape shape;
+    int64_t count = 1;
+    for (const auto& d : v["shape"]) {
+      if (!d.is_number_unsigned()) return Status::error(where + ": shape has a non-integer or negative entry");
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim > (uint64_t{1} << 40) || (dim > 0 && static_cast<uint64_t>(count) > (uint64_t{1} << 40) / dim)) {
+        return Status::error(where + ": shape is too large");
+      }
+      count *= static_cast<int64_t>(dim);
+      shape.push_back(static_cast<int64_t>(dim));
+    }
+    const json& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+      return Status::error(where + ": data_offsets is not [begin, end]");
+    }
+    const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+    if (b > e || e > data_size) {
+      return Status::error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) +
+                           "] lie outside the data section (" + std::to_string(data_size) +
+                           " bytes); the file is truncated or corrupt");
+    }
+    if (e - b != static_cast<uint64_t>(count * esize)) {
+      return Status::error(where + ": holds " + std::to_string(e - b) + " bytes but shape " + shape_str(shape) +
+                           " of " + dtype + " needs " + std::to_string(count * esize));
+    }
+    ranges.emplace_back(b, e);
+    tensors->push_back(StTensorRef{name, dtype, shape, base + b, static_cast<size_t>(e - b)});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) return Status::error(what + ": tensors overlap in the data section");
+  }
+  // Keep the writer's order (by offset) so iteration is deterministic.
+  std::sort(tensors->begin(), tensors->end(),
+            [](const StTensorRef& a, const StTensorRef& b) { return a.data < b.data; });
+  return Status::ok();
+}
+
+Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Status::error(path + ": cannot stat (" + std::strerror(errno) + ")");
+  }
+  SafetensorsFile f;
+  f.path_ = path;
+  f.size_ = static_cast<size_t>(st.st_size);
+  if (f.size_ > 0) {
+    f.map_ = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (f.map_ == MAP_FAILED) {
+      f.map_ = nullptr;
+      ::close(fd);
+      return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
+    }
+  }
+  ::close(fd);
+  TERA_RETURN_IF_ERROR(parse_safetensors(static_cast<const uint8_t*>(f.map_), f.size_, path, &f.tensors_, &f.metadata_));
+  return f;
+}
+
+SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept { *this = std::move(o); }
+
+SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
+  if (this != &o) {
+    if (map_ != nullptr) munmap(map_, size_);
+    path_ = std::move(o.path_);
+    map_ = o.map_;
+    size_ = o.size_;
+    tensors_ = std::move(o.tensors_);
+    metadata_ = std::move(o.metadata_);
+    o.map_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) munmap(map_, size_);
+}
+
+const StTensorRef* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+uint32_t SafetensorsFile::crc32() const { return crc32_of(map_, size_); }
+
+}  // namespace tera

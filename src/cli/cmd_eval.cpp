@@ -1,0 +1,51 @@
+// `tera eval`: mean per-token loss of a checkpoint over consecutive windows of
+// a text file; the last line is `val_loss=<float>` for scripts.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ckpt/model_checkpoint.h"
+#include "cli/commands.h"
+#include "data/dataset.h"
+#include "model/gpt.h"
+
+namespace tera::cli {
+
+int run_eval(const EvalArgs& args) {
+  auto meta = read_checkpoint_meta(args.ckpt);
+  if (!meta) {
+    print_error(meta.error());
+    return kExitBadInput;
+  }
+  auto data = ByteDataset::open(args.data);
+  if (!data) {
+    print_error("--data " + data.error());
+    return kExitBadInput;
+  }
+  const int64_t T = meta->model.seq_len;
+  if (Status s = check_dataset_fits(**data, T, "--data " + args.data); !s) {
+    print_error(s.message());
+    return kExitBadInput;
+  }
+  const int64_t B = std::max<int64_t>(1, meta->extra.value("micro_batch", int64_t{8}));
+  Gpt model(ModelSpec(meta->model), cpu_backend(), B);
+  if (Status s = load_model_weights(args.ckpt, model.table(), model.params()); !s) {
+    print_error(s.message());
+    return kExitBadInput;
+  }
+  const int64_t windows = ((*data)->num_tokens() - 1) / T;
+  const int64_t count = args.batches > 0 ? args.batches * B : windows;
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+  double sum = 0;
+  for (int64_t first = 0; first < count; first += B) {
+    const int64_t b = std::min(B, count - first);
+    fill_sequential_windows(**data, T, first, b, tokens.data(), targets.data());
+    sum += model.forward_loss(tokens.data(), targets.data(), b, T);
+  }
+  fmt::print("evaluated {} windows of {} tokens from {}\n", count, T, args.data);
+  fmt::print("val_loss={:.6f}\n", sum / static_cast<double>(count * T));
+  return kExitOk;
+}
+
+}  // namespace tera::cli

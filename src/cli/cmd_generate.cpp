@@ -1,0 +1,85 @@
+// `tera generate`: autoregressive sampling from a checkpoint (no KV cache: the
+// window of the last seq_len tokens is re-run per token, fine at CPU scale).
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "ckpt/model_checkpoint.h"
+#include "cli/commands.h"
+#include "core/rng.h"
+#include "model/gpt.h"
+
+namespace tera::cli {
+
+namespace {
+
+// Next token from logits[V]: argmax at temperature 0, else a sample from softmax(logits / t).
+int32_t pick(const Backend& be, const float* logits, int64_t V, double temperature, PhiloxKey key, uint64_t i,
+             std::vector<float>& probs) {
+  if (temperature <= 0) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < V; ++j) {
+      if (logits[j] > logits[best]) best = j;
+    }
+    return static_cast<int32_t>(best);
+  }
+  be.softmax_row(probs.data(), logits, V, static_cast<float>(temperature));
+  const double u = static_cast<double>(philox_u64(key, i) >> 11) * (1.0 / 9007199254740992.0);
+  double c = 0;
+  for (int64_t j = 0; j < V; ++j) {
+    c += probs[static_cast<size_t>(j)];
+    if (u < c) return static_cast<int32_t>(j);
+  }
+  return static_cast<int32_t>(V - 1);
+}
+
+}  // namespace
+
+int run_generate(const GenerateArgs& args) {
+  auto meta = read_checkpoint_meta(args.ckpt);
+  if (!meta) {
+    print_error(meta.error());
+    return kExitBadInput;
+  }
+  if (meta->tokenizer != "bytes") {
+    print_error(args.ckpt + ": tokenizer '" + meta->tokenizer + "' is not supported by this build (byte tokens only)");
+    return kExitBadInput;
+  }
+  const Backend& be = cpu_backend();
+  Gpt model(ModelSpec(meta->model), be, 1);
+  if (Status s = load_model_weights(args.ckpt, model.table(), model.params()); !s) {
+    print_error(s.message());
+    return kExitBadInput;
+  }
+  const int64_t V = meta->model.vocab, T = meta->model.seq_len;
+  std::vector<int32_t> ctx;
+  for (unsigned char ch : args.prompt) ctx.push_back(ch);
+  if (ctx.empty()) ctx.push_back('\n');
+  std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
+  const PhiloxKey key = philox_key(args.seed, "generate");
+  std::vector<float> probs(static_cast<size_t>(V));
+  std::vector<int32_t> generated;
+  for (int64_t i = 0; i < args.tokens; ++i) {
+    const int64_t n = static_cast<int64_t>(ctx.size());
+    const int64_t w = n < T ? n : T;
+    const float* logits = model.last_logits(ctx.data() + (n - w), w);
+    const int32_t next = pick(be, logits, V, args.temperature, key, static_cast<uint64_t>(i), probs);
+    ctx.push_back(next);
+    generated.push_back(next);
+    if (next < 256) std::fputc(next, stdout);
+    std::fflush(stdout);
+  }
+  std::fputc('\n', stdout);
+  if (args.ids) {
+    std::string line;
+    for (size_t i = 0; i < generated.size(); ++i) {
+      if (i > 0) line += ' ';
+      line += std::to_string(generated[i]);
+    }
+    fmt::print("{}\n", line);
+  }
+  return kExitOk;
+}
+
+}  // namespace tera::cli

@@ -1,0 +1,31 @@
+// Build information printed by `tera version`.
+#include "cli/version.h"
+
+#include <omp.h>
+
+#include <fmt/format.h>
+
+#include "kernels/backend.h"
+
+#ifndef TERA_VERSION
+#define TERA_VERSION "0.0.0"
+#endif
+#ifndef TERA_GIT_REV
+#define TERA_GIT_REV "unknown"
+#endif
+
+namespace tera::cli {
+
+const char* tera_version_string() { return TERA_VERSION; }
+
+std::string tera_build_info() {
+  return fmt::format(
+      "tera {} (git {})\n"
+      "compiler: {} {}.{}.{}, C++{}\n"
+      "backends: cpu ({}, OpenMP {} threads)\n"
+      "built: {} {}",
+      TERA_VERSION, TERA_GIT_REV, "g++", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__, __cplusplus / 100 % 100,
+      cpu_backend().gemm_library, omp_get_max_threads(), __DATE__, __TIME__);
+}
+
+}  // namespace tera::cli

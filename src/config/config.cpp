@@ -1,0 +1,291 @@
+// Run-config parsing: a schema of known keys drives type checks, unknown-key
+// detection (with a nearest-key suggestion) and assignment; semantic checks
+// follow. toml++ does the TOML; nothing here throws past the API.
+#include "config/config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <fmt/format.h>
+#include <functional>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace tera {
+
+namespace {
+
+enum class Kind { integer, number, string, boolean };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::integer: return "an integer";
+    case Kind::number: return "a number";
+    case Kind::string: return "a string";
+    case Kind::boolean: return "true or false";
+  }
+  return "?";
+}
+
+struct Field {
+  const char* key;  // "section.name"
+  Kind kind;
+  std::function<void(RunConfig&, const toml::node&)> set;
+};
+
+std::vector<Field> schema() {
+  auto i64 = [](auto member) {
+    return [member](RunConfig& c, const toml::node& n) { member(c) = n.value<int64_t>().value(); };
+  };
+  auto f32 = [](auto member) {
+    return [member](RunConfig& c, const toml::node& n) { member(c) = static_cast<float>(n.value<double>().value()); };
+  };
+  auto f64 = [](auto member) {
+    return [member](RunConfig& c, const toml::node& n) { member(c) = n.value<double>().value(); };
+  };
+  auto str = [](auto member) {
+    return [member](RunConfig& c, const toml::node& n) { member(c) = n.value<std::string>().value(); };
+  };
+  using R = RunConfig&;
+  return {
+      {"model.layers", Kind::integer, i64([](R c) -> int64_t& { return c.model.layers; })},
+      {"model.hidden", Kind::integer, i64([](R c) -> int64_t& { return c.model.hidden; })},
+      {"model.heads", Kind::integer, i64([](R c) -> int64_t& { return c.model.heads; })},
+      {"model.seq_len", Kind::integer, i64([](R c) -> int64_t& { return c.model.seq_len; })},
+      {"model.vocab", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab; })},
+      {"model.ffn_hidden", Kind::integer, i64([](R c) -> int64_t& { return c.model.ffn_hidden; })},
+      {"model.vocab_align", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab_align; })},
+      {"train.steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.steps; })},
+      {"train.micro_batch", Kind::integer, i64([](R c) -> int64_t& { return c.train.micro_batch; })},
+      {"train.global_batch", Kind::integer, i64([](R c) -> int64_t& { return c.train.global_batch; })},
+      {"train.lr", Kind::number, f32([](R c) -> float& { return c.train.lr; })},
+      {"train.min_lr", Kind::number, f32([](R c) -> float& { return c.train.min_lr; })},
+      {"train.warmup", Kind::integer, i64([](R c) -> int64_t& { return c.train.warmup; })},
+      {"train.weight_decay", Kind::number, f32([](R c) -> float& { return c.train.adamw.weight_decay; })},
+      {"train.beta1", Kind::number, f32([](R c) -> float& { return c.train.adamw.beta1; })},
+      {"train.beta2", Kind::number, f32([](R c) -> float& { return c.train.adamw.beta2; })},
+      {"train.eps", Kind::number, f32([](R c) -> float& { return c.train.adamw.eps; })},
+      {"train.clip", Kind::number, f32([](R c) -> float& { return c.train.clip; })},
+      {"train.seed", Kind::integer,
+       [](R c, const toml::node& n) { c.train.seed = static_cast<uint64_t>(n.value<int64_t>().value()); }},
+      {"train.eval_every", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_every; })},
+      {"train.eval_batches", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_batches; })},
+      {"data.train", Kind::string, str([](R c) -> std::string& { return c.data.train; })},
+      {"data.val", Kind::string, str([](R c) -> std::string& { return c.data.val; })},
+      {"data.val_fraction", Kind::number, f64([](R c) -> double& { return c.data.val_fraction; })},
+      {"out.dir", Kind::string, str([](R c) -> std::string& { return c.out.dir; })},
+  };
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string suggestion(const std::string& key, const std::vector<Field>& fields) {
+  std::string best;
+  size_t best_d = 4;  // suggest only close matches
+  for (const auto& f : fields) {
+    const size_t d = edit_distance(key, f.key);
+    if (d < best_d) {
+      best_d = d;
+      best = f.key;
+    }
+  }
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+bool kind_matches(Kind k, const toml::node& n) {
+  switch (k) {
+    case Kind::integer: return n.is_integer();
+    case Kind::number: return n.is_integer() || n.is_floating_point();
+    case Kind::string: return n.is_string();
+    case Kind::boolean: return n.is_boolean();
+  }
+  return false;
+}
+
+std::string node_type(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+Status apply_override(toml::table& root, const std::string& kv) {
+  const auto eq = kv.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Status::error("--set '" + kv + "': expected section.key=value (for example --set train.steps=50)");
+  }
+  const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+  const auto dot = key.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == key.size()) {
+    return Status::error("--set '" + kv + "': the key must be section.name (for example train.steps)");
+  }
+  const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
+  toml::table parsed;
+  bool as_toml = true;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    as_toml = false;
+  }
+  if (root.contains(section) && !root[section].is_table()) {
+    return Status::error("--set '" + kv + "': '" + section + "' is not a table in the config");
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  toml::table& t = *root[section].as_table();
+  if (as_toml) {
+    // Copy the parsed node (whatever its type) into the config table.
+    parsed.get("v")->visit([&](auto&& v) { t.insert_or_assign(name, v); });
+  } else {
+    t.insert_or_assign(name, value);  // bare words are strings: --set data.train=corpus.txt
+  }
+  return Status::ok();
+}
+
+Status validate(const RunConfig& c, const std::string& src, bool check_files) {
+  auto err = [&](const std::string& msg) { return Status::error(src + ": " + msg); };
+  if (Status s = validate_model_config(c.model); !s) return err(s.message());
+  const TrainConfig& t = c.train;
+  if (t.steps <= 0) return err(fmt::format("train.steps = {} must be positive", t.steps));
+  if (t.micro_batch <= 0) return err(fmt::format("train.micro_batch = {} must be positive", t.micro_batch));
+  if (t.global_batch <= 0) return err(fmt::format("train.global_batch = {} must be positive", t.global_batch));
+  if (t.global_batch % t.micro_batch != 0) {
+    const int64_t lo = t.global_batch / t.micro_batch * t.micro_batch;
+    return err(fmt::format(
+        "train.global_batch = {} is not a multiple of train.micro_batch = {}; set train.global_batch to a "
+        "multiple such as {}",
+        t.global_batch, t.micro_batch, lo > 0 ? lo : t.micro_batch));
+  }
+  if (!(t.lr > 0)) return err(fmt::format("train.lr = {} must be positive", t.lr));
+  if (!(t.min_lr >= 0 && t.min_lr <= t.lr)) {
+    return err(fmt::format("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr));
+  }
+  if (t.warmup < 0) return err(fmt::format("train.warmup = {} must be >= 0", t.warmup));
+  if (!(t.adamw.weight_decay >= 0)) return err("train.weight_decay must be >= 0");
+  if (!(t.adamw.beta1 >= 0 && t.adamw.beta1 < 1)) return err("train.beta1 must lie in [0, 1)");
+  if (!(t.adamw.beta2 >= 0 && t.adamw.beta2 < 1)) return err("train.beta2 must lie in [0, 1)");
+  if (!(t.adamw.eps > 0)) return err("train.eps must be positive");
+  if (!(t.clip >= 0)) return err(fmt::format("train.clip = {} must be >= 0 (0 disables clipping)", t.clip));
+  if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
+  if (t.eval_batches <= 0) return err("train.eval_batches must be positive");
+  if (c.data.train.empty()) return err("data.train is missing; set it to a text file, e.g. data.train = \"corpus.txt\"");
+  if (c.data.val.empty() && !(c.data.val_fraction > 0 && c.data.val_fraction < 1)) {
+    return err("data.val_fraction must lie in (0, 1) when data.val is not set");
+  }
+  if (check_files) {
+    namespace fs = std::filesystem;
+    for (const auto& [key, path] : {std::pair{"data.train", c.data.train}, std::pair{"data.val", c.data.val}}) {
+      if (path.empty()) continue;
+      std::error_code ec;
+      if (!fs::is_regular_file(path, ec)) {
+        return err(fmt::format("{} = \"{}\": no such file; check the path (relative paths are from the current "
+                               "directory)", key, path));
+      }
+    }
+  }
+  if (c.out.dir.empty()) return err("out.dir must not be empty");
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<RunConfig> parse_run_config(const std::string& text, const std::string& source,
+                                     const std::vector<std::string>& overrides, bool check_files) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    return Status::error(fmt::format("{}:{}:{}: TOML syntax error: {}", source, b.line, b.column, e.description()));
+  }
+  for (const auto& kv : overrides) TERA_RETURN_IF_ERROR(apply_override(root, kv));
+
+  const auto fields = schema();
+  RunConfig cfg;
+  cfg.source = source;
+  cfg.model = ModelConfig{.layers = 0, .hidden = 0, .heads = 0, .seq_len = 0, .vocab = 256};
+  for (auto&& [sec_key, sec_node] : root) {
+    const std::string section(sec_key.str());
+    if (!sec_node.is_table()) {
+      return Status::error(fmt::format("{}: '{}' must be a [{}] table", source, section, section));
+    }
+    for (auto&& [k, node] : *sec_node.as_table()) {
+      const std::string key = section + "." + std::string(k.str());
+      auto it = std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return key == f.key; });
+      if (it == fields.end()) {
+        return Status::error(fmt::format("{}: unknown key '{}'{}", source, key, suggestion(key, fields)));
+      }
+      if (!kind_matches(it->kind, node)) {
+        return Status::error(fmt::format("{}: {} must be {}, got {}", source, key, kind_name(it->kind), node_type(node)));
+      }
+      it->set(cfg, node);
+    }
+  }
+  for (const char* required : {"model.layers", "model.hidden", "model.heads", "model.seq_len"}) {
+    const std::string r(required);
+    const auto dot = r.find('.');
+    auto sec = root[r.substr(0, dot)];
+    if (!sec || !sec.as_table() || !sec.as_table()->contains(r.substr(dot + 1))) {
+      return Status::error(fmt::format("{}: {} is missing; add it to the [{}] table", source, r, r.substr(0, dot)));
+    }
+  }
+  TERA_RETURN_IF_ERROR(validate(cfg, source, check_files));
+  return cfg;
+}
+
+Expected<RunConfig> load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                                    bool check_files) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::error(path + ": config file not found; pass an existing TOML file to --config");
+  }
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (!f) return Status::error(path + ": cannot read the config file");
+  return parse_run_config(ss.str(), path, overrides, check_files);
+}
+
+std::string run_config_to_toml(const RunConfig& c) {
+  auto q = [](const std::string& s) {
+    std::string o = "\"";
+    for (char ch : s) {
+      if (ch == '"' || ch == '\\') o += '\\';
+      o += ch;
+    }
+    return o + "\"";
+  };
+  std::string s;
+  s += fmt::format("[model]\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = {}\nvocab = {}\n", c.model.layers,
+                   c.model.hidden, c.model.heads, c.model.seq_len, c.model.vocab);
+  if (c.model.ffn_hidden > 0) s += fmt::format("ffn_hidden = {}\n", c.model.ffn_hidden);
+  s += fmt::format("vocab_align = {}\n", c.model.vocab_align);
+  const TrainConfig& t = c.train;
+  s += fmt::format(
+      "\n[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = {}\nmin_lr = {}\nwarmup = {}\n"
+      "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_batches = {}\n",
+      t.steps, t.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
+      t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_batches);
+  s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
+  if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
+  else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);
+  s += "\n[out]\ndir = " + q(c.out.dir) + "\n";
+  return s;
+}
+
+}  // namespace tera

@@ -1,0 +1,42 @@
+// Shapes and dtypes. Dimension order is outermost first, as in PyTorch:
+// shape {B, T, C} means C is contiguous (stride 1) and B has the largest
+// stride. Element counts are int64_t. "axis" names a mesh axis (tp, pp, dp);
+// "dim" names a tensor dimension.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace tera {
+
+enum class DType { f32, bf16, f16 };
+
+inline int64_t dtype_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+  }
+  return "?";
+}
+
+using Shape = std::vector<int64_t>;
+
+inline int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+inline std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+inline int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace tera

@@ -1,0 +1,43 @@
+// The CPU backend table: fp32 instantiations of the kernels in cpu_ops.h.
+#include <string_view>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace tera {
+
+namespace {
+bool cpu_supports(Op, DType dtype) { return dtype == DType::f32; }
+}  // namespace
+
+const Backend& cpu_backend() {
+  static const Backend backend = {
+      .name = "cpu",
+      .gemm_library = "oneDNN dnnl_sgemm",
+      .gemm = cpu::gemm<float>,
+      .linear_forward = cpu::linear_forward<float>,
+      .linear_backward = cpu::linear_backward<float>,
+      .layernorm_forward = cpu::layernorm_forward<float>,
+      .layernorm_backward = cpu::layernorm_backward<float>,
+      .gelu_forward = cpu::gelu_forward<float>,
+      .gelu_backward = cpu::gelu_backward<float>,
+      .attention_forward = cpu::attention_forward<float>,
+      .attention_backward = cpu::attention_backward<float>,
+      .residual_forward = cpu::residual_forward<float>,
+      .cross_entropy = cpu::cross_entropy<float>,
+      .softmax_row = cpu::softmax_row<float>,
+      .embedding_forward = cpu::embedding_forward<float>,
+      .embedding_backward = cpu::embedding_backward<float>,
+      .adamw = cpu::adamw<float>,
+      .sum_squares = cpu::sum_squares<float>,
+      .supports = cpu_supports,
+  };
+  return backend;
+}
+
+const Backend* find_backend(std::string_view name) {
+  if (name == "cpu") return &cpu_backend();
+  return nullptr;
+}
+
+}  // namespace tera

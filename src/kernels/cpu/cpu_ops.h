@@ -1,0 +1,58 @@
+// CPU kernels, templated on the element type. The float instantiations are the
+// CPU backend (backend_cpu.cpp); the double instantiations are the fp64
+// reference that the conformance tests check with finite differences and
+// compare the float path against. Shapes and accumulation rules: kernels/ops.h.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace tera::cpu {
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+          const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+
+template <typename T>
+void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t I, int64_t O);
+template <typename T>
+void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t N, int64_t I, int64_t O);
+
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* g, const T* b, int64_t N, int64_t C);
+template <typename T>
+void layernorm_backward(T* dx, T* dg, T* db, const T* dout, const T* x, const T* g, const T* mean, const T* rstd,
+                        int64_t N, int64_t C);
+
+template <typename T>
+void gelu_forward(T* out, const T* x, int64_t n);
+template <typename T>
+void gelu_backward(T* dx, const T* x, const T* dout, int64_t n);
+
+template <typename T>
+void attention_forward(T* out, T* probs, const T* qkv, int64_t B, int64_t T_, int64_t C, int64_t H);
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t B, int64_t T_, int64_t C,
+                        int64_t H);
+
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, int64_t n);
+
+template <typename T>
+void cross_entropy(T* losses, T* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp, T dloss);
+template <typename T>
+void softmax_row(T* probs, const T* logits, int64_t V, T temperature);
+
+template <typename T>
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B, int64_t T_, int64_t C);
+template <typename T>
+void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t B, int64_t T_, int64_t C);
+
+template <typename T>
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a);
+
+template <typename T>
+double sum_squares(const T* x, int64_t n);
+
+}  // namespace tera::cpu

@@ -1,0 +1,69 @@
+// Elementwise ops and reductions: residual add, AdamW, sum of squares.
+// AdamW follows torch.optim.AdamW (decoupled decay applied to p before the
+// Adam update; bias corrections folded into step size and denominator).
+#include <cmath>
+#include <vector>
+
+#include <omp.h>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace tera::cpu {
+
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.step));
+  const T decay = static_cast<T>(1.0 - static_cast<double>(a.lr) * a.weight_decay);
+  const T step_size = static_cast<T>(a.lr / bc1);
+  const T inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
+  const T b1 = a.beta1, b2 = a.beta2, eps = a.eps, gs = a.grad_scale;
+  const T omb1 = T(1) - b1, omb2 = T(1) - b2;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const T g = grad[i] * gs;
+    const T mi = b1 * m[i] + omb1 * g;
+    const T vi = b2 * v[i] + omb2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    param[i] = param[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
+  }
+}
+
+template <typename T>
+double sum_squares(const T* x, int64_t n) {
+  // Per-thread partials in double, combined in thread order (deterministic).
+  const int nt = omp_get_max_threads();
+  std::vector<double> part(static_cast<size_t>(nt), 0.0);
+#pragma omp parallel num_threads(nt)
+  {
+    double acc = 0;
+#pragma omp for schedule(static)
+    for (int64_t i0 = 0; i0 < n; i0 += 4096) {
+      const int64_t i1 = i0 + 4096 < n ? i0 + 4096 : n;
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = i0; i < i1; ++i) s += x[i] * x[i];
+      acc += static_cast<double>(s);
+    }
+    part[static_cast<size_t>(omp_get_thread_num())] = acc;
+  }
+  double total = 0;
+  for (double p : part) total += p;
+  return total;
+}
+
+template void residual_forward<float>(float*, const float*, const float*, int64_t);
+template void residual_forward<double>(double*, const double*, const double*, int64_t);
+template void adamw<float>(float*, const float*, float*, float*, int64_t, const AdamWArgs&);
+template void adamw<double>(double*, const double*, double*, double*, int64_t, const AdamWArgs&);
+template double sum_squares<float>(const float*, int64_t);
+template double sum_squares<double>(const double*, int64_t);
+
+}  // namespace tera::cpu

@@ -1,0 +1,71 @@
+// GEMM and linear layers. fp32 runs on oneDNN's dnnl_sgemm (row-major; it
+// picks its AVX-512/AVX2 kernel from the CPU it runs on); fp64, the reference
+// path for tests, on OpenBLAS's cblas_dgemm. No hand-written GEMM here.
+#include <cblas.h>
+#include <dnnl.h>
+
+#include "core/check.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace tera::cpu {
+
+template <>
+void gemm<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
+                                      beta, C, ldc);
+  TERA_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status " + std::to_string(static_cast<int>(st)));
+}
+
+template <>
+void gemm<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
+              static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+
+template <typename T>
+void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t I, int64_t O) {
+  // y[N,O] = x[N,I] @ W[O,I]^T (+ b)
+  if (b != nullptr) {
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < N; ++n) {
+      T* row = y + n * O;
+#pragma omp simd
+      for (int64_t o = 0; o < O; ++o) row[o] = b[o];
+    }
+  }
+  gemm<T>(false, true, N, O, I, T(1), x, I, W, I, b != nullptr ? T(1) : T(0), y, O);
+}
+
+template <typename T>
+void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t N, int64_t I, int64_t O) {
+  if (dx != nullptr) gemm<T>(false, false, N, I, O, T(1), dy, O, W, I, T(0), dx, I);  // dx[N,I] = dy[N,O] @ W[O,I]
+  gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dW, I);                        // dW[O,I] += dy^T @ x
+  if (db != nullptr) {
+    // db[O] += column sums of dy[N,O]; parallel over column blocks, rows summed in order.
+    constexpr int64_t kBlock = 256;
+#pragma omp parallel for schedule(static)
+    for (int64_t o0 = 0; o0 < O; o0 += kBlock) {
+      const int64_t o1 = o0 + kBlock < O ? o0 + kBlock : O;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* row = dy + n * O;
+#pragma omp simd
+        for (int64_t o = o0; o < o1; ++o) db[o] += row[o];
+      }
+    }
+  }
+}
+
+template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
+template void linear_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t,
+                                     int64_t);
+template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t,
+                                     int64_t, int64_t);
+template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
+                                      int64_t, int64_t, int64_t);
+
+}  // namespace tera::cpu

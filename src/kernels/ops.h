@@ -1,0 +1,87 @@
+// The backend-neutral op set: every op's signature and shape contract. Each
+// backend (cpu/ now; cuda/ later through one portability header) implements
+// these with identical signatures; model code calls them through Backend
+// (backend.h) and never branches on which backend runs.
+//
+// Shape legend: N = rows (tokens, B*T), B = batch, T = sequence, C = channels
+// (local to this rank: C/tp where split), H = heads (local), hs = head size,
+// V = vocabulary (real), Vp = padded vocabulary (row count of the embedding).
+// All buffers are fp32, row-major, outermost dimension first.
+//
+// Accumulation contract (the backward pass relies on it):
+//   gradients of parameters always accumulate (+=);
+//   layernorm_backward accumulates into dx (dx holds the residual gradient);
+//   every other backward overwrites its input gradient.
+#pragma once
+
+#include <cstdint>
+
+namespace tera {
+
+// C[M,N] = alpha * op(A) @ op(B) + beta * C, op(A): [M,K], op(B): [K,N].
+// A is [M,K] (or [K,M] if trans_a), B is [K,N] (or [N,K] if trans_b).
+using GemmFn = void (*)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                        const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                        int64_t ldc);
+
+// y[N,O] = x[N,I] @ W[O,I]^T (+ b[O] when b != nullptr).
+using LinearForwardFn = void (*)(float* y, const float* x, const float* W, const float* b, int64_t N,
+                                 int64_t I, int64_t O);
+// dx[N,I] = dy @ W (overwrite; skipped if dx == nullptr);
+// dW[O,I] += dy^T @ x; db[O] += sum_n dy (skipped if db == nullptr).
+using LinearBackwardFn = void (*)(float* dx, float* dW, float* db, const float* dy, const float* x,
+                                  const float* W, int64_t N, int64_t I, int64_t O);
+
+// out[N,C] = (x - mean) * rstd * g + b; mean[N], rstd[N] saved for backward.
+using LayerNormForwardFn = void (*)(float* out, float* mean, float* rstd, const float* x, const float* g,
+                                    const float* b, int64_t N, int64_t C);
+// dx[N,C] += ..., dg[C] += ..., db[C] += ... from dout[N,C].
+using LayerNormBackwardFn = void (*)(float* dx, float* dg, float* db, const float* dout, const float* x,
+                                     const float* g, const float* mean, const float* rstd, int64_t N,
+                                     int64_t C);
+
+// GELU, tanh approximation: out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+using GeluForwardFn = void (*)(float* out, const float* x, int64_t n);
+using GeluBackwardFn = void (*)(float* dx, const float* x, const float* dout, int64_t n);  // overwrite
+
+// Causal self-attention over local heads.
+// qkv[B,T,3C] holds q | k | v, head h at columns [h*hs, (h+1)*hs) of each part;
+// out[B,T,C]; probs[B,H,T,T] (softmax rows, zero above the diagonal) saved.
+using AttentionForwardFn = void (*)(float* out, float* probs, const float* qkv, int64_t B, int64_t T,
+                                    int64_t C, int64_t H);
+// dqkv[B,T,3C] (overwrite) from dout[B,T,C].
+using AttentionBackwardFn = void (*)(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                                     int64_t B, int64_t T, int64_t C, int64_t H);
+
+// out[n] = a[n] + b[n]   (out may alias a).
+using ResidualForwardFn = void (*)(float* out, const float* a, const float* b, int64_t n);
+
+// Fused softmax + cross-entropy over the first V of Vp columns (columns >= V
+// are padding: excluded from the softmax, gradient 0). losses[N]; targets[N]
+// (a target < 0 is ignored: loss 0, gradient 0). Overwrites logits[N,Vp] with
+// dlogits = dloss * (softmax - onehot). Returns nothing; losses are per row.
+using CrossEntropyFn = void (*)(float* losses, float* logits, const int32_t* targets, int64_t N,
+                                int64_t V, int64_t Vp, float dloss);
+// Softmax probabilities of one row's first V entries (generation).
+using SoftmaxRowFn = void (*)(float* probs, const float* logits, int64_t V, float temperature);
+
+// out[B,T,C] = wte[tokens[b,t], :] + wpe[t, :].
+using EmbeddingForwardFn = void (*)(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                                    int64_t B, int64_t T, int64_t C);
+// dwte[Vp,C] += scatter of dout; dwpe[T,C] += sum over b (dwpe may be nullptr).
+using EmbeddingBackwardFn = void (*)(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                                     int64_t B, int64_t T, int64_t C);
+
+// One AdamW step over a flat range (PyTorch's torch.optim.AdamW arithmetic):
+//   g = grad * grad_scale; p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+struct AdamWArgs {
+  float lr, beta1, beta2, eps, weight_decay, grad_scale;
+  int64_t step;  // 1-based
+};
+using AdamWFn = void (*)(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWArgs& a);
+
+// sum of x[i]^2, accumulated in double.
+using SumSquaresFn = double (*)(const float* x, int64_t n);
+
+}  // namespace tera

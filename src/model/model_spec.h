@@ -1,0 +1,99 @@
+// ModelSpec: the one source of truth for GPT model math (DESIGN.md invariant 2).
+// It owns the parameter table (name, global shape, init, weight decay), the
+// parameter count, FLOPs per token and the per-micro-batch activation table.
+// The runtime allocates from these tables and the planner sums them, so the
+// two can never disagree. Pure: depends on core only.
+//
+// Shape legend: L = layers, C = hidden, H = heads, hs = C/H, F = ffn hidden
+// (4C for GPT-2), T = sequence length, V = vocabulary, Vp = V padded to a
+// multiple of vocab_align (padding rows are zero, masked out of the softmax,
+// and never saved), B = micro-batch size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace tera {
+
+struct ModelConfig {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t seq_len = 0;
+  int64_t vocab = 0;
+  int64_t ffn_hidden = 0;   // 0 means 4 * hidden
+  int64_t vocab_align = 64; // embedding rows are padded to a multiple of this
+
+  int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int64_t head_size() const { return hidden / heads; }
+  bool operator==(const ModelConfig&) const = default;
+};
+
+// Checks the shape is a GPT this runtime can build; the message names the
+// config key (model.<field>) and the fix.
+Status validate_model_config(const ModelConfig& cfg);
+
+enum class InitKind { normal, zeros, ones };
+
+struct ParamInfo {
+  std::string name;   // Hugging Face GPT-2 style: "h.3.attn.c_attn.weight"
+  Shape shape;        // logical global shape (what checkpoints hold)
+  Shape alloc_shape;  // allocated global shape (vocab rows padded)
+  InitKind init = InitKind::normal;
+  float init_std = 0.0f;
+  bool weight_decay = false;  // true for weight matrices and embeddings only
+  int layer = -1;             // -1 embeddings, 0..L-1 blocks, L final norm
+};
+
+// A buffer in an activation or workspace table: fp32 elements.
+struct BufferInfo {
+  std::string name;
+  Shape shape;
+};
+
+class ModelSpec {
+ public:
+  explicit ModelSpec(ModelConfig cfg);
+
+  const ModelConfig& config() const { return cfg_; }
+  int64_t padded_vocab() const { return padded_vocab_; }
+
+  // Every parameter tensor, in storage order: wte, wpe, h.0 ... h.{L-1}, ln_f.
+  const std::vector<ParamInfo>& params() const { return params_; }
+  int64_t num_params() const;        // logical (what users count), tied wte counted once
+  int64_t num_params_alloc() const;  // including vocab padding rows
+
+  // Model FLOPs per token of one training step (forward + backward), with
+  // Megatron's conventions (Narayanan et al. 2021, eq. 3): matmuls only,
+  // 2 FLOPs per multiply-add, attention scores counted over the full T x T
+  // square. Per layer, forward: 2*(3C*C + C*C + 2*C*F) + 2*2*T*C; LM head
+  // forward: 2*C*V. Training = 3 x forward (backward = 2 x forward); with full
+  // recompute the layers run forward twice, so layers count 4 x, the head 3 x.
+  double forward_flops_per_token() const;
+  double train_flops_per_token(bool full_recompute = false) const;
+
+  // Activations one micro-batch of B sequences of length T keeps from forward
+  // to backward, per block and for the head (fp32). See model/gpt.h for how
+  // each buffer is used.
+  std::vector<BufferInfo> block_activations(int64_t B, int64_t T) const;
+  std::vector<BufferInfo> head_activations(int64_t B, int64_t T) const;
+  // Scratch shared by all micro-batches (backward temporaries, logits).
+  std::vector<BufferInfo> workspace(int64_t B, int64_t T) const;
+
+  // Bytes of the tables above for one micro-batch through the whole model.
+  int64_t activation_bytes(int64_t B, int64_t T) const;
+  int64_t workspace_bytes(int64_t B, int64_t T) const;
+
+ private:
+  ModelConfig cfg_;
+  int64_t padded_vocab_;
+  std::vector<ParamInfo> params_;
+};
+
+int64_t table_floats(const std::vector<BufferInfo>& table);
+
+}  // namespace tera

@@ -1,0 +1,359 @@
+// Conformance of every CPU op (STYLE.md principle 4):
+//  1. the fp64 instantiation's backward matches central finite differences of
+//     its forward (h = 1e-5: truncation h^2 |f'''| ~ 1e-10, rounding
+//     eps64 |L| / h ~ 1e-10, so 1e-6 relative is a loose, safe bar);
+//  2. the fp32 instantiation (the backend) matches the fp64 one on the same
+//     fp32-rounded inputs within a bound derived from the op's accumulation
+//     length K: |err| <= K * eps32 * (sum of |terms|), stated per op.
+// Sizes are deliberately not multiples of the vector width, and fp32 inputs
+// sit at a misaligned (+1 float) offset.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_ops.h"
+
+namespace tera {
+namespace {
+
+constexpr double kEps32 = 5.96e-8;  // 2^-24, unit roundoff of fp32
+
+struct Inputs {
+  std::mt19937_64 gen{1234};
+  std::vector<double> normal(size_t n, double sd = 1.0) {
+    std::normal_distribution<double> d(0.0, sd);
+    std::vector<double> v(n);
+    // Values representable in fp32, so both paths see identical inputs.
+    for (auto& x : v) x = static_cast<double>(static_cast<float>(d(gen)));
+    return v;
+  }
+};
+
+// fp32 copy of a vector placed at a misaligned address (+1 float).
+struct F32 {
+  std::vector<float> storage;
+  float* p;
+  explicit F32(const std::vector<double>& v) : storage(v.size() + 1) {
+    p = storage.data() + 1;
+    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  }
+  explicit F32(size_t n) : storage(n + 1, 0.0f) { p = storage.data() + 1; }
+  float operator[](size_t i) const { return p[i]; }
+};
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Central differences of scalar loss() w.r.t. x[i] for every i; compares with g.
+void fd_check(std::vector<double>& x, const std::function<double()>& loss, const std::vector<double>& g,
+              const char* what, double rel = 1e-6) {
+  ASSERT_EQ(x.size(), g.size()) << what;
+  const double h = 1e-5;
+  double gmax = 1e-3;
+  for (double v : g) gmax = std::max(gmax, std::abs(v));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double lp = loss();
+    x[i] = x0 - h;
+    const double lm = loss();
+    x[i] = x0;
+    const double fd = (lp - lm) / (2 * h);
+    ASSERT_NEAR(g[i], fd, rel * gmax) << what << " element " << i;
+  }
+}
+
+// Max |a - b| must be within tol[i] for every element.
+void expect_within(const float* got, const std::vector<double>& ref, const std::vector<double>& tol,
+                   const char* what) {
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_LE(std::abs(static_cast<double>(got[i]) - ref[i]), tol[i]) << what << " element " << i;
+  }
+}
+std::vector<double> uniform_tol(size_t n, double t) { return std::vector<double>(n, t); }
+
+TEST(Conformance, GemmAllTransposesAndStrides) {
+  Inputs in;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const int64_t M = 13, N = 17, K = 29, pad = 3;
+      const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+      auto A = in.normal(static_cast<size_t>((ta ? K : M) * lda));
+      auto B = in.normal(static_cast<size_t>((tb ? N : K) * ldb));
+      auto C0 = in.normal(static_cast<size_t>(M * ldc));
+      std::vector<double> C = C0, mag(C0.size());
+      const double alpha = 0.75, beta = 0.5;
+      cpu::gemm<double>(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+      // Element-wise reference from the definition, and the bound on |terms|.
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0, a = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double x = ta ? A[k * lda + i] : A[i * lda + k];
+            const double y = tb ? B[j * ldb + k] : B[k * ldb + j];
+            s += x * y;
+            a += std::abs(x * y);
+          }
+          const double want = alpha * s + beta * C0[i * ldc + j];
+          ASSERT_NEAR(C[i * ldc + j], want, 1e-12 * (a + 1)) << "fp64 gemm ta=" << ta << " tb=" << tb;
+          mag[i * ldc + j] = (K + 2) * kEps32 * (alpha * a + beta * std::abs(C0[i * ldc + j])) + 1e-30;
+        }
+      }
+      F32 Af(A), Bf(B), Cf(C0);
+      cpu_backend().gemm(ta, tb, M, N, K, 0.75f, Af.p, lda, Bf.p, ldb, 0.5f, Cf.p, ldc);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j)
+          ASSERT_LE(std::abs(Cf[i * ldc + j] - C[i * ldc + j]), mag[i * ldc + j]) << "fp32 gemm " << i << "," << j;
+    }
+  }
+}
+
+TEST(Conformance, Linear) {
+  Inputs in;
+  const int64_t N = 7, I = 19, O = 11;
+  auto x = in.normal(N * I), W = in.normal(O * I), b = in.normal(O), R = in.normal(N * O);
+  auto loss = [&] {
+    std::vector<double> y(N * O);
+    cpu::linear_forward<double>(y.data(), x.data(), W.data(), b.data(), N, I, O);
+    return dot(y, R);
+  };
+  std::vector<double> dx(N * I), dW(O * I, 0.0), db(O, 0.0);
+  cpu::linear_backward<double>(dx.data(), dW.data(), db.data(), R.data(), x.data(), W.data(), N, I, O);
+  fd_check(x, loss, dx, "linear dx");
+  fd_check(W, loss, dW, "linear dW");
+  fd_check(b, loss, db, "linear db");
+  // fp32 vs fp64: inputs are O(1) normals, accumulation length I (forward), N or O (backward).
+  std::vector<double> y(N * O);
+  cpu::linear_forward<double>(y.data(), x.data(), W.data(), b.data(), N, I, O);
+  F32 xf(x), Wf(W), bf(b), Rf(R), yf(N * O), dxf(N * I), dWf(O * I), dbf(O);
+  cpu_backend().linear_forward(yf.p, xf.p, Wf.p, bf.p, N, I, O);
+  const double bound_fwd = (I + 1) * kEps32 * (I * 16.0);  // sum |x w| <= I * max|x| max|w|, |x|,|w| < 4
+  expect_within(yf.p, y, uniform_tol(y.size(), bound_fwd), "linear fwd fp32");
+  cpu_backend().linear_backward(dxf.p, dWf.p, dbf.p, Rf.p, xf.p, Wf.p, N, I, O);
+  expect_within(dxf.p, dx, uniform_tol(dx.size(), (O + 1) * kEps32 * O * 16.0), "linear dx fp32");
+  expect_within(dWf.p, dW, uniform_tol(dW.size(), (N + 1) * kEps32 * N * 16.0), "linear dW fp32");
+  expect_within(dbf.p, db, uniform_tol(db.size(), (N + 1) * kEps32 * N * 4.0), "linear db fp32");
+}
+
+TEST(Conformance, LayerNorm) {
+  Inputs in;
+  const int64_t N = 5, C = 37;
+  auto x = in.normal(N * C, 2.0), g = in.normal(C), b = in.normal(C), R = in.normal(N * C);
+  std::vector<double> mean(N), rstd(N), y(N * C);
+  auto loss = [&] {
+    cpu::layernorm_forward<double>(y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), N, C);
+    return dot(y, R);
+  };
+  loss();
+  std::vector<double> y_ref = y, mean_ref = mean, rstd_ref = rstd;
+  auto dx0 = in.normal(N * C);  // dx accumulates: start from a non-zero residual gradient
+  std::vector<double> dx = dx0, dg(C, 0.0), db(C, 0.0);
+  cpu::layernorm_backward<double>(dx.data(), dg.data(), db.data(), R.data(), x.data(), g.data(), mean.data(),
+                                  rstd.data(), N, C);
+  std::vector<double> dx_only(N * C);
+  for (size_t i = 0; i < dx.size(); ++i) dx_only[i] = dx[i] - dx0[i];
+  fd_check(x, loss, dx_only, "layernorm dx");
+  fd_check(g, loss, dg, "layernorm dg");
+  fd_check(b, loss, db, "layernorm db");
+  // fp32: xhat has |xhat| <= sqrt(C); the mean/variance sums have length C.
+  F32 xf(x), gf(g), bf(b), Rf(R), yf(N * C), mf(N), rf(N), dxf(dx0), dgf(C), dbf(C);
+  cpu_backend().layernorm_forward(yf.p, mf.p, rf.p, xf.p, gf.p, bf.p, N, C);
+  const double t = 4 * C * kEps32 * std::sqrt(static_cast<double>(C)) * 16.0;
+  expect_within(yf.p, y_ref, uniform_tol(y_ref.size(), t), "layernorm fwd fp32");
+  cpu_backend().layernorm_backward(dxf.p, dgf.p, dbf.p, Rf.p, xf.p, gf.p, mf.p, rf.p, N, C);
+  expect_within(dxf.p, dx, uniform_tol(dx.size(), t), "layernorm dx fp32");
+  expect_within(dgf.p, dg, uniform_tol(dg.size(), N * t), "layernorm dg fp32");
+  expect_within(dbf.p, db, uniform_tol(db.size(), N * 4 * kEps32 * 4.0), "layernorm db fp32");
+}
+
+TEST(Conformance, Gelu) {
+  Inputs in;
+  const int64_t n = 101;
+  auto x = in.normal(n, 3.0), R = in.normal(n);
+  std::vector<double> y(n);
+  auto loss = [&] {
+    cpu::gelu_forward<double>(y.data(), x.data(), n);
+    return dot(y, R);
+  };
+  loss();
+  std::vector<double> y_ref = y, dx(n);
+  cpu::gelu_backward<double>(dx.data(), x.data(), R.data(), n);
+  fd_check(x, loss, dx, "gelu dx");
+  // fp32 tanh is computed as 1 - 2/(exp(2u)+1): absolute error ~ a few eps32,
+  // times |x| (<= 15) in y and in the derivative.
+  F32 xf(x), Rf(R), yf(n), dxf(n);
+  cpu_backend().gelu_forward(yf.p, xf.p, n);
+  std::vector<double> tol(n), tol_d(n);
+  for (int64_t i = 0; i < n; ++i) {
+    tol[i] = 16 * kEps32 * (1 + std::abs(x[i]));
+    tol_d[i] = 16 * kEps32 * (1 + std::abs(x[i]) * (1 + x[i] * x[i])) * std::abs(R[i]) + 1e-30;
+  }
+  expect_within(yf.p, y_ref, tol, "gelu fwd fp32");
+  cpu_backend().gelu_backward(dxf.p, xf.p, Rf.p, n);
+  expect_within(dxf.p, dx, tol_d, "gelu bwd fp32");
+}
+
+TEST(Conformance, Attention) {
+  Inputs in;
+  for (auto [B, T, C, H] : {std::array<int64_t, 4>{2, 7, 12, 3}, std::array<int64_t, 4>{1, 13, 10, 1}}) {
+    auto qkv = in.normal(B * T * 3 * C), R = in.normal(B * T * C);
+    std::vector<double> y(B * T * C), P(B * H * T * T);
+    auto loss = [&] {
+      cpu::attention_forward<double>(y.data(), P.data(), qkv.data(), B, T, C, H);
+      return dot(y, R);
+    };
+    loss();
+    std::vector<double> y_ref = y, P_ref = P, dqkv(qkv.size());
+    // Causality and normalisation: each probability row sums to 1 and is 0 above the diagonal.
+    for (int64_t r = 0; r < B * H * T; ++r) {
+      const int64_t t = r % T;
+      double s = 0;
+      for (int64_t j = 0; j < T; ++j) {
+        if (j > t) {
+          ASSERT_EQ(P[r * T + j], 0.0);
+        }
+        s += P[r * T + j];
+      }
+      ASSERT_NEAR(s, 1.0, 1e-12);
+    }
+    cpu::attention_backward<double>(dqkv.data(), R.data(), qkv.data(), P.data(), B, T, C, H);
+    fd_check(qkv, loss, dqkv, "attention dqkv");
+    // fp32: scores are dots of length hs, softmax sums of length T.
+    const int64_t hs = C / H;
+    F32 qf(qkv), Rf(R), yf(y.size()), Pf(P.size()), dqf(qkv.size());
+    cpu_backend().attention_forward(yf.p, Pf.p, qf.p, B, T, C, H);
+    const double t = (hs + T + 8) * kEps32 * hs * 16.0;
+    expect_within(Pf.p, P_ref, uniform_tol(P_ref.size(), t), "attention probs fp32");
+    expect_within(yf.p, y_ref, uniform_tol(y_ref.size(), 4 * t), "attention out fp32");
+    cpu_backend().attention_backward(dqf.p, Rf.p, qf.p, Pf.p, B, T, C, H);
+    expect_within(dqf.p, dqkv, uniform_tol(dqkv.size(), T * 16 * t), "attention dqkv fp32");
+  }
+}
+
+TEST(Conformance, CrossEntropyWithPaddingAndIgnore) {
+  Inputs in;
+  const int64_t N = 6, V = 23, Vp = 32;
+  auto logits = in.normal(N * Vp, 3.0);
+  std::vector<int32_t> targets = {0, 22, 5, -1, 7, 22};
+  const double dloss = 0.37;
+  auto loss = [&] {
+    std::vector<double> l = logits, losses(N);
+    cpu::cross_entropy<double>(losses.data(), l.data(), targets.data(), N, V, Vp, dloss);
+    double s = 0;
+    for (double v : losses) s += v;
+    return dloss * s;
+  };
+  std::vector<double> g = logits, losses(N);
+  cpu::cross_entropy<double>(losses.data(), g.data(), targets.data(), N, V, Vp, dloss);
+  fd_check(logits, loss, g, "cross-entropy dlogits");
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t j = V; j < Vp; ++j) ASSERT_EQ(g[n * Vp + j], 0.0) << "padded column has a gradient";
+    if (targets[n] < 0) {
+      ASSERT_EQ(losses[n], 0.0);
+    }
+    // Closed form: loss = logsumexp over the real columns minus the target logit.
+    if (targets[n] >= 0) {
+      double m = -1e300, z = 0;
+      for (int64_t j = 0; j < V; ++j) m = std::max(m, logits[n * Vp + j]);
+      for (int64_t j = 0; j < V; ++j) z += std::exp(logits[n * Vp + j] - m);
+      ASSERT_NEAR(losses[n], std::log(z) + m - logits[n * Vp + targets[n]], 1e-12);
+    }
+  }
+  F32 lf(logits), lossf(N);
+  cpu_backend().cross_entropy(lossf.p, lf.p, targets.data(), N, V, Vp, static_cast<float>(dloss));
+  // loss = log Z + m - l_y: |l| <= 15, relative error of exp ~2 ulp, Z sums V terms.
+  expect_within(lossf.p, losses, uniform_tol(N, (V + 16) * kEps32 * 16), "cross-entropy loss fp32");
+  expect_within(lf.p, g, uniform_tol(g.size(), (V + 16) * kEps32 * dloss), "cross-entropy grad fp32");
+}
+
+TEST(Conformance, EmbeddingWithRepeatedTokens) {
+  Inputs in;
+  const int64_t B = 2, T = 5, C = 19, V = 7;
+  std::vector<int32_t> tok = {3, 1, 3, 6, 0, 3, 3, 2, 1, 6};
+  auto wte = in.normal(V * C), wpe = in.normal(T * C), R = in.normal(B * T * C);
+  auto loss = [&] {
+    std::vector<double> y(B * T * C);
+    cpu::embedding_forward<double>(y.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+    return dot(y, R);
+  };
+  std::vector<double> dwte(V * C, 0.0), dwpe(T * C, 0.0);
+  cpu::embedding_backward<double>(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
+  fd_check(wte, loss, dwte, "embedding dwte");
+  fd_check(wpe, loss, dwpe, "embedding dwpe");
+  F32 wf(wte), pf(wpe), Rf(R), yf(B * T * C), dwf(V * C), dpf(T * C);
+  cpu_backend().embedding_backward(dwf.p, dpf.p, Rf.p, tok.data(), B, T, C);
+  // Token 3 appears 4 times: sums of <= 4 fp32 terms of size <= 4.
+  expect_within(dwf.p, dwte, uniform_tol(dwte.size(), 8 * kEps32 * 16), "embedding dwte fp32");
+  expect_within(dpf.p, dwpe, uniform_tol(dwpe.size(), 4 * kEps32 * 8), "embedding dwpe fp32");
+}
+
+TEST(Conformance, ResidualAndSumSquaresClosedForm) {
+  const int64_t n = 1001;
+  std::vector<double> a(n), b(n);
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = static_cast<double>(i);
+    b[i] = 0.5;
+  }
+  F32 af(a), bf(b), of(n);
+  cpu_backend().residual_forward(of.p, af.p, bf.p, n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(of[i], static_cast<float>(i) + 0.5f);
+  // x[i] = i mod 8: every partial sum is a small integer, exact in fp32, so
+  // the result must equal the closed form exactly: per full period of 8 the
+  // squares sum to 140.
+  const int64_t m = 100003;
+  std::vector<double> x(m);
+  double want = 0;
+  for (int64_t i = 0; i < m; ++i) x[i] = static_cast<double>(i % 8);
+  for (int64_t r = 0; r < m % 8; ++r) want += static_cast<double>(r * r);
+  want += 140.0 * static_cast<double>(m / 8);
+  F32 xf(x);
+  EXPECT_EQ(cpu_backend().sum_squares(xf.p, m), want);
+  EXPECT_EQ(cpu::sum_squares<double>(x.data(), m), want);
+}
+
+TEST(Conformance, AdamWFirstStepClosedForm) {
+  // At step 1 with m = v = 0: m_hat = g, v_hat = g^2, so
+  //   p1 = p0 (1 - lr wd) - lr g / (|g| + eps)   (g = grad * grad_scale).
+  const int64_t n = 37;
+  std::vector<float> p(n), g(n), m(n, 0.0f), v(n, 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = 0.1f * static_cast<float>(i) - 1.0f;
+    g[i] = (i % 3 == 0 ? -1.0f : 1.0f) * (0.01f + 0.03f * static_cast<float>(i));
+  }
+  AdamWArgs a{.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_scale = 0.5f,
+              .step = 1};
+  std::vector<float> p0 = p;
+  cpu_backend().adamw(p.data(), g.data(), m.data(), v.data(), n, a);
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = 0.5 * g[i];
+    const double want = p0[i] * (1 - 0.01 * 0.1) - 0.01 * gi / (std::abs(gi) + 1e-8);
+    ASSERT_NEAR(p[i], want, 8 * kEps32 * (std::abs(p0[i]) + 0.01)) << i;
+    ASSERT_NEAR(m[i], 0.1 * gi, 4 * kEps32 * std::abs(gi));
+    ASSERT_NEAR(v[i], 0.05 * gi * gi, 4 * kEps32 * gi * gi);
+  }
+  // A second step in fp32 and fp64 agree (same arithmetic, rounding only).
+  std::vector<double> pd(p.begin(), p.end()), gd(g.begin(), g.end()), md(m.begin(), m.end()), vd(v.begin(), v.end());
+  a.step = 2;
+  cpu_backend().adamw(p.data(), g.data(), m.data(), v.data(), n, a);
+  cpu::adamw<double>(pd.data(), gd.data(), md.data(), vd.data(), n, a);
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], pd[i], 16 * kEps32 * (std::abs(pd[i]) + 0.01));
+}
+
+TEST(Conformance, BackendTableIsComplete) {
+  const Backend& be = cpu_backend();
+  EXPECT_STREQ(be.name, "cpu");
+  EXPECT_TRUE(be.supports(Op::gemm, DType::f32));
+  EXPECT_FALSE(be.supports(Op::gemm, DType::bf16));
+  EXPECT_EQ(find_backend("cpu"), &be);
+  EXPECT_EQ(find_backend("tpu"), nullptr);
+}
+
+}  // namespace
+}  // namespace tera
