@@ -1,5 +1,6 @@
 // tera's entry point: the command line (CLI11), dispatching to cli/cmd_*.cpp.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -40,6 +41,17 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
 
+  const auto subs = app.get_subcommands([](const CLI::App*) { return true; });
+  const bool known = argc > 1 && std::any_of(subs.begin(), subs.end(), [&](const CLI::App* s) { return s->get_name() == argv[1]; });
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::string names;
+    for (const auto* sub : subs) {
+      if (!names.empty()) names += ", ";
+      names += sub->get_name();
+    }
+    print_error(fmt::format("unknown command '{}'; the commands are {} (see tera --help)", argv[1], names));
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

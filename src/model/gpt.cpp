@@ -170,6 +170,17 @@ double Gpt::forward_loss(const int32_t* tokens, const int32_t* targets, int64_t 
   return head_forward(block_input(L), B, T, 0.0f, /*backward=*/false);
 }
 
+const float* Gpt::logits(const int32_t* tokens, int64_t B, int64_t T) {
+  TERA_ASSERT(B <= max_batch_ && T <= spec_.config().seq_len);
+  const int64_t L = spec_.config().layers, C = spec_.config().hidden, Vp = spec_.padded_vocab();
+  std::memcpy(head_.tokens, tokens, static_cast<size_t>(B * T) * sizeof(int32_t));
+  embed_forward(B, T);
+  for (int64_t l = 0; l < L; ++l) block_forward(l, block_input(l), B, T);
+  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, block_input(L), lnf_g_, lnf_b_, B * T, C);
+  be_.linear_forward(ws_.logits, ws_.lnf, wte_, nullptr, B * T, C, Vp);
+  return ws_.logits;
+}
+
 const float* Gpt::last_logits(const int32_t* tokens, int64_t T) {
   TERA_ASSERT(T >= 1 && T <= spec_.config().seq_len);
   const int64_t L = spec_.config().layers, C = spec_.config().hidden, Vp = spec_.padded_vocab();

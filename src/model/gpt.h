@@ -51,6 +51,8 @@ class Gpt {
   double forward_backward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss);
   // Forward and loss only (evaluation). Returns the sum of per-token losses.
   double forward_loss(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
+  // Logits [B,T,Vp] of every position (no loss); valid until the next call.
+  const float* logits(const int32_t* tokens, int64_t B, int64_t T);
   // Logits [Vp] of the last position of one sequence tokens[T] (generation).
   const float* last_logits(const int32_t* tokens, int64_t T);
 

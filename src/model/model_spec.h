@@ -30,7 +30,11 @@ struct ModelConfig {
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int64_t head_size() const { return hidden / heads; }
-  bool operator==(const ModelConfig&) const = default;
+  // Same model: ffn_hidden = 0 and ffn_hidden = 4 * hidden are the same model.
+  bool operator==(const ModelConfig& o) const {
+    return layers == o.layers && hidden == o.hidden && heads == o.heads && seq_len == o.seq_len &&
+           vocab == o.vocab && ffn() == o.ffn() && vocab_align == o.vocab_align;
+  }
 };
 
 // Checks the shape is a GPT this runtime can build; the message names the

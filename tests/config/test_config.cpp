@@ -1,0 +1,113 @@
+// Config errors: each malformed input gives one message naming the key (and
+// the fix where there is one). Exit codes are checked by the CLI tests.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/config.h"
+
+namespace tera {
+namespace {
+
+const char* kGood = R"(
+[model]
+layers = 2
+hidden = 32
+heads = 4
+seq_len = 16
+vocab = 256
+[train]
+steps = 5
+micro_batch = 2
+global_batch = 4
+[data]
+train = "corpus.txt"
+)";
+
+std::string error_of(const std::string& text, std::vector<std::string> overrides = {}) {
+  auto r = parse_run_config(text, "cfg.toml", overrides, /*check_files=*/false);
+  return r.ok() ? "" : r.error();
+}
+
+void expect_error(const std::string& text, std::vector<std::string> overrides, std::vector<std::string> needles) {
+  const std::string e = error_of(text, overrides);
+  ASSERT_FALSE(e.empty()) << "expected an error";
+  for (const auto& n : needles) EXPECT_NE(e.find(n), std::string::npos) << "'" << n << "' not in: " << e;
+}
+
+TEST(Config, GoodConfigParses) {
+  auto r = parse_run_config(kGood, "cfg.toml", {}, false);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->model.layers, 2);
+  EXPECT_EQ(r->train.accumulation(), 2);
+  EXPECT_EQ(r->data.train, "corpus.txt");
+}
+
+TEST(Config, OverridesApplyWithTypes) {
+  auto r = parse_run_config(kGood, "cfg.toml", {"train.steps=9", "train.lr=0.01", "data.train=other.txt", "out.dir=x"}, false);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->train.steps, 9);
+  EXPECT_FLOAT_EQ(r->train.lr, 0.01f);
+  EXPECT_EQ(r->data.train, "other.txt");
+  EXPECT_EQ(r->out.dir, "x");
+}
+
+TEST(Config, UnknownKeySuggestsTheNearest) {
+  expect_error(kGood, {"train.stpes=3"}, {"cfg.toml", "unknown key 'train.stpes'", "did you mean 'train.steps'"});
+  expect_error(std::string(kGood) + "[trian]\nsteps = 1\n", {}, {"unknown key 'trian.steps'"});
+}
+
+TEST(Config, WrongTypeNamesKeyAndTypes) {
+  expect_error(kGood, {"train.steps=\"ten\""}, {"train.steps must be an integer, got a string"});
+  expect_error(kGood, {"train.steps=2.5"}, {"train.steps must be an integer, got a float"});
+  expect_error(kGood, {"train.lr=true"}, {"train.lr must be a number"});
+  expect_error(kGood, {"data.train=[1, 2]"}, {"data.train must be a string, got an array"});
+}
+
+TEST(Config, ImpossibleValues) {
+  expect_error(kGood, {"model.heads=5"}, {"model.heads = 5 does not divide model.hidden = 32"});
+  expect_error(kGood, {"train.global_batch=5"},
+               {"train.global_batch = 5 is not a multiple of train.micro_batch = 2", "such as 4"});
+  expect_error(kGood, {"train.steps=0"}, {"train.steps = 0 must be positive"});
+  expect_error(kGood, {"train.min_lr=1.0"}, {"train.min_lr"});
+  expect_error(kGood, {"model.layers=-1"}, {"model.layers = -1 must be a positive integer"});
+  expect_error(kGood, {"train.clip=-1"}, {"train.clip"});
+  expect_error(kGood, {"train.beta2=1.0"}, {"train.beta2"});
+}
+
+TEST(Config, MissingRequiredKeys) {
+  std::string no_layers = kGood;
+  no_layers.replace(no_layers.find("layers = 2\n"), 11, "");
+  expect_error(no_layers, {}, {"model.layers is missing"});
+  std::string no_data = kGood;
+  no_data.replace(no_data.find("[data]\ntrain = \"corpus.txt\"\n"), 27, "");
+  expect_error(no_data, {}, {"data.train is missing"});
+}
+
+TEST(Config, SyntaxErrorHasLineAndColumn) {
+  expect_error("[model]\nlayers = = 2\n", {}, {"cfg.toml:2:", "TOML syntax error"});
+}
+
+TEST(Config, BadOverrideSyntax) {
+  expect_error(kGood, {"steps=3"}, {"--set 'steps=3'", "section.name"});
+  expect_error(kGood, {"train.steps"}, {"expected section.key=value"});
+}
+
+TEST(Config, MissingDataFileIsReported) {
+  auto r = parse_run_config(kGood, "cfg.toml", {"data.train=/nonexistent/corpus.txt"}, /*check_files=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("data.train = \"/nonexistent/corpus.txt\": no such file"), std::string::npos) << r.error();
+}
+
+TEST(Config, RoundTripsThroughToml) {
+  auto r = parse_run_config(kGood, "cfg.toml", {"train.lr=0.003", "data.val=v.txt"}, false);
+  ASSERT_TRUE(r.ok());
+  auto again = parse_run_config(run_config_to_toml(*r), "emitted", {}, false);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->model, r->model);
+  EXPECT_EQ(again->train.lr, r->train.lr);
+  EXPECT_EQ(again->data.val, "v.txt");
+}
+
+}  // namespace
+}  // namespace tera

@@ -1,0 +1,92 @@
+// ModelSpec against hand-worked numbers.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/rng.h"
+#include "kernels/backend.h"
+#include "model/gpt.h"
+#include "model/model_spec.h"
+
+namespace tera {
+namespace {
+
+ModelConfig gpt2_124m() {
+  return ModelConfig{.layers = 12, .hidden = 768, .heads = 12, .seq_len = 1024, .vocab = 50257, .ffn_hidden = 0,
+                     .vocab_align = 64};
+}
+
+TEST(ModelSpec, Gpt2SmallParameterCount) {
+  // GPT-2 small has 124,439,808 parameters (tied head): wte 50257*768 = 38,597,376,
+  // wpe 1024*768 = 786,432, 12 blocks of 7,087,872 = 85,054,464, ln_f 1,536.
+  ModelSpec spec(gpt2_124m());
+  EXPECT_EQ(spec.num_params(), 124439808);
+  EXPECT_EQ(spec.padded_vocab(), 50304);  // next multiple of 64
+  EXPECT_EQ(spec.num_params_alloc(), 124439808 + (50304 - 50257) * 768);
+  EXPECT_EQ(spec.params().size(), 2u + 12u * 12u + 2u);
+}
+
+TEST(ModelSpec, FlopsPerTokenHandWorked) {
+  // L=2, C=4, F=16, T=8, V=10: per layer 2*(3*16 + 16 + 2*4*16) + 4*8*4 = 2*192 + 128 = 512;
+  // forward = 2*512 + 2*4*10 = 1104; train = 3*1024 + 3*80 = 3312; full recompute 4*1024 + 240 = 4336.
+  ModelSpec spec(ModelConfig{.layers = 2, .hidden = 4, .heads = 1, .seq_len = 8, .vocab = 10, .ffn_hidden = 0,
+                             .vocab_align = 1});
+  EXPECT_DOUBLE_EQ(spec.forward_flops_per_token(), 1104.0);
+  EXPECT_DOUBLE_EQ(spec.train_flops_per_token(false), 3312.0);
+  EXPECT_DOUBLE_EQ(spec.train_flops_per_token(true), 4336.0);
+}
+
+TEST(ModelSpec, Gpt2SmallFlopsMatchMegatronFormula) {
+  // Narayanan et al. (2021) eq. 3 per token, without recompute (3/4 of the
+  // 96 B s l h^2 (1 + s/6h) layer term, the 6 B s h V head term as is):
+  // 72 l h^2 (1 + s/6h) + 6 h V.
+  ModelSpec spec(gpt2_124m());
+  const double l = 12, h = 768, s = 1024, V = 50257;
+  EXPECT_NEAR(spec.train_flops_per_token(false), 72 * l * h * h * (1 + s / (6 * h)) + 6 * h * V, 1.0);
+}
+
+TEST(ModelSpec, RuntimeAllocatesExactlyTheTables) {
+  ModelConfig cfg{.layers = 3, .hidden = 32, .heads = 4, .seq_len = 16, .vocab = 100, .ffn_hidden = 0, .vocab_align = 64};
+  ModelSpec spec(cfg);
+  Gpt model(spec, cpu_backend(), 5);
+  const MemoryReport m = model.memory();
+  EXPECT_EQ(m.activations, spec.activation_bytes(5, 16));
+  EXPECT_EQ(m.workspace, spec.workspace_bytes(5, 16));
+  EXPECT_EQ(m.params, model.table().total_floats() * 4);
+  EXPECT_EQ(m.grads, m.params);
+  // Hand count of one block's activations at B=5, T=16, C=32, H=4, F=128 (floats):
+  // ln1 2560 + mean 80 + rstd 80 + qkv 7680 + probs 5120 + atty 2560 + res1 2560 + ln2 2560
+  // + mean 80 + rstd 80 + fch 10240 + fch_gelu 10240 + out 2560 = 46400 (all multiples of 16).
+  EXPECT_EQ(table_floats(spec.block_activations(5, 16)), 46400);
+}
+
+TEST(ModelSpec, ValidationNamesTheKey) {
+  ModelConfig bad{.layers = 2, .hidden = 30, .heads = 4, .seq_len = 8, .vocab = 10, .ffn_hidden = 0, .vocab_align = 1};
+  Status s = validate_model_config(bad);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("model.heads"), std::string::npos);
+  EXPECT_NE(s.message().find("model.hidden"), std::string::npos);
+  bad.heads = 3;
+  bad.layers = 0;
+  EXPECT_NE(validate_model_config(bad).message().find("model.layers"), std::string::npos);
+}
+
+TEST(ModelSpec, InitIsKeyedByNameAndIndex) {
+  ModelConfig cfg{.layers = 1, .hidden = 8, .heads = 2, .seq_len = 4, .vocab = 20, .ffn_hidden = 0, .vocab_align = 8};
+  Gpt a(ModelSpec(cfg), cpu_backend(), 1), b(ModelSpec(cfg), cpu_backend(), 1), c(ModelSpec(cfg), cpu_backend(), 1);
+  a.init_parameters(5);
+  b.init_parameters(5);
+  c.init_parameters(6);
+  const int64_t n = a.table().total_floats();
+  EXPECT_EQ(0, std::memcmp(a.params(), b.params(), static_cast<size_t>(n) * 4));
+  EXPECT_NE(0, std::memcmp(a.params(), c.params(), static_cast<size_t>(n) * 4));
+  // Element i of a tensor is std * N(key(seed, name), i), whatever holds it.
+  const ParamEntry& e = a.table().at("h.0.mlp.c_fc.weight");
+  const float want = e.info->init_std * philox_normal(philox_key(5, "h.0.mlp.c_fc.weight"), 17);
+  EXPECT_EQ(a.params()[e.offset + 17], want);
+  EXPECT_EQ(a.params()[a.table().at("h.0.ln_1.weight").offset + 3], 1.0f);
+  EXPECT_EQ(a.params()[a.table().at("h.0.ln_1.bias").offset + 3], 0.0f);
+}
+
+}  // namespace
+}  // namespace tera
