@@ -56,3 +56,8 @@ template <typename T>
 double sum_squares(const T* x, int64_t n);
 
 }  // namespace tera::cpu
+
+namespace tera::cpu {
+// Which GEMM kernel family oneDNN dispatches to on this CPU ("avx512_core_bf16", "avx2", ...).
+const char* gemm_isa_name();
+}  // namespace tera::cpu

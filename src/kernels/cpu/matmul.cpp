@@ -27,6 +27,20 @@ void gemm<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, d
               static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
+const char* gemm_isa_name() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t I, int64_t O) {
   // y[N,O] = x[N,I] @ W[O,I]^T (+ b)

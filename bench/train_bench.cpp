@@ -1,0 +1,166 @@
+// Training-step throughput, tera against the PyTorch reference, in one run.
+// Both train the same GPT-2 shape (default: GPT-2 124M, micro-batch 4, seq 64,
+// fp32) with AdamW + clipping for the same number of steps; we print the
+// median tokens/s of each, their ratio, tera's achieved GFLOP/s against the
+// machine's fp32 peak and the measured GEMM rate, and the GEMM kernel path.
+//
+// FLOPs per token: ModelSpec::train_flops_per_token (Megatron's convention:
+// 3 x forward matmul FLOPs, forward per layer 2*(3C^2 + C^2 + 2CF) + 4TC,
+// head 2CV). Peak: --peak-gflops (default 448 = 2 cores x 2 AVX-512 FMA
+// units x 16 lanes x 2 FLOPs x 3.5 GHz, the figure measured for this machine).
+//
+// PyTorch runs in the best configuration found on this machine: OpenBLAS's
+// AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX, set for that command alone),
+// its OpenMP build so BLAS and torch share one thread pool, and tcmalloc,
+// which keeps freed memory instead of returning it to the OS every step.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "config/config.h"
+#include "core/timer.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/profiling_backend.h"
+#include "train/trainer.h"
+
+using namespace tera;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Best-of-5 sgemm rate on a square-ish shape representative of the step.
+double measured_gemm_gflops(int64_t M, int64_t N, int64_t K) {
+  std::vector<float> A(static_cast<size_t>(M * K), 0.01f), B(static_cast<size_t>(K * N), 0.02f),
+      C(static_cast<size_t>(M * N));
+  double best = 1e30;
+  for (int r = 0; r < 6; ++r) {
+    Stopwatch sw;
+    cpu_backend().gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N);
+    if (r > 0) best = std::min(best, sw.seconds());
+  }
+  return 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) / best / 1e9;
+}
+
+std::string find_tcmalloc() {
+  for (const char* p : {"/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"}) {
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tera training-step benchmark (tera vs PyTorch, same shape, one invocation)"};
+  int64_t layers = 12, hidden = 768, heads = 12, vocab = 50257, seq = 64, batch = 4, steps = 10, warmup = 2;
+  double peak = 448.0;
+  bool no_pytorch = false, profile = false;
+  std::string script = std::string(TERA_SOURCE_DIR) + "/bench/pytorch_gpt2_step.py";
+  app.add_option("--layers", layers)->capture_default_str();
+  app.add_option("--hidden", hidden)->capture_default_str();
+  app.add_option("--heads", heads)->capture_default_str();
+  app.add_option("--vocab", vocab)->capture_default_str();
+  app.add_option("--seq", seq)->capture_default_str();
+  app.add_option("--batch", batch, "micro-batch = global batch")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--peak-gflops", peak, "fp32 peak of this machine")->capture_default_str();
+  app.add_flag("--no-pytorch", no_pytorch, "measure tera only");
+  app.add_flag("--profile", profile, "time every op of tera's timed steps (adds a little overhead)");
+  app.add_option("--pytorch-script", script)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // A synthetic corpus: tokens are bytes, the compute is the same for any text.
+  const std::string corpus = (std::filesystem::temp_directory_path() / "tera_bench_corpus.txt").string();
+  {
+    std::ofstream f(corpus, std::ios::binary);
+    for (int64_t i = 0; i < (int64_t{1} << 20); ++i) f.put(static_cast<char>(32 + (i * 7919) % 95));
+  }
+  const std::string toml = fmt::format(
+      "[model]\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = {}\nvocab = {}\n"
+      "[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = 3e-4\nclip = 1.0\neval_batches = 1\n"
+      "[data]\ntrain = \"{}\"\n[out]\ndir = \"/tmp/tera_bench_out\"\n",
+      layers, hidden, heads, seq, vocab, warmup + steps + 1, batch, batch, corpus);
+  auto cfg = parse_run_config(toml, "bench", {});
+  if (!cfg) {
+    fmt::print(stderr, "{}\n", cfg.error());
+    return 2;
+  }
+  const Backend& be = profile ? profiling_backend(cpu_backend()) : cpu_backend();
+  auto tr = Trainer::create(*cfg, be);
+  if (!tr) {
+    fmt::print(stderr, "{}\n", tr.error());
+    return 2;
+  }
+  const ModelSpec& spec = (*tr)->model().spec();
+  const double flops_per_token = spec.train_flops_per_token();
+  fmt::print("shape: GPT {} layers, hidden {}, {} heads, vocab {}, seq {}, micro-batch {} = {:.1f}M parameters, fp32, "
+             "{} threads\n",
+             layers, hidden, heads, vocab, seq, batch, static_cast<double>(spec.num_params()) / 1e6,
+             omp_get_max_threads());
+  fmt::print("FLOPs per token (train, Megatron convention): {:.1f} MFLOP\n", flops_per_token / 1e6);
+
+  std::vector<double> rates;
+  double step_seconds = 0;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    if (s == warmup) profiling_reset();
+    const StepStats st = (*tr)->step();
+    if (s >= warmup) {
+      rates.push_back(st.tokens_per_s);
+      step_seconds += st.seconds;
+    }
+  }
+  if (profile) fmt::print("{}{:<20} {:>8} {:>10.1f}\n", profiling_report(), "step total", "", step_seconds * 1e3);
+  const double tera_tps = median(rates);
+  const double gflops = tera_tps * flops_per_token / 1e9;
+  const double gemm = measured_gemm_gflops(batch * seq, 3 * hidden, hidden);
+  const double gemm_big = measured_gemm_gflops(2048, 2048, 2048);
+  fmt::print("tera:    median {:.1f} tokens/s over {} steps ({:.0f} .. {:.0f})\n", tera_tps, rates.size(),
+             *std::min_element(rates.begin(), rates.end()), *std::max_element(rates.begin(), rates.end()));
+  fmt::print("         {:.1f} GFLOP/s achieved = {:.1f}% of fp32 peak ({:.0f}), {:.1f}% of measured sgemm "
+             "({:.0f} GFLOP/s at {}x{}x{}; {:.0f} at 2048^3)\n",
+             gflops, 100 * gflops / peak, peak, 100 * gflops / gemm, gemm, batch * seq, 3 * hidden, hidden, gemm_big);
+  fmt::print("         GEMM: {} ({} kernels)\n", cpu_backend().gemm_library, cpu::gemm_isa_name());
+
+  if (no_pytorch) return 0;
+  const std::string tc = find_tcmalloc();
+  const std::string env =
+      std::string("OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp ") +
+      (tc.empty() ? "" : "LD_PRELOAD=" + tc + " ");
+  const std::string cmd = fmt::format("env {} /usr/bin/python3 {} {} {} {} {} {} {} {} {} {}", env, script, layers,
+                                      hidden, heads, vocab, seq, batch, steps, warmup, omp_get_max_threads());
+  fmt::print("pytorch: {}\n", cmd);
+  std::fflush(stdout);
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p != nullptr && std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+  const int rc = p != nullptr ? pclose(p) : -1;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(out.substr(out.rfind('{')));
+  } catch (...) {
+    fmt::print(stderr, "pytorch reference failed (exit {}): {}\n", rc, out);
+    return 1;
+  }
+  const double torch_tps = j["median"].get<double>();
+  fmt::print("pytorch: median {:.1f} tokens/s (torch {}, {} threads{})\n", torch_tps, j["torch"].get<std::string>(),
+             j["threads"].get<int>(), tc.empty() ? ", tcmalloc not found" : ", tcmalloc");
+  fmt::print("ratio:   tera / pytorch = {:.2f}x\n", tera_tps / torch_tps);
+  return 0;
+}
