@@ -1,6 +1,8 @@
 // `tera eval`: mean per-token loss of a checkpoint over consecutive windows of
 // a text file; the last line is `val_loss=<float>` for scripts.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <memory>
 
 #include <algorithm>
 #include <vector>
@@ -11,6 +13,14 @@
 #include "model/gpt.h"
 
 namespace tera::cli {
+
+namespace {
+
+struct EvalArgs {
+  std::string ckpt;
+  std::string data;
+  int64_t batches = 0;  // 0: the whole file, in windows of seq_len
+};
 
 int run_eval(const EvalArgs& args) {
   auto meta = read_checkpoint_meta(args.ckpt);
@@ -46,6 +56,19 @@ int run_eval(const EvalArgs& args) {
   fmt::print("evaluated {} windows of {} tokens from {}\n", count, T, args.data);
   fmt::print("val_loss={:.6f}\n", sum / static_cast<double>(count * T));
   return kExitOk;
+}
+
+}  // namespace
+
+Command add_eval_command(CLI::App& parent) {
+  auto a = std::make_shared<EvalArgs>();
+  auto* sub = parent.add_subcommand("eval", "Mean loss of a checkpoint on a text file");
+  sub->add_option("--ckpt", a->ckpt, "Checkpoint directory")->required();
+  sub->add_option("--data", a->data, "Text file to evaluate on")->required();
+  sub->add_option("--batches", a->batches, "Micro-batches to evaluate (0: the whole file)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  return {sub, [a] { return run_eval(*a); }};
 }
 
 }  // namespace tera::cli

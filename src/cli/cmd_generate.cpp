@@ -1,6 +1,8 @@
 // `tera generate`: autoregressive sampling from a checkpoint (no KV cache: the
 // window of the last seq_len tokens is re-run per token, fine at CPU scale).
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <memory>
 
 #include <string>
 #include <vector>
@@ -34,7 +36,14 @@ int32_t pick(const Backend& be, const float* logits, int64_t V, double temperatu
   return static_cast<int32_t>(V - 1);
 }
 
-}  // namespace
+struct GenerateArgs {
+  std::string ckpt;
+  std::string prompt;
+  int64_t tokens = 200;
+  double temperature = 0.8;
+  uint64_t seed = 0;
+  bool ids = false;
+};
 
 int run_generate(const GenerateArgs& args) {
   auto meta = read_checkpoint_meta(args.ckpt);
@@ -80,6 +89,22 @@ int run_generate(const GenerateArgs& args) {
     fmt::print("{}\n", line);
   }
   return kExitOk;
+}
+
+}  // namespace
+
+Command add_generate_command(CLI::App& parent) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* sub = parent.add_subcommand("generate", "Sample text from a trained checkpoint");
+  sub->add_option("--ckpt", a->ckpt, "Checkpoint directory (train writes <out.dir>/final)")->required();
+  sub->add_option("--prompt", a->prompt, "Text to continue")->required();
+  sub->add_option("-n,--tokens", a->tokens, "Tokens to generate")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("-t,--temperature", a->temperature, "Sampling temperature; 0 is greedy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  sub->add_flag("--ids", a->ids, "Also print the generated token ids, space-separated, as the last line");
+  return {sub, [a] { return run_generate(*a); }};
 }
 
 }  // namespace tera::cli

@@ -1,6 +1,9 @@
 // `tera train`: config -> Trainer -> step lines (+ JSONL metrics) -> final checkpoint.
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
+#include <memory>
+
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -14,6 +17,15 @@
 namespace tera::cli {
 
 void print_error(const std::string& msg) { fmt::print(stderr, "tera: error: {}\n", msg); }
+
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string metrics;  // JSONL path, empty: none
+  bool quiet = false;
+};
 
 int run_train(const TrainArgs& args) {
   auto cfg = load_run_config(args.config, args.overrides);
@@ -91,6 +103,18 @@ int run_train(const TrainArgs& args) {
   fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; checkpoint {}\n", tc.steps, human_duration(elapsed),
              first_loss, last_loss, last_val ? fmt::format(", val_loss {:.4f}", *last_val) : "", out);
   return kExitOk;
+}
+
+}  // namespace
+
+Command add_train_command(CLI::App& parent) {
+  auto args = std::make_shared<TrainArgs>();
+  auto* sub = parent.add_subcommand("train", "Train a model from a TOML config");
+  sub->add_option("-c,--config", args->config, "Run config (TOML); see configs/")->required();
+  sub->add_option("--set", args->overrides, "Override a config value: --set section.key=value (repeatable)");
+  sub->add_option("--metrics", args->metrics, "Write one JSON object per step to this JSONL file");
+  sub->add_flag("-q,--quiet", args->quiet, "Print only the summary");
+  return {sub, [args] { return run_train(*args); }};
 }
 
 }  // namespace tera::cli

@@ -1,10 +1,16 @@
-// The tera subcommands. Each returns the process exit code: 0 success,
-// 1 runtime failure, 2 bad input (config, flags, files), the only place
-// below main() where exit codes are decided.
+// The tera subcommands. Each cmd_*.cpp registers one subcommand (its options
+// and help) on the top-level CLI11 app and returns the function that runs it;
+// main.cpp lists the registrations and dispatches. A run function returns the
+// process exit code: 0 success, 1 runtime failure, 2 bad input (config,
+// flags, files). Exit codes are decided only here, in cli/.
 #pragma once
 
+#include <functional>
 #include <string>
-#include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace tera::cli {
 
@@ -12,30 +18,15 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
 
-struct TrainArgs {
-  std::string config;
-  std::vector<std::string> overrides;
-  std::string metrics;  // JSONL path, empty: none
-  bool quiet = false;
+struct Command {
+  CLI::App* app;             // the registered subcommand
+  std::function<int()> run;  // runs it after parsing
 };
-int run_train(const TrainArgs& args);
 
-struct GenerateArgs {
-  std::string ckpt;
-  std::string prompt;
-  int64_t tokens = 200;
-  double temperature = 0.8;
-  uint64_t seed = 0;
-  bool ids = false;
-};
-int run_generate(const GenerateArgs& args);
-
-struct EvalArgs {
-  std::string ckpt;
-  std::string data;
-  int64_t batches = 0;  // 0: the whole file, in windows of seq_len
-};
-int run_eval(const EvalArgs& args);
+Command add_version_command(CLI::App& parent);
+Command add_train_command(CLI::App& parent);
+Command add_generate_command(CLI::App& parent);
+Command add_eval_command(CLI::App& parent);
 
 // Prints "tera: error: <msg>" to stderr.
 void print_error(const std::string& msg);

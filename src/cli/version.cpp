@@ -3,7 +3,10 @@
 
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include "cli/commands.h"
 
 #include "kernels/backend.h"
 
@@ -26,6 +29,14 @@ std::string tera_build_info() {
       "built: {} {}",
       TERA_VERSION, TERA_GIT_REV, "g++", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__, __cplusplus / 100 % 100,
       cpu_backend().gemm_library, omp_get_max_threads(), __DATE__, __TIME__);
+}
+
+Command add_version_command(CLI::App& parent) {
+  auto* sub = parent.add_subcommand("version", "Print the version and build information");
+  return {sub, [] {
+            fmt::print("{}\n", tera_build_info());
+            return kExitOk;
+          }};
 }
 
 }  // namespace tera::cli
