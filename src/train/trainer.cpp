@@ -7,6 +7,7 @@
 #include "ckpt/model_checkpoint.h"
 #include "core/timer.h"
 #include "optim/grad_clip.h"
+#include "data/training_data.h"
 #include "config/config.h"
 
 namespace tera {
@@ -14,32 +15,9 @@ namespace tera {
 Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const Backend& backend) {
   auto t = std::unique_ptr<Trainer>(new Trainer(cfg, backend));
   const int64_t T = cfg.model.seq_len;
-  if (cfg.data.val.empty()) {
-    auto tr = ByteDataset::open(cfg.data.train, 0.0, 1.0 - cfg.data.val_fraction);
-    if (!tr) return tr.status();
-    auto va = ByteDataset::open(cfg.data.train, 1.0 - cfg.data.val_fraction, 1.0);
-    if (!va) return va.status();
-    t->train_data_ = std::move(*tr);
-    t->val_data_ = std::move(*va);
-  } else {
-    auto tr = ByteDataset::open(cfg.data.train);
-    if (!tr) return tr.status();
-    auto va = ByteDataset::open(cfg.data.val);
-    if (!va) return va.status();
-    t->train_data_ = std::move(*tr);
-    t->val_data_ = std::move(*va);
-  }
-  const std::string val_what = cfg.data.val.empty()
-                                   ? "the held-out tail (data.val_fraction) of data.train = \"" + cfg.data.train + "\""
-                                   : "data.val = \"" + cfg.data.val + "\"";
-  TERA_RETURN_IF_ERROR(check_dataset_fits(*t->train_data_, T, "data.train = \"" + cfg.data.train + "\""));
-  TERA_RETURN_IF_ERROR(check_dataset_fits(*t->val_data_, T, val_what));
-  if (cfg.model.vocab < t->train_data_->vocab()) {
-    return Status::error(cfg.source + ": model.vocab = " + std::to_string(cfg.model.vocab) +
-                         " is smaller than the data's vocabulary (" + std::to_string(t->train_data_->vocab()) +
-                         " byte tokens); set model.vocab >= " + std::to_string(t->train_data_->vocab()));
-  }
-  t->sampler_ = std::make_unique<RandomWindowSampler>(*t->train_data_, T, cfg.train.seed);
+  auto data = open_training_data(cfg);
+  if (!data) return data.status();
+  t->data_ = std::move(*data);
   t->model_ = std::make_unique<Gpt>(ModelSpec(cfg.model), backend, cfg.train.micro_batch);
   t->model_->init_parameters(cfg.train.seed);
   t->opt_ = std::make_unique<AdamW>(t->model_->table(), cfg.train.adamw);
@@ -58,7 +36,7 @@ StepStats Trainer::step() {
   const float dloss = static_cast<float>(1.0 / static_cast<double>(G * T));
   double loss_sum = 0;
   for (int64_t k = 0; k < tc.accumulation(); ++k) {
-    sampler_->fill(s * G + k * mb, mb, tokens_.data(), targets_.data());
+    data_.sampler->fill(s * G + k * mb, mb, tokens_.data(), targets_.data());
     loss_sum += model_->forward_backward(tokens_.data(), targets_.data(), mb, T, dloss);
   }
   const double norm = std::sqrt(be_.sum_squares(model_->grads(), model_->table().total_floats()));
@@ -82,7 +60,7 @@ double Trainer::evaluate() {
   const int64_t T = cfg_.model.seq_len, mb = cfg_.train.micro_batch;
   double sum = 0;
   for (int64_t k = 0; k < cfg_.train.eval_batches; ++k) {
-    fill_sequential_windows(*val_data_, T, k * mb, mb, tokens_.data(), targets_.data());
+    fill_sequential_windows(*data_.val, T, k * mb, mb, tokens_.data(), targets_.data());
     sum += model_->forward_loss(tokens_.data(), targets_.data(), mb, T);
   }
   return sum / static_cast<double>(cfg_.train.eval_batches * mb * T);
@@ -97,6 +75,7 @@ Status Trainer::save_final() const {
   CheckpointMeta meta;
   meta.model = cfg_.model;
   meta.step = next_step_;
+  meta.tokenizer = data_.tokenizer;
   meta.extra = {{"config_toml", run_config_to_toml(cfg_)}, {"micro_batch", cfg_.train.micro_batch}};
   const std::string dir = (std::filesystem::path(cfg_.out.dir) / "final").string();
   return save_model_checkpoint(dir, model_->table(), model_->params(), meta);

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "core/status.h"
-#include "data/dataset.h"
+#include "data/training_data.h"
 #include "kernels/backend.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -46,15 +46,14 @@ class Trainer {
   Gpt& model() { return *model_; }
   const RunConfig& config() const { return cfg_; }
   MemoryReport memory() const;
-  const TokenDataset& train_data() const { return *train_data_; }
-  const TokenDataset& val_data() const { return *val_data_; }
+  const TokenDataset& train_data() const { return *data_.train; }
+  const TokenDataset& val_data() const { return *data_.val; }
 
  private:
   Trainer(const RunConfig& cfg, const Backend& be) : cfg_(cfg), be_(be) {}
   RunConfig cfg_;
   const Backend& be_;
-  std::unique_ptr<TokenDataset> train_data_, val_data_;
-  std::unique_ptr<RandomWindowSampler> sampler_;
+  TrainingData data_;
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<AdamW> opt_;
   LrSchedule schedule_;
