@@ -11,14 +11,25 @@
 
 namespace tera {
 
-enum class DType { f32, bf16, f16 };
+enum class DType { f32, bf16, f16, i32, u8 };
 
-inline int64_t dtype_bytes(DType t) { return t == DType::f32 ? 4 : 2; }
+inline int64_t dtype_bytes(DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::bf16:
+    case DType::f16: return 2;
+    case DType::u8: return 1;
+  }
+  return 0;
+}
 inline const char* dtype_name(DType t) {
   switch (t) {
     case DType::f32: return "f32";
     case DType::bf16: return "bf16";
     case DType::f16: return "f16";
+    case DType::i32: return "i32";
+    case DType::u8: return "u8";
   }
   return "?";
 }

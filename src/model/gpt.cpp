@@ -15,16 +15,17 @@ namespace {
 ArenaLayout activation_layout(const ModelSpec& spec, int64_t B) {
   const int64_t T = spec.config().seq_len;
   ArenaLayout layout;
-  for (const auto& b : spec.head_activations(B, T)) layout.add("head." + b.name, numel(b.shape));
+  // Every buffer is 4-byte elements here (fp32 activations, int32 token ids).
+  for (const auto& b : spec.head_activations(B, T)) layout.add("head." + b.name, b.bytes() / 4);
   for (int64_t l = 0; l < spec.config().layers; ++l) {
-    for (const auto& b : spec.block_activations(B, T)) layout.add("h." + std::to_string(l) + "." + b.name, numel(b.shape));
+    for (const auto& b : spec.block_activations(B, T)) layout.add("h." + std::to_string(l) + "." + b.name, b.bytes() / 4);
   }
   return layout;
 }
 
 ArenaLayout workspace_layout(const ModelSpec& spec, int64_t B) {
   ArenaLayout layout;
-  for (const auto& b : spec.workspace(B, spec.config().seq_len)) layout.add(b.name, numel(b.shape));
+  for (const auto& b : spec.workspace(B, spec.config().seq_len)) layout.add(b.name, b.bytes() / 4);
   return layout;
 }
 

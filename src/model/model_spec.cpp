@@ -4,6 +4,7 @@
 // LayerNorm gains 1.
 #include "model/model_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/arena.h"
@@ -96,50 +97,110 @@ double ModelSpec::train_flops_per_token(bool full_recompute) const {
   return (full_recompute ? 4.0 : 3.0) * layers + 3.0 * head;
 }
 
-std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T) const {
-  const int64_t C = cfg_.hidden, H = cfg_.heads, F = cfg_.ffn();
-  return {
-      {"ln1", {B, T, C}},        {"ln1_mean", {B, T}},     {"ln1_rstd", {B, T}},
-      {"qkv", {B, T, 3 * C}},    {"probs", {B, H, T, T}},  {"atty", {B, T, C}},
-      {"res1", {B, T, C}},       {"ln2", {B, T, C}},       {"ln2_mean", {B, T}},
-      {"ln2_rstd", {B, T}},      {"fch", {B, T, F}},       {"fch_gelu", {B, T, F}},
-      {"out", {B, T, C}},
-  };
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
 }
 
-std::vector<BufferInfo> ModelSpec::head_activations(int64_t B, int64_t T) const {
+std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
+  const int64_t C = cfg_.hidden, H = cfg_.heads, F = cfg_.ffn(), tp = o.tp;
+  const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;  // sequence dim outside the TP regions
+  const DType d = o.dtype;
+  std::vector<BufferInfo> t = {
+      // LayerNorm outputs feed the QKV / FC GEMMs; under sequence parallelism
+      // they are kept sharded and all-gathered again in backward.
+      {"ln1", {B, Ts, C}, d},
+      {"ln1_mean", {B, Ts}, DType::f32},
+      {"ln1_rstd", {B, Ts}, DType::f32},
+      {"qkv", {B, T, 3 * divide(C, tp)}, d},
+  };
+  if (o.flash_attention) {
+    t.push_back({"softmax_lse", {B, divide(H, tp), T}, DType::f32});
+  } else {
+    t.push_back({"probs", {B, divide(H, tp), T, T}, d});
+    if (o.dropout) {
+      t.push_back({"probs_dropout_mask", {B, divide(H, tp), T, T}, DType::u8});
+      t.push_back({"probs_dropped", {B, divide(H, tp), T, T}, d});
+    }
+  }
+  t.push_back({"atty", {B, T, divide(C, tp)}, d});
+  if (o.dropout) t.push_back({"attn_dropout_mask", {B, Ts, C}, DType::u8});
+  t.push_back({"res1", {B, Ts, C}, d});
+  t.push_back({"ln2", {B, Ts, C}, d});
+  t.push_back({"ln2_mean", {B, Ts}, DType::f32});
+  t.push_back({"ln2_rstd", {B, Ts}, DType::f32});
+  t.push_back({"fch", {B, T, divide(F, tp)}, d});
+  t.push_back({"fch_gelu", {B, T, divide(F, tp)}, d});
+  if (o.dropout) t.push_back({"mlp_dropout_mask", {B, Ts, C}, DType::u8});
+  t.push_back({"out", {B, Ts, C}, d});
+  return t;
+}
+
+std::vector<BufferInfo> ModelSpec::saved_block_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
+  switch (o.recompute) {
+    case Recompute::none: return block_activations(B, T, o);
+    case Recompute::full: {
+      const int64_t Ts = o.sequence_parallel ? divide(T, o.tp) : T;
+      return {{"x_in", {B, Ts, cfg_.hidden}, o.dtype}};
+    }
+    case Recompute::selective: {
+      std::vector<BufferInfo> kept;
+      for (auto& b : block_activations(B, T, o)) {
+        if (b.name.rfind("probs", 0) != 0) kept.push_back(b);
+      }
+      return kept;
+    }
+  }
+  return {};
+}
+
+std::vector<BufferInfo> ModelSpec::head_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
   const int64_t C = cfg_.hidden;
+  const int64_t Ts = o.sequence_parallel ? divide(T, o.tp) : T;
   return {
-      {"tokens", {B, T}},          // int32 stored in fp32-sized slots
-      {"targets", {B, T}},         // int32
-      {"embed_out", {B, T, C}},    // input to block 0
-      {"losses", {B, T}},
-      {"dx_head", {B, T, C}},      // gradient w.r.t. the last block's output (from the eager head backward)
+      {"tokens", {B, T}, DType::i32},
+      {"targets", {B, T}, DType::i32},
+      {"embed_out", {B, Ts, C}, o.dtype},  // input to block 0
+      {"losses", {B, T}, DType::f32},
+      {"dx_head", {B, Ts, C}, o.dtype},    // gradient w.r.t. the last block's output (eager head backward)
   };
 }
 
-std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T) const {
-  const int64_t C = cfg_.hidden, F = cfg_.ffn(), Vp = padded_vocab_;
-  const int64_t wide = F > 3 * C ? F : 3 * C;
+std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const ActivationOptions& o) const {
+  const int64_t C = cfg_.hidden, F = cfg_.ffn(), tp = o.tp;
+  const int64_t Vl = padded_vocab_ / tp;  // vocab-parallel logits
+  const int64_t wide = std::max(divide(F, tp), 3 * divide(C, tp));
+  const DType d = o.dtype;
   return {
-      {"lnf", {B, T, C}},    {"lnf_mean", {B, T}},  {"lnf_rstd", {B, T}},
-      {"logits", {B, T, Vp}},                        // overwritten by dlogits
-      {"dres", {B, T, C}},                           // residual-stream gradient
-      {"dwide", {B, T, wide}},                       // d(fch_gelu), d(fch), d(qkv)
-      {"dnarrow", {B, T, C}},                        // d(ln2), d(atty), d(ln1), d(lnf)
+      {"lnf", {B, T, C}, d},
+      {"lnf_mean", {B, T}, DType::f32},
+      {"lnf_rstd", {B, T}, DType::f32},
+      {"logits", {B, T, Vl}, DType::f32},  // overwritten by dlogits
+      {"dres", {B, T, C}, d},              // residual-stream gradient
+      {"dwide", {B, T, wide}, d},          // d(fch_gelu), d(fch), d(qkv)
+      {"dnarrow", {B, T, C}, d},           // d(ln2), d(atty), d(ln1), d(lnf)
   };
 }
 
-int64_t table_floats(const std::vector<BufferInfo>& table) {
+int64_t table_bytes(const std::vector<BufferInfo>& table) {
   int64_t n = 0;
-  for (const auto& b : table) n += round_up(numel(b.shape), ArenaLayout::kAlignFloats);
+  for (const auto& b : table) n += round_up(b.bytes(), ArenaLayout::kAlignFloats * 4);
   return n;
 }
 
-int64_t ModelSpec::activation_bytes(int64_t B, int64_t T) const {
-  return 4 * (cfg_.layers * table_floats(block_activations(B, T)) + table_floats(head_activations(B, T)));
+int64_t ModelSpec::activation_bytes(int64_t B, int64_t T, const ActivationOptions& o, int64_t layers) const {
+  if (layers < 0) layers = cfg_.layers;
+  int64_t bytes = layers * table_bytes(saved_block_activations(B, T, o)) + table_bytes(head_activations(B, T, o));
+  if (o.recompute == Recompute::full && layers > 0) bytes += table_bytes(block_activations(B, T, o));
+  return bytes;
 }
 
-int64_t ModelSpec::workspace_bytes(int64_t B, int64_t T) const { return 4 * table_floats(workspace(B, T)); }
+int64_t ModelSpec::workspace_bytes(int64_t B, int64_t T, const ActivationOptions& o) const {
+  return table_bytes(workspace(B, T, o));
+}
 
 }  // namespace tera

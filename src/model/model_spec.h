@@ -53,10 +53,33 @@ struct ParamInfo {
   int layer = -1;             // -1 embeddings, 0..L-1 blocks, L final norm
 };
 
-// A buffer in an activation or workspace table: fp32 elements.
+// A buffer in an activation or workspace table.
 struct BufferInfo {
   std::string name;
   Shape shape;
+  DType dtype = DType::f32;
+  int64_t bytes() const { return numel(shape) * dtype_bytes(dtype); }
+};
+
+enum class Recompute { none, selective, full };
+const char* recompute_name(Recompute r);
+
+// How activations are laid out and kept; the defaults are what tera's CPU
+// runtime does. tp splits heads, qkv, atty and the MLP width across the
+// tensor-parallel group; sequence_parallel also splits the sequence dim of
+// everything between the tensor-parallel regions (LayerNorm inputs/outputs,
+// residual stream). Recompute (Korthikanti et al. 2022): selective drops the
+// attention-score buffers (recomputed from q, k in backward), full keeps only
+// each block's input and recomputes the block. flash_attention keeps the
+// softmax statistics [B,H,T] instead of the T x T probabilities; dropout adds
+// the 1-byte masks (and the dropped probabilities) Megatron keeps.
+struct ActivationOptions {
+  int64_t tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::none;
+  DType dtype = DType::f32;
+  bool flash_attention = false;
+  bool dropout = false;
 };
 
 class ModelSpec {
@@ -80,17 +103,25 @@ class ModelSpec {
   double forward_flops_per_token() const;
   double train_flops_per_token(bool full_recompute = false) const;
 
-  // Activations one micro-batch of B sequences of length T keeps from forward
-  // to backward, per block and for the head (fp32). See model/gpt.h for how
-  // each buffer is used.
-  std::vector<BufferInfo> block_activations(int64_t B, int64_t T) const;
-  std::vector<BufferInfo> head_activations(int64_t B, int64_t T) const;
-  // Scratch shared by all micro-batches (backward temporaries, logits).
-  std::vector<BufferInfo> workspace(int64_t B, int64_t T) const;
+  // Everything one block's forward produces for a micro-batch of B sequences
+  // of length T on one rank (see model/gpt.h for how each buffer is used).
+  // Without dropout this is Korthikanti et al.'s 34sbh + 5as^2b less the
+  // masks: 32sbh + 2as^2b bytes at 16 bits, with their tp / sp divisions.
+  std::vector<BufferInfo> block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
+  // What a block keeps from forward to backward under o.recompute.
+  std::vector<BufferInfo> saved_block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
+  // Embedding output, token ids and the per-token losses of a micro-batch.
+  std::vector<BufferInfo> head_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
+  // Scratch shared by all micro-batches (backward temporaries, logits over
+  // the local vocabulary shard).
+  std::vector<BufferInfo> workspace(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
 
-  // Bytes of the tables above for one micro-batch through the whole model.
-  int64_t activation_bytes(int64_t B, int64_t T) const;
-  int64_t workspace_bytes(int64_t B, int64_t T) const;
+  // Bytes one micro-batch keeps through `layers` blocks (the whole model by
+  // default) plus the head tables; with full recompute also one block's
+  // working set. Buffers are counted as the runtime allocates them (each
+  // rounded up to 64 bytes).
+  int64_t activation_bytes(int64_t B, int64_t T, const ActivationOptions& o = {}, int64_t layers = -1) const;
+  int64_t workspace_bytes(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
 
  private:
   ModelConfig cfg_;
@@ -98,6 +129,7 @@ class ModelSpec {
   std::vector<ParamInfo> params_;
 };
 
-int64_t table_floats(const std::vector<BufferInfo>& table);
+// Sum of buffer sizes, each rounded up to 64 bytes (the arena alignment).
+int64_t table_bytes(const std::vector<BufferInfo>& table);
 
 }  // namespace tera

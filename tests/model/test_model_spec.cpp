@@ -57,7 +57,35 @@ TEST(ModelSpec, RuntimeAllocatesExactlyTheTables) {
   // Hand count of one block's activations at B=5, T=16, C=32, H=4, F=128 (floats):
   // ln1 2560 + mean 80 + rstd 80 + qkv 7680 + probs 5120 + atty 2560 + res1 2560 + ln2 2560
   // + mean 80 + rstd 80 + fch 10240 + fch_gelu 10240 + out 2560 = 46400 (all multiples of 16).
-  EXPECT_EQ(table_floats(spec.block_activations(5, 16)), 46400);
+  EXPECT_EQ(table_bytes(spec.block_activations(5, 16)), 46400 * 4);
+}
+
+TEST(ModelSpec, ActivationsMatchKorthikanti) {
+  // Korthikanti et al. 2022, per layer at 16 bits: 34sbh + 5as^2b with dropout,
+  // 10sbh + 24sbh/t + 5as^2b/t with tensor parallelism t, (34sbh + 5as^2b)/t
+  // with sequence parallelism too; the LayerNorm statistics (fp32) come on top.
+  const int64_t s = 128, b = 2, h = 64, a = 4, t = 4;
+  ModelSpec spec(ModelConfig{.layers = 1, .hidden = h, .heads = a, .seq_len = s, .vocab = 64, .ffn_hidden = 0,
+                             .vocab_align = 1});
+  auto bytes = [&](ActivationOptions o) {
+    int64_t n = 0;
+    for (const auto& buf : spec.block_activations(b, s, o)) {
+      if (buf.name.find("_mean") == std::string::npos && buf.name.find("_rstd") == std::string::npos) n += buf.bytes();
+    }
+    return n;
+  };
+  const int64_t sbh = s * b * h, as2b = a * s * s * b;
+  ActivationOptions o{.dtype = DType::bf16, .dropout = true};
+  EXPECT_EQ(bytes(o), 34 * sbh + 5 * as2b);
+  o.tp = t;
+  EXPECT_EQ(bytes(o), 10 * sbh + 24 * sbh / t + 5 * as2b / t);
+  o.sequence_parallel = true;
+  EXPECT_EQ(bytes(o), (34 * sbh + 5 * as2b) / t);
+  // Without dropout (tera's CPU runtime): 32sbh + 2as^2b.
+  EXPECT_EQ(bytes(ActivationOptions{.dtype = DType::bf16}), 32 * sbh + 2 * as2b);
+  // Selective recompute drops the attention scores: 32sbh; full keeps the block input: 2sbh.
+  EXPECT_EQ(table_bytes(spec.saved_block_activations(b, s, {.recompute = Recompute::full, .dtype = DType::bf16})),
+            2 * sbh);
 }
 
 TEST(ModelSpec, ValidationNamesTheKey) {
