@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   }
   const std::string toml = fmt::format(
       "[model]\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = {}\nvocab = {}\n"
-      "[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = 3e-4\nclip = 1.0\neval_batches = 1\n"
+      "[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = 3e-4\nclip = 1.0\neval_sequences = 4\n"
       "[data]\ntrain = \"{}\"\n[out]\ndir = \"/tmp/tera_bench_out\"\n",
       layers, hidden, heads, seq, vocab, warmup + steps + 1, batch, batch, corpus);
   auto cfg = parse_run_config(toml, "bench", {});
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", tr.error());
     return 2;
   }
-  const ModelSpec& spec = (*tr)->model().spec();
+  const ModelSpec& spec = (*tr)->spec();
   const double flops_per_token = spec.train_flops_per_token();
   fmt::print("shape: GPT {} layers, hidden {}, {} heads, vocab {}, seq {}, micro-batch {} = {:.1f}M parameters, fp32, "
              "{} threads\n",

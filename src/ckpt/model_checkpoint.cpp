@@ -43,6 +43,14 @@ Expected<ModelConfig> model_config_from_json(const json& j, const std::string& w
 
 Status save_model_checkpoint(const std::string& dir, const ParamTable& table, const float* params,
                              const CheckpointMeta& meta) {
+  TERA_ASSERT(table.tp() == 1, "save the global tensors of a tensor-parallel model with the NamedTensor overload");
+  std::vector<NamedTensor> named;
+  table.for_each([&](const ParamEntry& e) { named.push_back({e.info->name, e.info->shape, params + e.offset}); });
+  return save_model_checkpoint(dir, named, meta);
+}
+
+Status save_model_checkpoint(const std::string& dir, const std::vector<NamedTensor>& named,
+                             const CheckpointMeta& meta) {
   const fs::path final_dir(dir);
   const fs::path tmp = final_dir.string() + ".tmp." + std::to_string(getpid());
   std::error_code ec;
@@ -52,10 +60,9 @@ Status save_model_checkpoint(const std::string& dir, const ParamTable& table, co
     return Status::error(tmp.string() + ": cannot create directory (" + ec.message() + ")");
   }
   std::vector<StTensorRef> tensors;
-  table.for_each([&](const ParamEntry& e) {
-    tensors.push_back(StTensorRef{e.info->name, "F32", e.info->shape, params + e.offset,
-                                  static_cast<size_t>(numel(e.info->shape)) * sizeof(float)});
-  });
+  for (const auto& t : named) {
+    tensors.push_back(StTensorRef{t.name, "F32", t.shape, t.data, static_cast<size_t>(numel(t.shape)) * sizeof(float)});
+  }
   auto crc = write_safetensors((tmp / "model.safetensors").string(), tensors, {{"format", "tera"}});
   if (!crc) return crc.status();
   json j = {{"format", kModelCheckpointFormat},

@@ -30,6 +30,16 @@ struct CheckpointMeta {
 nlohmann::json model_config_to_json(const ModelConfig& m);
 Expected<ModelConfig> model_config_from_json(const nlohmann::json& j, const std::string& what);
 
+// A logical global tensor to save.
+struct NamedTensor {
+  std::string name;
+  Shape shape;
+  const float* data;
+};
+
+Status save_model_checkpoint(const std::string& dir, const std::vector<NamedTensor>& tensors,
+                             const CheckpointMeta& meta);
+// Every parameter of a one-rank table (tp = 1, resident).
 Status save_model_checkpoint(const std::string& dir, const ParamTable& table, const float* params,
                              const CheckpointMeta& meta);
 Expected<CheckpointMeta> read_checkpoint_meta(const std::string& dir);

@@ -1,5 +1,6 @@
 // `tera eval`: mean per-token loss of a checkpoint over consecutive windows of
-// a text file; the last line is `val_loss=<float>` for scripts.
+// a text file (encoded with the checkpoint's tokenizer) or a token-shard
+// directory; the last line is `val_loss=<float>` for scripts.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <memory>
@@ -10,6 +11,8 @@
 #include "ckpt/model_checkpoint.h"
 #include "cli/commands.h"
 #include "data/dataset.h"
+#include "data/tokenizer_file.h"
+#include "data/training_data.h"
 #include "model/gpt.h"
 
 namespace tera::cli {
@@ -28,9 +31,19 @@ int run_eval(const EvalArgs& args) {
     print_error(meta.error());
     return kExitBadInput;
   }
-  auto data = ByteDataset::open(args.data);
+  auto tok = tokenizer_from_reference(meta->tokenizer, args.ckpt, args.ckpt + "/meta.json");
+  if (!tok) {
+    print_error(tok.error());
+    return kExitBadInput;
+  }
+  auto data = open_eval_data(args.data, *tok, "--data");
   if (!data) {
-    print_error("--data " + data.error());
+    print_error(data.error());
+    return kExitBadInput;
+  }
+  if ((*data)->vocab() > meta->model.vocab) {
+    print_error(fmt::format("--data {}: vocabulary {} is larger than the checkpoint's model.vocab {}", args.data,
+                            (*data)->vocab(), meta->model.vocab));
     return kExitBadInput;
   }
   const int64_t T = meta->model.seq_len;
@@ -62,9 +75,9 @@ int run_eval(const EvalArgs& args) {
 
 Command add_eval_command(CLI::App& parent) {
   auto a = std::make_shared<EvalArgs>();
-  auto* sub = parent.add_subcommand("eval", "Mean loss of a checkpoint on a text file");
+  auto* sub = parent.add_subcommand("eval", "Mean loss of a checkpoint on a text file or token shards");
   sub->add_option("--ckpt", a->ckpt, "Checkpoint directory")->required();
-  sub->add_option("--data", a->data, "Text file to evaluate on")->required();
+  sub->add_option("--data", a->data, "Text file or token-shard directory (its val split if any) to evaluate on")->required();
   sub->add_option("--batches", a->batches, "Micro-batches to evaluate (0: the whole file)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -1,5 +1,7 @@
 // `tera generate`: autoregressive sampling from a checkpoint (no KV cache: the
 // window of the last seq_len tokens is re-run per token, fine at CPU scale).
+// The prompt is encoded and the output decoded with the tokenizer the
+// checkpoint records (byte tokens or BPE).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <memory>
@@ -10,6 +12,7 @@
 #include "ckpt/model_checkpoint.h"
 #include "cli/commands.h"
 #include "core/rng.h"
+#include "data/tokenizer_file.h"
 #include "model/gpt.h"
 
 namespace tera::cli {
@@ -51,8 +54,14 @@ int run_generate(const GenerateArgs& args) {
     print_error(meta.error());
     return kExitBadInput;
   }
-  if (meta->tokenizer != "bytes") {
-    print_error(args.ckpt + ": tokenizer '" + meta->tokenizer + "' is not supported by this build (byte tokens only)");
+  auto tok = tokenizer_from_reference(meta->tokenizer, args.ckpt, args.ckpt + "/meta.json");
+  if (!tok) {
+    print_error(tok.error());
+    return kExitBadInput;
+  }
+  if (tok->vocab_size() > meta->model.vocab) {
+    print_error(fmt::format("{}: its tokenizer has {} tokens but model.vocab is {}", args.ckpt, tok->vocab_size(),
+                            meta->model.vocab));
     return kExitBadInput;
   }
   const Backend& be = cpu_backend();
@@ -61,10 +70,10 @@ int run_generate(const GenerateArgs& args) {
     print_error(s.message());
     return kExitBadInput;
   }
-  const int64_t V = meta->model.vocab, T = meta->model.seq_len;
-  std::vector<int32_t> ctx;
-  for (unsigned char ch : args.prompt) ctx.push_back(ch);
-  if (ctx.empty()) ctx.push_back('\n');
+  // Sampling is restricted to the tokenizer's ids (model.vocab may be larger).
+  const int64_t V = tok->vocab_size(), T = meta->model.seq_len;
+  std::vector<int32_t> ctx = tok->encode(args.prompt);
+  if (ctx.empty()) ctx.push_back(tok->eot() >= 0 ? tok->eot() : tok->byte_token('\n'));
   std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
   const PhiloxKey key = philox_key(args.seed, "generate");
   std::vector<float> probs(static_cast<size_t>(V));
@@ -76,7 +85,8 @@ int run_generate(const GenerateArgs& args) {
     const int32_t next = pick(be, logits, V, args.temperature, key, static_cast<uint64_t>(i), probs);
     ctx.push_back(next);
     generated.push_back(next);
-    if (next < 256) std::fputc(next, stdout);
+    const std::string& piece = tok->token(next);  // bytes; a special token prints as its text
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   }
   std::fputc('\n', stdout);

@@ -4,12 +4,16 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "comm/world.h"
 #include "config/config.h"
 #include "core/format.h"
 #include "train/trainer.h"
@@ -24,8 +28,17 @@ struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string metrics;  // JSONL path, empty: none
+  std::string trace;    // Chrome trace path, empty: none
   bool quiet = false;
 };
+
+// OpenMP threads per rank: OMP_NUM_THREADS if set, else the cores of this
+// node shared evenly among the job's ranks on it (never oversubscribe).
+int threads_per_rank(const CommWorld& world) {
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return omp_get_max_threads();
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, world.local_size()));
+}
 
 int run_train(const TrainArgs& args) {
   auto cfg = load_run_config(args.config, args.overrides);
@@ -33,59 +46,91 @@ int run_train(const TrainArgs& args) {
     print_error(cfg.error());
     return kExitBadInput;
   }
+  auto world = CommWorld::init();
+  Communicator& comm = world->world();
+  const bool first = comm.rank() == 0;
+  omp_set_num_threads(threads_per_rank(*world));
   std::ofstream metrics;
-  if (!args.metrics.empty()) {
+  if (first && !args.metrics.empty()) {
     metrics.open(args.metrics, std::ios::out | std::ios::trunc);
-    if (!metrics) {
-      print_error("--metrics " + args.metrics + ": cannot open for writing");
-      return kExitBadInput;
-    }
   }
-  auto trainer = Trainer::create(*cfg, cpu_backend());
+  const double metrics_failed = comm.all_reduce_max(first && !args.metrics.empty() && !metrics ? 1.0 : 0.0);
+  if (metrics_failed > 0) {
+    if (first) print_error("--metrics " + args.metrics + ": cannot open for writing");
+    return kExitBadInput;
+  }
+  auto trainer = Trainer::create(*cfg, cpu_backend(), comm, args.trace);
   if (!trainer) {
-    print_error(trainer.error());
+    // Every rank fails together; the rank that saw the problem prints it.
+    if (first || trainer.error().rfind("another rank", 0) != 0) print_error(trainer.error());
     return kExitBadInput;
   }
   Trainer& tr = **trainer;
-  const ModelSpec& spec = tr.model().spec();
+  const ModelSpec& spec = tr.spec();
   const TrainConfig& tc = cfg->train;
+  const Groups& g = tr.groups();
+  // Every rank's memory, printed in rank order by the first rank.
   const MemoryReport mem = tr.memory();
-  if (!args.quiet) {
+  std::vector<int64_t> mine = {mem.params, mem.grads, mem.optimizer, mem.activations, mem.workspace};
+  std::vector<int64_t> all(static_cast<size_t>(5 * comm.size()));
+  comm.all_gather(mine.data(), all.data(), 5, CommType::i64);
+  if (first && !args.quiet) {
     fmt::print("tera train: {}\n", args.config);
     fmt::print("model: {} layers, hidden {}, {} heads, seq {}, vocab {} (padded {}) = {} parameters\n",
                cfg->model.layers, cfg->model.hidden, cfg->model.heads, cfg->model.seq_len, cfg->model.vocab,
                spec.padded_vocab(), human_count(static_cast<double>(spec.num_params())));
     fmt::print("data: train {}, val {}\n", tr.train_data().describe(), tr.val_data().describe());
-    fmt::print("batch: {} sequences x {} tokens per step ({} micro-batches of {}), {} steps\n", tc.global_batch,
-               cfg->model.seq_len, tc.accumulation(), tc.micro_batch, tc.steps);
-    fmt::print("memory: params {}, grads {}, optimizer {}, activations {}, workspace {} = {}\n",
-               human_bytes(mem.params), human_bytes(mem.grads), human_bytes(mem.optimizer),
-               human_bytes(mem.activations), human_bytes(mem.workspace), human_bytes(mem.total()));
-    fmt::print("compute: cpu backend, {} threads, GEMM by {}; {:.1f} MFLOP per token\n", omp_get_max_threads(),
-               cpu_backend().gemm_library, spec.train_flops_per_token() / 1e6);
+    fmt::print("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}\n", comm.size(), g.layout.to_string(),
+               cfg->parallel.zero, cfg->parallel.sequence_parallel ? ", sequence parallel" : "",
+               g.layout.pp > 1 ? fmt::format(", {} schedule{}", schedule_kind_name(cfg->parallel.schedule),
+                                             cfg->parallel.vpp > 1 ? fmt::format(" x{} chunks", cfg->parallel.vpp) : "")
+                               : "",
+               omp_get_max_threads(), world->is_mpi() ? " (MPI)" : "");
+    if (cfg->train.recompute == Recompute::full) fmt::print("recompute: full (each block's forward rerun in backward)\n");
+    fmt::print("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
+               tc.global_batch, cfg->model.seq_len, tc.global_batch / g.layout.dp / tc.micro_batch, tc.micro_batch,
+               tc.steps);
+    for (int r = 0; r < comm.size(); ++r) {
+      const int64_t* m = &all[static_cast<size_t>(5 * r)];
+      fmt::print("memory rank {}: params {}, grads {}, optimizer {}, activations {}, workspace {} = {}\n", r,
+                 human_bytes(m[0]), human_bytes(m[1]), human_bytes(m[2]), human_bytes(m[3]), human_bytes(m[4]),
+                 human_bytes(m[0] + m[1] + m[2] + m[3] + m[4]));
+    }
+    fmt::print("compute: cpu backend, GEMM by {}; {:.1f} MFLOP per token\n", cpu_backend().gemm_library,
+               spec.train_flops_per_token() / 1e6);
     std::fflush(stdout);
   }
   double elapsed = 0, first_loss = 0, last_loss = 0;
   std::optional<double> last_val;
+  std::vector<double> bubble_sum(static_cast<size_t>(g.layout.pp), 0.0);
+  int64_t bubble_steps = 0;
   const Status st = tr.run([&](const StepStats& s) {
     elapsed += s.seconds;
     if (s.step == 1) first_loss = s.loss;
     last_loss = s.loss;
     if (s.val_loss) last_val = s.val_loss;
+    if (s.step > 1) {  // the first step includes page faults
+      for (size_t i = 0; i < bubble_sum.size() && i < s.bubble.size(); ++i) bubble_sum[i] += s.bubble[i];
+      ++bubble_steps;
+    }
+    if (!first) return;
     // ETA from the mean step time so far (the first step includes page faults).
     const double eta = elapsed / static_cast<double>(s.step) * static_cast<double>(s.total - s.step);
     if (!args.quiet) {
-      fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.0f} ms | {:.0f} tok/s | {:.1f} GFLOP/s | "
+      fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.0f} ms | {:.0f} tok/s | {:.1f} GFLOP/s{} | "
                  "eta {}\n",
                  s.step, std::to_string(s.total).size(), s.total, s.loss, s.lr, s.grad_norm, s.seconds * 1e3,
-                 s.tokens_per_s, s.gflops, human_duration(eta));
+                 s.tokens_per_s, s.gflops,
+                 comm.size() > 1 ? fmt::format(" | comm {:.0f} ms {}", s.comm_seconds * 1e3, human_bytes(s.comm_bytes)) : "",
+                 human_duration(eta));
       if (s.val_loss) fmt::print("  val_loss {:.4f}\n", *s.val_loss);
       std::fflush(stdout);
     }
     if (metrics.is_open()) {
       nlohmann::json j = {{"step", s.step},           {"loss", s.loss},         {"lr", s.lr},
                           {"grad_norm", s.grad_norm}, {"ms", s.seconds * 1e3},  {"tokens_per_s", s.tokens_per_s},
-                          {"gflops", s.gflops}};
+                          {"gflops_per_rank", s.gflops}, {"comm_ms", s.comm_seconds * 1e3}, {"comm_bytes", s.comm_bytes},
+                          {"bubble", s.bubble}};
       if (s.val_loss) j["val_loss"] = *s.val_loss;
       metrics << j.dump() << '\n';
       metrics.flush();
@@ -93,15 +138,31 @@ int run_train(const TrainArgs& args) {
   });
   if (!st) {
     print_error(st.message());
+    world->abort(kExitFailure);
+  }
+  if (Status s = tr.write_trace(); !s) {
+    if (first) print_error(s.message());
     return kExitFailure;
   }
+  if (first && g.layout.pp > 1 && bubble_steps > 0 && !args.quiet) {
+    std::string per;
+    for (size_t i = 0; i < bubble_sum.size(); ++i) {
+      per += fmt::format("{}stage {} {:.1f}%", i ? ", " : "", i, 100 * bubble_sum[i] / static_cast<double>(bubble_steps));
+    }
+    fmt::print("pipeline bubble (time blocked in pipeline receives / step, mean of steps 2..): {}; theoretical "
+               "(p-1)/(v*m+p-1) = {:.1f}%\n",
+               per, 100 * tr.theoretical_bubble());
+  }
+  if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
   if (Status s = tr.save_final(); !s) {
-    print_error(s.message());
+    if (first) print_error(s.message());
     return kExitFailure;
   }
   const std::string out = (std::filesystem::path(cfg->out.dir) / "final").string();
-  fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; checkpoint {}\n", tc.steps, human_duration(elapsed),
-             first_loss, last_loss, last_val ? fmt::format(", val_loss {:.4f}", *last_val) : "", out);
+  if (first) {
+    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; checkpoint {}\n", tc.steps, human_duration(elapsed),
+               first_loss, last_loss, last_val ? fmt::format(", val_loss {:.4f}", *last_val) : "", out);
+  }
   return kExitOk;
 }
 
@@ -113,6 +174,7 @@ Command add_train_command(CLI::App& parent) {
   sub->add_option("-c,--config", args->config, "Run config (TOML); see configs/")->required();
   sub->add_option("--set", args->overrides, "Override a config value: --set section.key=value (repeatable)");
   sub->add_option("--metrics", args->metrics, "Write one JSON object per step to this JSONL file");
+  sub->add_option("--trace", args->trace, "Write a Chrome trace (one track per rank) to this JSON file");
   sub->add_flag("-q,--quiet", args->quiet, "Print only the summary");
   return {sub, [args] { return run_train(*args); }};
 }

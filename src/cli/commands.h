@@ -27,6 +27,10 @@ Command add_version_command(CLI::App& parent);
 Command add_train_command(CLI::App& parent);
 Command add_generate_command(CLI::App& parent);
 Command add_eval_command(CLI::App& parent);
+Command add_plan_command(CLI::App& parent);
+Command add_simulate_command(CLI::App& parent);
+Command add_calibrate_command(CLI::App& parent);
+Command add_tokenize_command(CLI::App& parent);
 
 // Prints "tera: error: <msg>" to stderr.
 void print_error(const std::string& msg);

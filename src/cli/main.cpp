@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
       add_train_command(app),
       add_generate_command(app),
       add_eval_command(app),
+      add_plan_command(app),
+      add_simulate_command(app),
+      add_calibrate_command(app),
+      add_tokenize_command(app),
       add_version_command(app),
   };
 

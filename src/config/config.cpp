@@ -15,7 +15,7 @@ namespace tera {
 
 namespace {
 
-enum class Kind { integer, number, string, boolean };
+enum class Kind { integer, number, string, boolean, integer_array };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -23,6 +23,7 @@ const char* kind_name(Kind k) {
     case Kind::number: return "a number";
     case Kind::string: return "a string";
     case Kind::boolean: return "true or false";
+    case Kind::integer_array: return "an array of integers";
   }
   return "?";
 }
@@ -54,6 +55,16 @@ std::vector<Field> schema() {
       {"model.seq_len", Kind::integer, i64([](R c) -> int64_t& { return c.model.seq_len; })},
       {"model.vocab", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab; })},
       {"model.ffn_hidden", Kind::integer, i64([](R c) -> int64_t& { return c.model.ffn_hidden; })},
+      {"model.kv_heads", Kind::integer, i64([](R c) -> int64_t& { return c.model.kv_heads; })},
+      {"model.mlp", Kind::string,
+       [](R c, const toml::node& n) {
+         auto k = parse_mlp_kind(n.as_string()->get());
+         if (k.ok()) {
+           c.model.mlp = *k;
+         } else {
+           c.mlp_error = k.error();
+         }
+       }},
       {"model.vocab_align", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab_align; })},
       {"train.steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.steps; })},
       {"train.micro_batch", Kind::integer, i64([](R c) -> int64_t& { return c.train.micro_batch; })},
@@ -68,11 +79,40 @@ std::vector<Field> schema() {
       {"train.clip", Kind::number, f32([](R c) -> float& { return c.train.clip; })},
       {"train.seed", Kind::integer,
        [](R c, const toml::node& n) { c.train.seed = static_cast<uint64_t>(n.value<int64_t>().value()); }},
+      {"train.recompute", Kind::string,
+       [](R c, const toml::node& n) {
+         const std::string& v = n.as_string()->get();  // the schema checked the type
+         c.train.recompute = v == "full" ? Recompute::full : (v == "selective" ? Recompute::selective : Recompute::none);
+         if (v != "none" && v != "full" && v != "selective") c.train.recompute_name_error = v;
+       }},
       {"train.eval_every", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_every; })},
-      {"train.eval_batches", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_batches; })},
+      {"train.eval_sequences", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_sequences; })},
       {"data.train", Kind::string, str([](R c) -> std::string& { return c.data.train; })},
       {"data.val", Kind::string, str([](R c) -> std::string& { return c.data.val; })},
       {"data.val_fraction", Kind::number, f64([](R c) -> double& { return c.data.val_fraction; })},
+      {"data.tokenizer", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer; })},
+      {"parallel.tp", Kind::integer, [](R c, const toml::node& n) { c.parallel.tp = static_cast<int>(n.value<int64_t>().value()); }},
+      {"parallel.pp", Kind::integer, [](R c, const toml::node& n) { c.parallel.pp = static_cast<int>(n.value<int64_t>().value()); }},
+      {"parallel.dp", Kind::integer, [](R c, const toml::node& n) { c.parallel.dp = static_cast<int>(n.value<int64_t>().value()); }},
+      {"parallel.sequence_parallel", Kind::boolean,
+       [](R c, const toml::node& n) { c.parallel.sequence_parallel = n.value<bool>().value(); }},
+      {"parallel.schedule", Kind::string,
+       [](R c, const toml::node& n) {
+         const std::string& v = n.as_string()->get();
+         auto k = parse_schedule_kind(v);
+         if (k.ok()) {
+           c.parallel.schedule = *k;
+         } else {
+           c.parallel.schedule_error = v;
+         }
+       }},
+      {"parallel.vpp", Kind::integer, [](R c, const toml::node& n) { c.parallel.vpp = static_cast<int>(n.value<int64_t>().value()); }},
+      {"parallel.stage_layers", Kind::integer_array,
+       [](R c, const toml::node& n) {
+         c.parallel.stage_layers.clear();
+         for (const auto& e : *n.as_array()) c.parallel.stage_layers.push_back(e.value<int64_t>().value());
+       }},
+      {"parallel.zero", Kind::integer, [](R c, const toml::node& n) { c.parallel.zero = static_cast<int>(n.value<int64_t>().value()); }},
       {"out.dir", Kind::string, str([](R c) -> std::string& { return c.out.dir; })},
   };
 }
@@ -109,6 +149,12 @@ bool kind_matches(Kind k, const toml::node& n) {
     case Kind::number: return n.is_integer() || n.is_floating_point();
     case Kind::string: return n.is_string();
     case Kind::boolean: return n.is_boolean();
+    case Kind::integer_array:
+      if (!n.is_array()) return false;
+      for (const auto& e : *n.as_array()) {
+        if (!e.is_integer()) return false;
+      }
+      return true;
   }
   return false;
 }
@@ -159,7 +205,9 @@ Status apply_override(toml::table& root, const std::string& kv) {
 
 Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   auto err = [&](const std::string& msg) { return Status::error(src + ": " + msg); };
+  if (!c.mlp_error.empty()) return err(c.mlp_error);
   if (Status s = validate_model_config(c.model); !s) return err(s.message());
+  if (Status s = check_runtime_supports(c.model); !s) return err(s.message());
   const TrainConfig& t = c.train;
   if (t.steps <= 0) return err(fmt::format("train.steps = {} must be positive", t.steps));
   if (t.micro_batch <= 0) return err(fmt::format("train.micro_batch = {} must be positive", t.micro_batch));
@@ -182,21 +230,65 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (!(t.adamw.eps > 0)) return err("train.eps must be positive");
   if (!(t.clip >= 0)) return err(fmt::format("train.clip = {} must be >= 0 (0 disables clipping)", t.clip));
   if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
-  if (t.eval_batches <= 0) return err("train.eval_batches must be positive");
-  if (c.data.train.empty()) return err("data.train is missing; set it to a text file, e.g. data.train = \"corpus.txt\"");
+  if (t.eval_sequences <= 0) return err("train.eval_sequences must be positive");
+  if (!t.recompute_name_error.empty()) {
+    return err("train.recompute = \"" + t.recompute_name_error + "\" is not one of \"none\", \"full\"");
+  }
+  if (t.recompute == Recompute::selective) {
+    return err("train.recompute = \"selective\" is modelled by the planner only; this runtime recomputes \"none\" or "
+               "\"full\" blocks");
+  }
+  if (c.data.train.empty()) {
+    return err("data.train is missing; set it to a text file or a token-shard directory, "
+               "e.g. data.train = \"corpus.txt\"");
+  }
   if (c.data.val.empty() && !(c.data.val_fraction > 0 && c.data.val_fraction < 1)) {
     return err("data.val_fraction must lie in (0, 1) when data.val is not set");
   }
   if (check_files) {
     namespace fs = std::filesystem;
-    for (const auto& [key, path] : {std::pair{"data.train", c.data.train}, std::pair{"data.val", c.data.val}}) {
-      if (path.empty()) continue;
+    for (const auto& [key, path] : {std::pair{"data.train", c.data.train}, std::pair{"data.val", c.data.val},
+                                    std::pair{"data.tokenizer", c.data.tokenizer}}) {
+      if (path.empty() || (std::string_view(key) == "data.tokenizer" && path == "bytes")) continue;
       std::error_code ec;
-      if (!fs::is_regular_file(path, ec)) {
-        return err(fmt::format("{} = \"{}\": no such file; check the path (relative paths are from the current "
-                               "directory)", key, path));
+      if (!fs::is_regular_file(path, ec) && !fs::is_directory(path, ec)) {
+        return err(fmt::format("{} = \"{}\": no such file or directory; check the path (relative paths are from the "
+                               "current directory)", key, path));
       }
     }
+  }
+  const ParallelConfig& p = c.parallel;
+  if (p.tp < 1 || p.tp > 4096) return err(fmt::format("parallel.tp = {} must lie in [1, 4096]", p.tp));
+  if (p.pp < 1 || p.pp > 4096) return err(fmt::format("parallel.pp = {} must lie in [1, 4096]", p.pp));
+  if (p.dp < 0 || p.dp > 1000000) return err(fmt::format("parallel.dp = {} must be >= 1 (or 0 / left out to derive it from the world size)", p.dp));
+  if (p.zero < 0 || p.zero > 3) return err(fmt::format("parallel.zero = {} must be 0, 1, 2 or 3", p.zero));
+  if (!p.schedule_error.empty()) {
+    return err("parallel.schedule = \"" + p.schedule_error + "\" is not one of \"gpipe\", \"1f1b\", \"interleaved\"");
+  }
+  if (p.vpp < 1) return err(fmt::format("parallel.vpp = {} must be >= 1", p.vpp));
+  if (p.schedule == ScheduleKind::interleaved && (p.pp < 2 || p.vpp < 2)) {
+    return err(fmt::format(
+        "parallel.schedule = \"interleaved\" needs parallel.pp >= 2 and parallel.vpp >= 2 virtual chunks per stage "
+        "(got pp {}, vpp {})", p.pp, p.vpp));
+  }
+  if (p.schedule != ScheduleKind::interleaved && p.vpp != 1) {
+    return err(fmt::format("parallel.vpp = {} needs parallel.schedule = \"interleaved\"", p.vpp));
+  }
+  if (auto per = layers_per_virtual_stage(c.model.layers, p.pp, p.vpp, p.stage_layers); !per) return err(per.error());
+  // Tensor parallelism splits heads, the hidden width and the MLP width;
+  // sequence parallelism also splits the sequence.
+  const ModelConfig& m = c.model;
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"model.heads", m.heads}, {"model.hidden", m.hidden},
+                                {"the MLP width (model.ffn_hidden, or 4 * hidden)", m.ffn()}}) {
+    if (n % p.tp != 0) {
+      return err(fmt::format("parallel.tp = {} does not divide {} = {}; choose a tp that divides it", p.tp, what, n));
+    }
+  }
+  if (p.sequence_parallel && m.seq_len % p.tp != 0) {
+    return err(fmt::format(
+        "parallel.sequence_parallel = true needs model.seq_len = {} divisible by parallel.tp = {}; change seq_len or "
+        "tp, or turn sequence parallelism off",
+        m.seq_len, p.tp));
   }
   if (c.out.dir.empty()) return err("out.dir must not be empty");
   return Status::ok();
@@ -278,12 +370,21 @@ std::string run_config_to_toml(const RunConfig& c) {
   const TrainConfig& t = c.train;
   s += fmt::format(
       "\n[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = {}\nmin_lr = {}\nwarmup = {}\n"
-      "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_batches = {}\n",
+      "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_sequences = {}\nrecompute = \"{}\"\n",
       t.steps, t.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
-      t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_batches);
+      t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(t.recompute));
   s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);
+  if (!c.data.tokenizer.empty()) s += "tokenizer = " + q(c.data.tokenizer) + "\n";
+  s += fmt::format("\n[parallel]\ntp = {}\npp = {}\ndp = {}\nzero = {}\nsequence_parallel = {}\nschedule = \"{}\"\nvpp = {}\n",
+                   c.parallel.tp, c.parallel.pp, c.parallel.dp, c.parallel.zero, c.parallel.sequence_parallel,
+                   schedule_kind_name(c.parallel.schedule), c.parallel.vpp);
+  if (!c.parallel.stage_layers.empty()) {
+    s += "stage_layers = [";
+    for (size_t i = 0; i < c.parallel.stage_layers.size(); ++i) s += (i ? ", " : "") + std::to_string(c.parallel.stage_layers[i]);
+    s += "]\n";
+  }
   s += "\n[out]\ndir = " + q(c.out.dir) + "\n";
   return s;
 }

@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/model_spec.h"
+#include "parallel/schedule.h"
 #include "optim/adamw_config.h"
 
 namespace tera {
@@ -20,16 +22,31 @@ struct TrainConfig {
   float clip = 1.0f;  // global grad-norm clip; 0 disables
   uint64_t seed = 1234;
   int64_t eval_every = 0;    // 0: only at the end
-  int64_t eval_batches = 8;  // micro-batches of validation data per evaluation
+  Recompute recompute = Recompute::none;  // full: rerun each block's forward in backward
+  std::string recompute_name_error;       // set by the parser for an unknown value
+  int64_t eval_sequences = 32;  // validation windows per evaluation (the same set whatever the layout)
   AdamWConfig adamw;
 
   int64_t accumulation() const { return global_batch / micro_batch; }
 };
 
 struct DataConfig {
-  std::string train;          // text file (bytes are tokens)
-  std::string val;            // optional; when empty the tail of train is held out
-  double val_fraction = 0.1;  // share of train held out when val is empty
+  std::string train;          // token-shard directory (tera tokenize encode) or text file
+  std::string val;            // optional; when empty: the shards' val split, else the tail of train
+  double val_fraction = 0.1;  // share of train held out when val is empty and there is no val split
+  std::string tokenizer;      // tokenizer for a text train file (empty: bytes are tokens)
+};
+
+struct ParallelConfig {
+  int tp = 1;    // tensor-parallel degree
+  int pp = 1;    // pipeline-parallel degree
+  int dp = 0;    // data-parallel degree; 0: world size / (tp * pp)
+  int zero = 0;  // ZeRO stage 0-3 over the data-parallel group
+  bool sequence_parallel = false;  // shard LayerNorm / residual regions along the sequence (needs seq_len % tp == 0)
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;  // gpipe | 1f1b | interleaved
+  int vpp = 1;                                        // virtual chunks per stage (interleaved)
+  std::vector<int64_t> stage_layers;                  // layers per virtual stage; empty: balanced
+  std::string schedule_error;                         // set by the parser for an unknown name
 };
 
 struct OutConfig {
@@ -40,8 +57,10 @@ struct RunConfig {
   ModelConfig model;
   TrainConfig train;
   DataConfig data;
+  ParallelConfig parallel;
   OutConfig out;
-  std::string source;  // where it came from, for messages
+  std::string source;     // where it came from, for messages
+  std::string mlp_error;  // set by the parser for an unknown model.mlp
 };
 
 }  // namespace tera

@@ -1,38 +1,192 @@
-// Opening the run's datasets (byte tokens for now).
+// Opening the run's datasets: shard directories, text files as byte tokens,
+// or text files encoded in memory with data.tokenizer; see training_data.h.
 #include "data/training_data.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+
+#include "data/corpus_encode.h"
+#include "data/shard_dataset.h"
+#include "data/shard_manifest.h"
+#include "data/tokenizer_file.h"
+
 namespace tera {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// How errors name a source: a config key (data.train = "x") or a flag (--data x).
+std::string keyed(const std::string& key, const std::string& path) {
+  return key.starts_with("-") ? key + " " + path : fmt::format("{} = \"{}\"", key, path);
+}
+
+// A directory is read as token shards (read_manifest explains a missing manifest).
+bool is_dir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec);
+}
+
+int encode_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)); }
+
+// The tokenizer of the run: the shard directory's, data.tokenizer, or bytes.
+Expected<BpeTokenizer> choose_tokenizer(const DataConfig& dc) {
+  if (is_dir(dc.train)) {
+    auto m = read_manifest(dc.train);
+    if (!m) return Status::error(keyed("data.train", dc.train) + ": " + m.error());
+    const std::string path = (fs::path(dc.train) / m->tokenizer_file).string();
+    auto tok = open_tokenizer(path);
+    if (!tok) return Status::error(keyed("data.train", dc.train) + ": " + tok.error());
+    if (tok->fingerprint() != m->tokenizer_fingerprint) {
+      return Status::error(path +
+                           ": is not the tokenizer the shards were encoded with (fingerprint differs from "
+                           "manifest.json); re-run tera tokenize encode");
+    }
+    if (!dc.tokenizer.empty()) {
+      auto want = open_tokenizer(dc.tokenizer);
+      if (!want) return Status::error("data.tokenizer: " + want.error());
+      if (want->fingerprint() != tok->fingerprint()) {
+        return Status::error(keyed("data.tokenizer", dc.tokenizer) + " is not the tokenizer " +
+                             keyed("data.train", dc.train) + " was encoded with (" + path +
+                             "); remove data.tokenizer or re-encode the data with it");
+      }
+    }
+    return tok;
+  }
+  if (dc.tokenizer.empty()) return BpeTokenizer::bytes();
+  auto tok = open_tokenizer(dc.tokenizer);
+  if (!tok) return Status::error("data.tokenizer: " + tok.error());
+  return tok;
+}
+
+// Encodes text files in memory; part 1 is the held-out tail when hold_out > 0.
+Expected<std::vector<std::unique_ptr<TokenDataset>>> encode_text(const std::string& path, const std::string& key,
+                                                                 const BpeTokenizer& tok, double hold_out) {
+  std::vector<int32_t> parts[2];
+  EncodeOptions opts;
+  opts.threads = encode_threads();
+  opts.val_fraction = hold_out;
+  auto st = encode_corpus({path}, tok, opts, [&](int p, const int32_t* t, size_t n) {
+    parts[p].insert(parts[p].end(), t, t + n);
+    return Status::ok();
+  });
+  if (!st) return Status::error(keyed(key, path) + ": " + st.error());
+  std::vector<std::unique_ptr<TokenDataset>> out;
+  for (int p = 0; p < (hold_out > 0 ? 2 : 1); ++p) {
+    const std::string desc = fmt::format("{}{} ({} bytes encoded in memory to {} tokens, vocab {})", path,
+                                         hold_out > 0 ? (p == 0 ? " [head]" : " [held-out tail]") : "", st->bytes[p],
+                                         parts[p].size(), tok.vocab_size());
+    out.push_back(std::make_unique<VectorDataset>(std::move(parts[p]), tok.vocab_size(), desc));
+  }
+  return out;
+}
+
+// A shard directory's split, checked to use the run's tokenizer.
+Expected<std::unique_ptr<TokenDataset>> open_shards(const std::string& dir, const std::string& key,
+                                                    const std::string& split, const BpeTokenizer& tok) {
+  auto ds = ShardDataset::open(dir, split);
+  if (!ds) return Status::error(keyed(key, dir) + ": " + ds.error());
+  if ((*ds)->manifest().tokenizer_fingerprint != tok.fingerprint()) {
+    return Status::error(keyed(key, dir) +
+                         ": its shards were encoded with a different tokenizer (fingerprint "
+                         "differs); encode the data with the model's tokenizer");
+  }
+  return std::unique_ptr<TokenDataset>(std::move(*ds));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<TokenDataset>> open_eval_data(const std::string& path, const BpeTokenizer& tok,
+                                                       const std::string& key) {
+  if (is_dir(path)) {
+    auto m = read_manifest(path);
+    if (!m) return Status::error(keyed(key, path) + ": " + m.error());
+    return open_shards(path, key, m->splits.count("val") ? "val" : "train", tok);
+  }
+  if (tok.is_bytes()) {
+    auto b = ByteDataset::open(path);
+    if (!b) return b.status();
+    return std::unique_ptr<TokenDataset>(std::move(*b));
+  }
+  auto parts = encode_text(path, key, tok, 0);
+  if (!parts) return parts.status();
+  return std::move((*parts)[0]);
+}
 
 Expected<TrainingData> open_training_data(const RunConfig& cfg) {
   TrainingData d;
   const DataConfig& dc = cfg.data;
-  if (dc.val.empty()) {
+  auto tok = choose_tokenizer(dc);
+  if (!tok) return Status::error(cfg.source + ": " + tok.error());
+  std::string val_what = keyed("data.val", dc.val);
+  if (is_dir(dc.train)) {
+    auto all = open_shards(dc.train, "data.train", "train", *tok);
+    if (!all) return all.status();
+    auto m = read_manifest(dc.train);
+    if (!m) return m.status();
+    if (!dc.val.empty()) {
+      auto va = open_eval_data(dc.val, *tok, "data.val");
+      if (!va) return va.status();
+      d.train = std::move(*all);
+      d.val = std::move(*va);
+    } else if (m->splits.count("val")) {
+      auto va = open_shards(dc.train, "data.train", "val", *tok);
+      if (!va) return va.status();
+      d.train = std::move(*all);
+      d.val = std::move(*va);
+      val_what = "the val split of " + keyed("data.train", dc.train);
+    } else {
+      std::shared_ptr<const TokenDataset> base(std::move(*all));
+      const int64_t n = base->num_tokens();
+      const int64_t cut = n - static_cast<int64_t>(static_cast<double>(n) * dc.val_fraction);
+      d.train = std::make_unique<SliceDataset>(base, 0, cut, base->describe() + " [head]");
+      d.val = std::make_unique<SliceDataset>(base, cut, n, base->describe() + " [held-out tail]");
+      val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
+    }
+  } else if (!dc.val.empty()) {
+    if (tok->is_bytes()) {
+      auto tr = ByteDataset::open(dc.train);
+      if (!tr) return tr.status();
+      d.train = std::move(*tr);
+    } else {
+      auto tr = encode_text(dc.train, "data.train", *tok, 0);
+      if (!tr) return tr.status();
+      d.train = std::move((*tr)[0]);
+    }
+    auto va = open_eval_data(dc.val, *tok, "data.val");
+    if (!va) return va.status();
+    d.val = std::move(*va);
+  } else if (tok->is_bytes()) {
     auto tr = ByteDataset::open(dc.train, 0.0, 1.0 - dc.val_fraction);
     if (!tr) return tr.status();
     auto va = ByteDataset::open(dc.train, 1.0 - dc.val_fraction, 1.0);
     if (!va) return va.status();
     d.train = std::move(*tr);
     d.val = std::move(*va);
+    val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
   } else {
-    auto tr = ByteDataset::open(dc.train);
-    if (!tr) return tr.status();
-    auto va = ByteDataset::open(dc.val);
-    if (!va) return va.status();
-    d.train = std::move(*tr);
-    d.val = std::move(*va);
+    auto parts = encode_text(dc.train, "data.train", *tok, dc.val_fraction);
+    if (!parts) return parts.status();
+    d.train = std::move((*parts)[0]);
+    d.val = std::move((*parts)[1]);
+    val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
   }
   const int64_t T = cfg.model.seq_len;
-  const std::string val_what = dc.val.empty()
-                                   ? "the held-out tail (data.val_fraction) of data.train = \"" + dc.train + "\""
-                                   : "data.val = \"" + dc.val + "\"";
-  TERA_RETURN_IF_ERROR(check_dataset_fits(*d.train, T, "data.train = \"" + dc.train + "\""));
+  TERA_RETURN_IF_ERROR(check_dataset_fits(*d.train, T, keyed("data.train", dc.train)));
   TERA_RETURN_IF_ERROR(check_dataset_fits(*d.val, T, val_what));
   if (cfg.model.vocab < d.train->vocab()) {
     return Status::error(cfg.source + ": model.vocab = " + std::to_string(cfg.model.vocab) +
                          " is smaller than the data's vocabulary (" + std::to_string(d.train->vocab()) +
-                         " byte tokens); set model.vocab >= " + std::to_string(d.train->vocab()));
+                         (tok->is_bytes() ? " byte tokens" : " tokens") +
+                         "); set model.vocab >= " + std::to_string(d.train->vocab()));
   }
-  d.sampler = std::make_unique<RandomWindowSampler>(*d.train, T, cfg.train.seed);
+  auto loader = TokenLoader::create(*d.train, T, cfg.train.seed, keyed("data.train", dc.train));
+  if (!loader) return loader.status();
+  d.sampler = std::move(*loader);
+  d.tokenizer = tokenizer_reference(*tok);
   return d;
 }
 

@@ -1,25 +1,39 @@
 // What the trainer reads: the training and validation token streams and the
-// sampler that maps a global sample index to a training window. The trainer
+// loader that maps a global sample index to a training window. The trainer
 // calls open_training_data and never touches files itself, so the data
 // pipeline can change formats without touching the training loop.
+// data.train (and data.val) is a token-shard directory (tera tokenize
+// encode), or a text file: its bytes are the tokens, or, with data.tokenizer,
+// it is encoded in memory at startup.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "config/run_config.h"
 #include "core/status.h"
+#include "data/bpe_tokenizer.h"
 #include "data/dataset.h"
+#include "data/token_loader.h"
 
 namespace tera {
 
 struct TrainingData {
   std::unique_ptr<TokenDataset> train, val;
-  std::unique_ptr<RandomWindowSampler> sampler;  // over train
-  std::string tokenizer = "bytes";                // recorded in checkpoints
+  std::unique_ptr<TokenLoader> sampler;  // over train
+  // Recorded in checkpoints (CheckpointMeta::tokenizer): "bytes", or the
+  // tokenizer file's text (see tokenizer_reference in tokenizer_file.h).
+  std::string tokenizer = "bytes";
 };
 
-// Opens data.train / data.val (or the held-out tail of data.train) and checks
-// they fit model.seq_len and model.vocab; errors name the config key.
+// Opens the run's data and checks it fits model.seq_len and model.vocab;
+// errors name the config key, the file and the fix.
 Expected<TrainingData> open_training_data(const RunConfig& cfg);
+
+// Evaluation data for a tokenizer: a shard directory (its val split if it has
+// one, else its train split; written with the same tokenizer) or a text file
+// (byte tokens, or encoded in memory). `key` names the source in errors.
+Expected<std::unique_ptr<TokenDataset>> open_eval_data(const std::string& path, const BpeTokenizer& tok,
+                                                       const std::string& key);
 
 }  // namespace tera

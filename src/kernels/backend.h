@@ -28,8 +28,14 @@ struct Backend {
   ResidualForwardFn residual_forward;
   CrossEntropyFn cross_entropy;
   SoftmaxRowFn softmax_row;
-  EmbeddingForwardFn embedding_forward;
-  EmbeddingBackwardFn embedding_backward;
+  EmbeddingLookupFn embedding_lookup;
+  EmbeddingLookupBackwardFn embedding_lookup_backward;
+  PositionAddFn position_add;
+  PositionAddBackwardFn position_add_backward;
+  BiasResidualFn bias_residual;
+  CeMaxFn ce_max;
+  CeExpSumFn ce_exp_sum;
+  CeFinalizeFn ce_finalize;
   AdamWFn adamw;
   SumSquaresFn sum_squares;
   // optional: which (op, dtype) pairs run natively; null means fp32 only.

@@ -65,12 +65,37 @@ using CrossEntropyFn = void (*)(float* losses, float* logits, const int32_t* tar
 // Softmax probabilities of one row's first V entries (generation).
 using SoftmaxRowFn = void (*)(float* probs, const float* logits, int64_t V, float temperature);
 
-// out[B,T,C] = wte[tokens[b,t], :] + wpe[t, :].
-using EmbeddingForwardFn = void (*)(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                                    int64_t B, int64_t T, int64_t C);
-// dwte[Vp,C] += scatter of dout; dwpe[T,C] += sum over b (dwpe may be nullptr).
-using EmbeddingBackwardFn = void (*)(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                                     int64_t B, int64_t T, int64_t C);
+// out[n,:] = wte_local[tokens[n] - v0, :] if v0 <= tokens[n] < v1, else 0
+// (vocab-parallel: this rank holds rows [v0, v1) of the embedding).
+using EmbeddingLookupFn = void (*)(float* out, const int32_t* tokens, const float* wte_local, int64_t v0, int64_t v1,
+                                   int64_t N, int64_t C);
+// dwte_local[tokens[n] - v0, :] += dout[n, :] for tokens in [v0, v1).
+using EmbeddingLookupBackwardFn = void (*)(float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
+                                           int64_t v1, int64_t N, int64_t C);
+// Token i of a run of N flattened tokens starting at global token n0 sits at
+// position (n0 + i) mod T: out[i,:] += wpe[pos, :]; backward dwpe[pos,:] += dout[i,:].
+using PositionAddFn = void (*)(float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C);
+using PositionAddBackwardFn = void (*)(float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C);
+
+// out[n,c] = a[n,c] + bias[c] + residual[n,c] (bias, residual may be null; out may alias a).
+using BiasResidualFn = void (*)(float* out, const float* a, const float* bias, const float* residual, int64_t N,
+                                int64_t C);
+
+// Cross-entropy in phases, so that a vocabulary split across ranks can reduce
+// the row max and the row sum between them (vocab-parallel loss). logits are
+// [N, ld] with this rank's columns [v0, v0 + valid) real (valid <= ld; the
+// rest padding). Targets < 0 are ignored.
+//   ce_max:      rowmax[n] = max of the valid columns (-inf if none)
+//   ce_exp_sum:  with the global max m: logits <- exp(l - m) (padding 0);
+//                sums[n] = sum of them; target_logit[n] = l[y - v0] if y is local, else 0
+//   ce_finalize: with the global Z and l_y: losses[n] = log Z + m - l_y and
+//                logits <- dloss * (e / Z - onehot) (the gradient)
+using CeMaxFn = void (*)(float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld);
+using CeExpSumFn = void (*)(float* sums, float* target_logit, float* logits, const int32_t* targets,
+                            const float* rowmax, int64_t N, int64_t valid, int64_t ld, int64_t v0);
+using CeFinalizeFn = void (*)(float* losses, float* logits, const int32_t* targets, const float* rowmax,
+                              const float* sums, const float* target_logit, int64_t N, int64_t valid, int64_t ld,
+                              int64_t v0, float dloss);
 
 // One AdamW step over a flat range (PyTorch's torch.optim.AdamW arithmetic):
 //   g = grad * grad_scale; p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;

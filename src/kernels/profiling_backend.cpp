@@ -13,11 +13,12 @@ namespace tera {
 namespace {
 
 enum Slot { kGemm, kLinFwd, kLinBwd, kLnFwd, kLnBwd, kGeluFwd, kGeluBwd, kAttnFwd, kAttnBwd, kResidual, kXent,
-            kSoftmax, kEmbFwd, kEmbBwd, kAdamW, kSumSq, kSlots };
+            kSoftmax, kEmbFwd, kEmbBwd, kPosFwd, kPosBwd, kBiasRes, kCeMax, kCeExp, kCeFin, kAdamW, kSumSq, kSlots };
 constexpr std::array<const char*, kSlots> kNames = {
     "gemm", "linear_forward", "linear_backward", "layernorm_forward", "layernorm_backward", "gelu_forward",
     "gelu_backward", "attention_forward", "attention_backward", "residual_forward", "cross_entropy",
-    "softmax_row", "embedding_forward", "embedding_backward", "adamw", "sum_squares"};
+    "softmax_row", "embedding_lookup", "embedding_lookup_backward", "position_add", "position_add_backward",
+    "bias_residual", "ce_max", "ce_exp_sum", "ce_finalize", "adamw", "sum_squares"};
 
 struct Counters {
   std::array<double, kSlots> seconds{};
@@ -79,10 +80,30 @@ const Backend& profiling_backend(const Backend& inner) {
         timed<kXent>(g_inner->cross_entropy, l, lg, t, N, V, Vp, d);
       },
       .softmax_row = [](float* p, const float* l, int64_t V, float t) { timed<kSoftmax>(g_inner->softmax_row, p, l, V, t); },
-      .embedding_forward = [](float* o, const int32_t* tok, const float* wte, const float* wpe, int64_t B, int64_t T,
-                              int64_t C) { timed<kEmbFwd>(g_inner->embedding_forward, o, tok, wte, wpe, B, T, C); },
-      .embedding_backward = [](float* dwte, float* dwpe, const float* d, const int32_t* tok, int64_t B, int64_t T,
-                               int64_t C) { timed<kEmbBwd>(g_inner->embedding_backward, dwte, dwpe, d, tok, B, T, C); },
+      .embedding_lookup = [](float* o, const int32_t* tok, const float* wte, int64_t v0, int64_t v1, int64_t N,
+                             int64_t C) { timed<kEmbFwd>(g_inner->embedding_lookup, o, tok, wte, v0, v1, N, C); },
+      .embedding_lookup_backward = [](float* dwte, const float* d, const int32_t* tok, int64_t v0, int64_t v1,
+                                      int64_t N, int64_t C) {
+        timed<kEmbBwd>(g_inner->embedding_lookup_backward, dwte, d, tok, v0, v1, N, C);
+      },
+      .position_add = [](float* o, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C) {
+        timed<kPosFwd>(g_inner->position_add, o, wpe, n0, N, T, C);
+      },
+      .position_add_backward = [](float* dwpe, const float* d, int64_t n0, int64_t N, int64_t T, int64_t C) {
+        timed<kPosBwd>(g_inner->position_add_backward, dwpe, d, n0, N, T, C);
+      },
+      .bias_residual = [](float* o, const float* a, const float* b, const float* r, int64_t N, int64_t C) {
+        timed<kBiasRes>(g_inner->bias_residual, o, a, b, r, N, C);
+      },
+      .ce_max = [](float* m, const float* l, int64_t N, int64_t valid, int64_t ld) {
+        timed<kCeMax>(g_inner->ce_max, m, l, N, valid, ld);
+      },
+      .ce_exp_sum = [](float* s, float* ly, float* l, const int32_t* t, const float* m, int64_t N, int64_t valid,
+                       int64_t ld, int64_t v0) { timed<kCeExp>(g_inner->ce_exp_sum, s, ly, l, t, m, N, valid, ld, v0); },
+      .ce_finalize = [](float* loss, float* l, const int32_t* t, const float* m, const float* s, const float* ly,
+                        int64_t N, int64_t valid, int64_t ld, int64_t v0, float d) {
+        timed<kCeFin>(g_inner->ce_finalize, loss, l, t, m, s, ly, N, valid, ld, v0, d);
+      },
       .adamw = [](float* p, const float* g, float* m, float* v, int64_t n, const AdamWArgs& a) {
         timed<kAdamW>(g_inner->adamw, p, g, m, v, n, a);
       },

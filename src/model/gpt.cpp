@@ -1,8 +1,11 @@
-// GPT-2 forward and backward on one process (single stage, tp = 1). The
-// block math and the head's eager backward are documented in gpt.h; the
-// accumulation contract of each op is in kernels/ops.h.
+// GPT-2 forward and backward on one pipeline stage of one tensor-parallel
+// rank. The block math, the communication pairs and the head's eager backward
+// are documented in gpt.h and model/tensor_parallel.h; the accumulation
+// contract of each op is in kernels/ops.h; the unit protocol in
+// model/param_memory.h.
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -12,192 +15,449 @@ namespace tera {
 
 namespace {
 
-ArenaLayout activation_layout(const ModelSpec& spec, int64_t B) {
-  const int64_t T = spec.config().seq_len;
-  ArenaLayout layout;
-  // Every buffer is 4-byte elements here (fp32 activations, int32 token ids).
-  for (const auto& b : spec.head_activations(B, T)) layout.add("head." + b.name, b.bytes() / 4);
-  for (int64_t l = 0; l < spec.config().layers; ++l) {
-    for (const auto& b : spec.block_activations(B, T)) layout.add("h." + std::to_string(l) + "." + b.name, b.bytes() / 4);
+float* find_buffer(const Arena& arena, const ArenaLayout& layout, const std::string& name) {
+  for (const auto& e : layout.entries()) {
+    if (e.name == name) return arena.at(e.offset);
   }
-  return layout;
-}
-
-ArenaLayout workspace_layout(const ModelSpec& spec, int64_t B) {
-  ArenaLayout layout;
-  for (const auto& b : spec.workspace(B, spec.config().seq_len)) layout.add(b.name, b.bytes() / 4);
-  return layout;
+  return nullptr;
 }
 
 }  // namespace
 
 Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch)
-    : spec_(spec), be_(backend), max_batch_(max_batch), table_(spec_) {
-  TERA_ASSERT(max_batch > 0);
-  params_ = Arena(table_.layout());
-  grads_ = Arena(table_.layout());
-  const ArenaLayout acts = activation_layout(spec_, max_batch_);
-  const ArenaLayout work = workspace_layout(spec_, max_batch_);
-  acts_ = Arena(acts);
-  work_ = Arena(work);
+    : spec_(spec),
+      be_(backend),
+      max_batch_(max_batch),
+      own_table_(std::make_unique<ParamTable>(spec_)),
+      own_memory_(std::make_unique<LocalParamMemory>(*own_table_)),
+      own_tp_(std::make_unique<SingleRankTensorParallel>()),
+      table_(*own_table_),
+      mem_(*own_memory_),
+      tp_(*own_tp_) {
+  init_buffers({1});
+}
 
-  // Pointers, in the order the layouts were built.
-  const auto& ae = acts.entries();
-  size_t i = 0;
-  auto next = [&]() { return acts_.at(ae[i++].offset); };
-  head_.tokens = reinterpret_cast<int32_t*>(next());
-  head_.targets = reinterpret_cast<int32_t*>(next());
-  head_.embed_out = next();
-  head_.losses = next();
-  head_.dx_head = next();
-  blocks_.resize(static_cast<size_t>(spec_.config().layers));
-  for (auto& b : blocks_) {
-    b.ln1 = next(); b.ln1_mean = next(); b.ln1_rstd = next(); b.qkv = next(); b.probs = next();
-    b.atty = next(); b.res1 = next(); b.ln2 = next(); b.ln2_mean = next(); b.ln2_rstd = next();
-    b.fch = next(); b.fch_gelu = next(); b.out = next();
+Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const ParamTable& table,
+         ParamMemory& memory, TensorParallel& tp, const Options& options)
+    : spec_(spec), be_(backend), max_batch_(max_batch), table_(table), mem_(memory), tp_(tp) {
+  TERA_ASSERT(options.recompute != Recompute::selective, "the CPU runtime recomputes none or full blocks");
+  TERA_ASSERT(options.plan.chunks.empty() || options.plan.chunks.size() == table.plan().chunks.size(),
+              "the table was built for another stage plan");
+  opts_.recompute = options.recompute;
+  std::vector<int> slots = options.slots;
+  if (slots.empty()) slots.assign(table.plan().chunks.size(), 1);
+  init_buffers(slots);
+}
+
+void Gpt::init_buffers(const std::vector<int>& slot_counts) {
+  TERA_ASSERT(max_batch_ > 0);
+  TERA_ASSERT(table_.tp() == tp_.size() && table_.tp_rank() == tp_.rank(), "table built for another tensor-parallel rank");
+  const StagePlan& plan = table_.plan();
+  TERA_ASSERT(slot_counts.size() == plan.chunks.size());
+  const int64_t p = tp_.size(), B = max_batch_, T = spec_.config().seq_len;
+  opts_ = ActivationOptions{.tp = p, .sequence_parallel = tp_.sequence_parallel(), .recompute = opts_.recompute};
+  Cl_ = divide(spec_.config().hidden, p);
+  Hl_ = divide(spec_.config().heads, p);
+  Fl_ = divide(spec_.config().ffn(), p);
+  Vl_ = spec_.padded_vocab(p) / p;
+  v0_ = tp_.rank() * Vl_;
+  valid_vocab_ = std::clamp(spec_.config().vocab - v0_, int64_t{0}, Vl_);
+
+  // Activations: per chunk, per slot, the chunk's boundary buffers then its
+  // layers' saved tables (ModelSpec::stage_activation_bytes counts the same);
+  // then the recompute working set. Every buffer has 4-byte elements.
+  ArenaLayout acts;
+  struct Pending {
+    int c, k;
+    std::vector<int64_t> io;                  // offsets of chunk_activations buffers
+    std::vector<std::vector<int64_t>> layers;  // offsets of each layer's saved buffers
+  };
+  std::vector<Pending> pending;
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const ChunkPlan& ch = plan.chunks[c];
+    for (int k = 0; k < slot_counts[c]; ++k) {
+      Pending pd{static_cast<int>(c), k, {}, {}};
+      const std::string pre = "c" + std::to_string(c) + ".s" + std::to_string(k) + ".";
+      for (const auto& b : spec_.chunk_activations(B, T, opts_, ch.embedding, ch.head)) pd.io.push_back(acts.add(pre + b.name, b.bytes() / 4));
+      for (int64_t l = ch.first_layer; l < ch.first_layer + ch.num_layers; ++l) {
+        pd.layers.emplace_back();
+        for (const auto& b : spec_.saved_block_activations(B, T, opts_)) {
+          pd.layers.back().push_back(acts.add(pre + "h." + std::to_string(l) + "." + b.name, b.bytes() / 4));
+        }
+      }
+      pending.push_back(std::move(pd));
+    }
   }
-  TERA_ASSERT(i == ae.size());
-  const auto& we = work.entries();
-  ws_.lnf = work_.at(we[0].offset);
-  ws_.lnf_mean = work_.at(we[1].offset);
-  ws_.lnf_rstd = work_.at(we[2].offset);
-  ws_.logits = work_.at(we[3].offset);
-  ws_.dres = work_.at(we[4].offset);
-  ws_.dwide = work_.at(we[5].offset);
-  ws_.dnarrow = work_.at(we[6].offset);
-  TERA_ASSERT(we.size() == 7);
+  std::vector<int64_t> working;
+  if (opts_.recompute == Recompute::full) {
+    for (const auto& b : spec_.block_activations(B, T, opts_)) working.push_back(acts.add("recompute." + b.name, b.bytes() / 4));
+  }
+  acts_ = Arena(acts);
+  auto full_set = [&](const std::vector<int64_t>& o) {
+    TERA_ASSERT(o.size() == 13);
+    BlockActs b;
+    float** f[13] = {&b.ln1, &b.ln1_mean, &b.ln1_rstd, &b.qkv, &b.probs, &b.atty, &b.res1,
+                     &b.ln2, &b.ln2_mean, &b.ln2_rstd, &b.fch, &b.fch_gelu, &b.out};
+    for (int i = 0; i < 13; ++i) *f[i] = acts_.at(o[static_cast<size_t>(i)]);
+    return b;
+  };
+  if (!working.empty()) recompute_acts_ = full_set(working);
+  slots_.assign(plan.chunks.size(), {});
+  for (const auto& pd : pending) {
+    const ChunkPlan& ch = plan.chunks[static_cast<size_t>(pd.c)];
+    Slot s;
+    size_t i = 0;
+    auto next = [&]() { return acts_.at(pd.io[i++]); };
+    if (ch.embedding) s.tokens = reinterpret_cast<int32_t*>(next());
+    s.input = next();
+    if (ch.head) {
+      s.targets = reinterpret_cast<int32_t*>(next());
+      s.losses = next();
+      s.dx_head = next();
+    } else {
+      s.grad_in = next();
+    }
+    if (!ch.embedding) s.grad_out = next();
+    TERA_ASSERT(i == pd.io.size());
+    for (const auto& o : pd.layers) {
+      if (opts_.recompute == Recompute::full) {
+        BlockActs b = recompute_acts_;  // everything in the working set but the saved output
+        TERA_ASSERT(o.size() == 1);
+        b.out = acts_.at(o[0]);
+        s.blocks.push_back(b);
+      } else {
+        s.blocks.push_back(full_set(o));
+      }
+    }
+    slots_[static_cast<size_t>(pd.c)].push_back(std::move(s));
+  }
 
-  wte_ = params_.at(table_.at("wte.weight").offset);
-  wpe_ = params_.at(table_.at("wpe.weight").offset);
-  lnf_g_ = params_.at(table_.at("ln_f.weight").offset);
-  lnf_b_ = params_.at(table_.at("ln_f.bias").offset);
-  dwte_ = grads_.at(table_.at("wte.weight").offset);
-  dwpe_ = grads_.at(table_.at("wpe.weight").offset);
-  dlnf_g_ = grads_.at(table_.at("ln_f.weight").offset);
-  dlnf_b_ = grads_.at(table_.at("ln_f.bias").offset);
+  ArenaLayout work;
+  for (const auto& b : spec_.workspace(B, T, opts_)) work.add(b.name, b.bytes() / 4);
+  work_ = Arena(work);
+  ws_.lnf = find_buffer(work_, work, "lnf");
+  ws_.lnf_mean = find_buffer(work_, work, "lnf_mean");
+  ws_.lnf_rstd = find_buffer(work_, work, "lnf_rstd");
+  ws_.logits = find_buffer(work_, work, "logits");
+  ws_.ce_stats = find_buffer(work_, work, "ce_stats");
+  ws_.dres = find_buffer(work_, work, "dres");
+  ws_.dwide = find_buffer(work_, work, "dwide");
+  ws_.dnarrow = find_buffer(work_, work, "dnarrow");
+  ws_.lnf_shard = find_buffer(work_, work, "lnf_shard");  // sequence parallel only
+  ws_.full = find_buffer(work_, work, "full");            // sequence parallel only
+
+  static const char* kBlockTensors[12] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                                          "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                                          "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+  block_offsets_.assign(static_cast<size_t>(spec_.config().layers), Offsets{});
+  for (int64_t l = 0; l < spec_.config().layers; ++l) {
+    const int u = table_.unit_of_layer(l);
+    if (u < 0) continue;
+    for (int k = 0; k < 12; ++k) {
+      block_offsets_[static_cast<size_t>(l)].o[k] =
+          table_.at("h." + std::to_string(l) + "." + kBlockTensors[k]).offset - table_.units()[static_cast<size_t>(u)].begin;
+    }
+  }
+  auto unit_offset = [&](const char* name, int unit) {
+    const ParamEntry* e = table_.find(name);
+    return e == nullptr ? int64_t{-1} : e->offset - table_.units()[static_cast<size_t>(unit)].begin;
+  };
+  if (table_.wte_unit() >= 0) wte_io_offsets_[0] = unit_offset("wte.weight", table_.wte_unit());
+  if (table_.io_unit() >= 0) {
+    wte_io_offsets_[1] = unit_offset("wpe.weight", table_.io_unit());
+    wte_io_offsets_[2] = unit_offset("ln_f.weight", table_.io_unit());
+    wte_io_offsets_[3] = unit_offset("ln_f.bias", table_.io_unit());
+  }
 }
 
-Gpt::BlockWeights Gpt::block_weights(float* base, int64_t layer) const {
-  const std::string p = "h." + std::to_string(layer) + ".";
-  auto at = [&](const char* n) { return base + table_.at(p + n).offset; };
-  return BlockWeights{at("ln_1.weight"),       at("ln_1.bias"),      at("attn.c_attn.weight"),
-                      at("attn.c_attn.bias"),  at("attn.c_proj.weight"), at("attn.c_proj.bias"),
-                      at("ln_2.weight"),       at("ln_2.bias"),      at("mlp.c_fc.weight"),
-                      at("mlp.c_fc.bias"),     at("mlp.c_proj.weight"), at("mlp.c_proj.bias")};
+float* Gpt::params() {
+  TERA_ASSERT(own_memory_ != nullptr, "params() needs resident memory");
+  return own_memory_->params();
+}
+const float* Gpt::params() const {
+  TERA_ASSERT(own_memory_ != nullptr, "params() needs resident memory");
+  return own_memory_->params();
+}
+float* Gpt::grads() {
+  TERA_ASSERT(own_memory_ != nullptr, "grads() needs resident memory");
+  return own_memory_->grad_base();
+}
+void Gpt::init_parameters(uint64_t seed) { tera::init_parameters(table_, params(), seed); }
+void Gpt::zero_grads() {
+  TERA_ASSERT(own_memory_ != nullptr, "zero_grads() needs resident memory");
+  own_memory_->zero_grads();
 }
 
-void Gpt::init_parameters(uint64_t seed) { tera::init_parameters(table_, params_.base(), seed); }
-
-void Gpt::zero_grads() { std::memset(grads_.base(), 0, static_cast<size_t>(grads_.bytes())); }
-
-const float* Gpt::block_input(int64_t l) const { return l == 0 ? head_.embed_out : blocks_[static_cast<size_t>(l - 1)].out; }
-
-void Gpt::embed_forward(int64_t B, int64_t T) {
-  be_.embedding_forward(head_.embed_out, head_.tokens, wte_, wpe_, B, T, spec_.config().hidden);
+Gpt::BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
+  float* b = const_cast<float*>(base);
+  const int64_t* o = block_offsets_[static_cast<size_t>(layer)].o;
+  return BlockWeights{b + o[0], b + o[1], b + o[2], b + o[3], b + o[4],  b + o[5],
+                      b + o[6], b + o[7], b + o[8], b + o[9], b + o[10], b + o[11]};
 }
 
-void Gpt::block_forward(int64_t l, const float* x, int64_t B, int64_t T) {
-  const int64_t C = spec_.config().hidden, H = spec_.config().heads, F = spec_.config().ffn(), N = B * T;
-  const BlockWeights w = block_weights(params_.base(), l);
-  BlockActs& a = blocks_[static_cast<size_t>(l)];
-  be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, N, C);
-  be_.linear_forward(a.qkv, a.ln1, w.qkv_w, w.qkv_b, N, C, 3 * C);
-  be_.attention_forward(a.atty, a.probs, a.qkv, B, T, C, H);
-  be_.linear_forward(a.res1, a.atty, w.proj_w, w.proj_b, N, C, C);
-  be_.residual_forward(a.res1, a.res1, x, N * C);
-  be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, N, C);
-  be_.linear_forward(a.fch, a.ln2, w.fc_w, w.fc_b, N, C, F);
-  be_.gelu_forward(a.fch_gelu, a.fch, N * F);
-  be_.linear_forward(a.out, a.fch_gelu, w.fcp_w, w.fcp_b, N, F, C);
-  be_.residual_forward(a.out, a.out, a.res1, N * C);
+Gpt::Weights Gpt::wte_io(const float* wte_base, const float* io_base) const {
+  auto at = [](const float* base, int64_t off) { return base == nullptr || off < 0 ? nullptr : const_cast<float*>(base) + off; };
+  return Weights{at(wte_base, wte_io_offsets_[0]), at(io_base, wte_io_offsets_[1]), at(io_base, wte_io_offsets_[2]),
+                 at(io_base, wte_io_offsets_[3])};
 }
 
-void Gpt::block_backward(int64_t l, const float* x, float* dres, int64_t B, int64_t T) {
-  const int64_t C = spec_.config().hidden, H = spec_.config().heads, F = spec_.config().ffn(), N = B * T;
-  const BlockWeights w = block_weights(params_.base(), l);
-  const BlockWeights g = block_weights(grads_.base(), l);
-  const BlockActs& a = blocks_[static_cast<size_t>(l)];
-  float* dwide = ws_.dwide;      // [N, max(F, 3C)]
+Gpt::Weights Gpt::acquire_wte_io(Pass pass) {
+  const float* w = mem_.acquire(table_.wte_unit(), pass);
+  const float* io = mem_.acquire(table_.io_unit(), pass);
+  return wte_io(w, io);
+}
+
+void Gpt::release_wte_io(Pass pass) {
+  mem_.release(table_.wte_unit(), pass);
+  mem_.release(table_.io_unit(), pass);
+}
+
+const float* Gpt::gathered(const float* x_tokens, int64_t N) {
+  if (!opts_.sequence_parallel) return x_tokens;
+  const int64_t C = spec_.config().hidden;
+  tp_.gather_forward(x_tokens, ws_.full, rows(N) * C);
+  return ws_.full;
+}
+
+void Gpt::embed_forward(const Weights& w, Slot& s, int64_t B, int64_t T) {
+  const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
+  if (opts_.sequence_parallel) {
+    be_.embedding_lookup(ws_.full, s.tokens, w.wte, v0_, v0_ + Vl_, N, C);
+    tp_.scatter_forward(ws_.full, s.input, Nt * C);  // sp_scatter
+  } else {
+    be_.embedding_lookup(s.input, s.tokens, w.wte, v0_, v0_ + Vl_, N, C);
+    tp_.reduce_forward(s.input, N * C);  // tp_reduce
+  }
+  be_.position_add(s.input, w.wpe, first_token(N), Nt, T, C);
+}
+
+void Gpt::embed_backward(const Weights& w, const Weights& g, const Slot& s, const float* dres, int64_t B, int64_t T) {
+  const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
+  be_.position_add_backward(g.wpe, dres, first_token(N), Nt, T, C);
+  const float* dfull = dres;
+  if (opts_.sequence_parallel) {
+    tp_.scatter_backward(dres, ws_.full, Nt * C);  // sp_scatter backward: all-gather
+    dfull = ws_.full;
+  }
+  be_.embedding_lookup_backward(g.wte, dfull, s.tokens, v0_, v0_ + Vl_, N, C);
+  (void)w;
+}
+
+void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* x, int64_t B, int64_t T) {
+  const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
+  const bool sp = opts_.sequence_parallel;
+  // Attention: column-parallel QKV over local heads, row-parallel output projection.
+  be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt, C);
+  be_.linear_forward(a.qkv, gathered(a.ln1, N), w.qkv_w, w.qkv_b, N, C, 3 * Cl_);
+  be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Cl_, Hl_);
+  if (sp) {
+    be_.linear_forward(ws_.full, a.atty, w.proj_w, nullptr, N, Cl_, C);
+    tp_.scatter_forward(ws_.full, a.res1, Nt * C);
+  } else {
+    be_.linear_forward(a.res1, a.atty, w.proj_w, nullptr, N, Cl_, C);
+    tp_.reduce_forward(a.res1, N * C);
+  }
+  be_.bias_residual(a.res1, a.res1, w.proj_b, x, Nt, C);
+  // MLP: column-parallel FC, row-parallel projection.
+  be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt, C);
+  be_.linear_forward(a.fch, gathered(a.ln2, N), w.fc_w, w.fc_b, N, C, Fl_);
+  be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
+  if (sp) {
+    be_.linear_forward(ws_.full, a.fch_gelu, w.fcp_w, nullptr, N, Fl_, C);
+    tp_.scatter_forward(ws_.full, a.out, Nt * C);
+  } else {
+    be_.linear_forward(a.out, a.fch_gelu, w.fcp_w, nullptr, N, Fl_, C);
+    tp_.reduce_forward(a.out, N * C);
+  }
+  be_.bias_residual(a.out, a.out, w.fcp_b, a.res1, Nt, C);
+}
+
+void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockWeights& g, const float* x, float* dres,
+                         int64_t B, int64_t T) {
+  const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
+  const bool sp = opts_.sequence_parallel;
+  float* dwide = ws_.dwide;      // [N, max(Fl, 3Cl)]
   float* dnarrow = ws_.dnarrow;  // [N, C]
-  // MLP: out = res1 + gelu(fch) @ Wfp^T + b; dres = d(out) = d(res1) through the skip.
-  be_.linear_backward(dwide, g.fcp_w, g.fcp_b, dres, a.fch_gelu, w.fcp_w, N, F, C);
-  be_.gelu_backward(dwide, a.fch, dwide, N * F);
-  be_.linear_backward(dnarrow, g.fc_w, g.fc_b, dwide, a.ln2, w.fc_w, N, C, F);
-  be_.layernorm_backward(dres, g.ln2_g, g.ln2_b, dnarrow, a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, N, C);
-  // Attention: res1 = x + atty @ Wo^T + b; dres now holds d(res1) = d(x) through the skip.
-  be_.linear_backward(dnarrow, g.proj_w, g.proj_b, dres, a.atty, w.proj_w, N, C, C);
-  be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, C, H);
-  be_.linear_backward(dnarrow, g.qkv_w, g.qkv_b, dwide, a.ln1, w.qkv_w, N, C, 3 * C);
-  be_.layernorm_backward(dres, g.ln1_g, g.ln1_b, dnarrow, x, w.ln1_g, a.ln1_mean, a.ln1_rstd, N, C);
+  // The gradient of a row-parallel output, over all N tokens: dres itself, or
+  // all-gathered from the token shards (sp_scatter's backward).
+  auto full_tokens = [&](const float* d) -> const float* {
+    if (!sp) return d;
+    tp_.scatter_backward(d, ws_.full, Nt * C);
+    return ws_.full;
+  };
+  // The gradient w.r.t. a LayerNorm output that fed a column-parallel GEMM:
+  // partial over the group; summed (tp_copy) or summed and sharded (sp_gather).
+  auto reduce_input_grad = [&]() -> const float* {
+    if (!sp) {
+      tp_.copy_backward(dnarrow, N * C);
+      return dnarrow;
+    }
+    tp_.gather_backward(dnarrow, ws_.full, Nt * C);
+    return ws_.full;
+  };
+  // MLP: out = res1 + reduce(gelu(fch) @ Wfp^T) + b; dres = d(out) = d(res1) through the skip.
+  be_.linear_backward(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), a.fch_gelu, w.fcp_w, N, Fl_, C);
+  be_.gelu_backward(dwide, a.fch, dwide, N * Fl_);
+  be_.linear_backward(dnarrow, g.fc_w, g.fc_b, dwide, gathered(a.ln2, N), w.fc_w, N, C, Fl_);
+  be_.layernorm_backward(dres, g.ln2_g, g.ln2_b, reduce_input_grad(), a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, Nt, C);
+  // Attention: res1 = x + reduce(atty @ Wo^T) + b; dres now holds d(res1) = d(x) through the skip.
+  be_.linear_backward(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, N, Cl_, C);
+  be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, Cl_, Hl_);
+  be_.linear_backward(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, N, C, 3 * Cl_);
+  be_.layernorm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt, C);
 }
 
-double Gpt::head_forward(const float* x, int64_t B, int64_t T, float dloss, bool backward) {
-  const int64_t C = spec_.config().hidden, V = spec_.config().vocab, Vp = spec_.padded_vocab(), N = B * T;
-  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x, lnf_g_, lnf_b_, N, C);
-  be_.linear_forward(ws_.logits, ws_.lnf, wte_, nullptr, N, C, Vp);
-  be_.cross_entropy(head_.losses, ws_.logits, head_.targets, N, V, Vp, backward ? dloss : 0.0f);
+double Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward) {
+  const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
+  const bool sp = opts_.sequence_parallel;
+  float* lnf_tokens = sp ? ws_.lnf_shard : ws_.lnf;
+  be_.layernorm_forward(lnf_tokens, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, Nt, C);
+  if (sp) tp_.gather_forward(ws_.lnf_shard, ws_.lnf, Nt * C);
+  // Vocab-parallel logits and loss: the max and the sums are reduced over the group.
+  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, N, C, Vl_);
+  float* rowmax = ws_.ce_stats;
+  float* sums = ws_.ce_stats + N;  // followed by the target logits: one all-reduce for both
+  float* target_logit = ws_.ce_stats + 2 * N;
+  be_.ce_max(rowmax, ws_.logits, N, valid_vocab_, Vl_);
+  tp_.all_max(rowmax, N);
+  be_.ce_exp_sum(sums, target_logit, ws_.logits, s.targets, rowmax, N, valid_vocab_, Vl_, v0_);
+  tp_.all_sum(sums, 2 * N);
+  be_.ce_finalize(s.losses, ws_.logits, s.targets, rowmax, sums, target_logit, N, valid_vocab_, Vl_, v0_,
+                  backward ? dloss : 0.0f);
   double sum = 0;
-  for (int64_t i = 0; i < N; ++i) sum += head_.losses[i];
+  for (int64_t i = 0; i < N; ++i) sum += s.losses[i];
   if (backward) {
-    // logits = lnf @ wte^T: d(lnf) = dlogits @ wte, d(wte) += dlogits^T @ lnf.
-    be_.linear_backward(ws_.dnarrow, dwte_, nullptr, ws_.logits, ws_.lnf, wte_, N, C, Vp);
-    std::memset(head_.dx_head, 0, static_cast<size_t>(N * C) * sizeof(float));
-    be_.layernorm_backward(head_.dx_head, dlnf_g_, dlnf_b_, ws_.dnarrow, x, lnf_g_, ws_.lnf_mean, ws_.lnf_rstd, N, C);
+    // logits = lnf @ wte^T: d(lnf) = dlogits @ wte (partial over the vocab split), d(wte) += dlogits^T @ lnf.
+    const Weights g = wte_io(mem_.grads(table_.wte_unit()), mem_.grads(table_.io_unit()));
+    be_.linear_backward(ws_.dnarrow, g.wte, nullptr, ws_.logits, ws_.lnf, w.wte, N, C, Vl_);
+    const float* dlnf = ws_.dnarrow;
+    if (sp) {
+      tp_.gather_backward(ws_.dnarrow, ws_.lnf_shard, Nt * C);
+      dlnf = ws_.lnf_shard;
+    } else {
+      tp_.copy_backward(ws_.dnarrow, N * C);
+    }
+    std::memset(s.dx_head, 0, static_cast<size_t>(Nt * C) * sizeof(float));
+    be_.layernorm_backward(s.dx_head, g.lnf_g, g.lnf_b, dlnf, x, w.lnf_g, ws_.lnf_mean, ws_.lnf_rstd, Nt, C);
   }
   return sum;
 }
 
-double Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss) {
+void Gpt::forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T) {
   TERA_ASSERT(B <= max_batch_ && T <= spec_.config().seq_len);
-  const int64_t L = spec_.config().layers, C = spec_.config().hidden;
-  std::memcpy(head_.tokens, tokens, static_cast<size_t>(B * T) * sizeof(int32_t));
-  std::memcpy(head_.targets, targets, static_cast<size_t>(B * T) * sizeof(int32_t));
-  embed_forward(B, T);
-  for (int64_t l = 0; l < L; ++l) block_forward(l, block_input(l), B, T);
-  const double loss = head_forward(block_input(L), B, T, dloss, /*backward=*/true);
-  std::memcpy(ws_.dres, head_.dx_head, static_cast<size_t>(B * T * C) * sizeof(float));
-  for (int64_t l = L - 1; l >= 0; --l) block_backward(l, block_input(l), ws_.dres, B, T);
-  be_.embedding_backward(dwte_, dwpe_, ws_.dres, head_.tokens, B, T, C);
+  TERA_ASSERT(!opts_.sequence_parallel || (B * T) % tp_.size() == 0);
+  const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
+  Slot& s = slot(c, k);
+  if (ch.embedding) {
+    std::memcpy(s.tokens, tokens, static_cast<size_t>(B * T) * sizeof(int32_t));
+    const Weights w = acquire_wte_io(Pass::forward);
+    embed_forward(w, s, B, T);
+    release_wte_io(Pass::forward);
+  }
+  for (size_t i = 0; i < s.blocks.size(); ++i) {
+    const int64_t l = ch.first_layer + static_cast<int64_t>(i);
+    const int u = table_.unit_of_layer(l);
+    const BlockWeights w = block_weights(mem_.acquire(u, Pass::forward), l);
+    block_forward(s.blocks[i], w, block_input(s, i), B, T);
+    mem_.release(u, Pass::forward);
+    mem_.poll();
+  }
+}
+
+double Gpt::forward(int c, int k, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss,
+                    bool train) {
+  forward_body(c, k, tokens, B, T);
+  const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
+  Slot& s = slot(c, k);
+  if (!ch.head) return 0.0;
+  std::memcpy(s.targets, targets, static_cast<size_t>(B * T) * sizeof(int32_t));
+  const Weights w = acquire_wte_io(train ? Pass::backward : Pass::forward);
+  const double loss = head_forward(w, chunk_output(s), s, B, T, dloss, train);
+  release_wte_io(train ? Pass::backward : Pass::forward);
+  return loss;
+}
+
+void Gpt::backward(int c, int k, int64_t B, int64_t T) {
+  const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
+  const Slot& s = slot(c, k);
+  const int64_t n = activation_floats(B, T);
+  std::memcpy(ws_.dres, ch.head ? s.dx_head : s.grad_in, static_cast<size_t>(n) * sizeof(float));
+  for (size_t i = s.blocks.size(); i-- > 0;) {
+    const int64_t l = ch.first_layer + static_cast<int64_t>(i);
+    const int u = table_.unit_of_layer(l);
+    const BlockWeights w = block_weights(mem_.acquire(u, Pass::backward), l);
+    const BlockWeights g = block_weights(mem_.grads(u), l);
+    if (opts_.recompute == Recompute::full) {
+      // Rerun the block's forward from its saved input into the working set
+      // (its output goes to the scratch `out`: the saved one is the next block's input).
+      block_forward(recompute_acts_, w, block_input(s, i), B, T);
+    }
+    block_backward(s.blocks[i], w, g, block_input(s, i), ws_.dres, B, T);
+    mem_.release(u, Pass::backward);
+    mem_.grads_done(u);
+    mem_.poll();
+  }
+  if (ch.embedding) {
+    const Weights w = acquire_wte_io(Pass::backward);
+    const Weights g = wte_io(mem_.grads(table_.wte_unit()), mem_.grads(table_.io_unit()));
+    embed_backward(w, g, s, ws_.dres, B, T);
+    release_wte_io(Pass::backward);
+  } else {
+    std::memcpy(s.grad_out, ws_.dres, static_cast<size_t>(n) * sizeof(float));
+  }
+  if (ch.embedding || ch.head) {
+    mem_.grads_done(table_.wte_unit());
+    mem_.grads_done(table_.io_unit());
+  }
+}
+
+float* Gpt::input(int c, int k) { return slot(c, k).input; }
+const float* Gpt::output(int c, int k) const { return chunk_output(slot(c, k)); }
+float* Gpt::grad_in(int c, int k) { return slot(c, k).grad_in; }
+const float* Gpt::grad_out(int c, int k) const { return slot(c, k).grad_out; }
+
+double Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss) {
+  TERA_ASSERT(chunks() == 1 && plan().chunks[0].embedding && plan().chunks[0].head, "needs the whole model on this stage");
+  const double loss = forward(0, 0, tokens, targets, B, T, dloss, true);
+  backward(0, 0, B, T);
   return loss;
 }
 
 double Gpt::forward_loss(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
-  TERA_ASSERT(B <= max_batch_ && T <= spec_.config().seq_len);
-  const int64_t L = spec_.config().layers;
-  std::memcpy(head_.tokens, tokens, static_cast<size_t>(B * T) * sizeof(int32_t));
-  std::memcpy(head_.targets, targets, static_cast<size_t>(B * T) * sizeof(int32_t));
-  embed_forward(B, T);
-  for (int64_t l = 0; l < L; ++l) block_forward(l, block_input(l), B, T);
-  return head_forward(block_input(L), B, T, 0.0f, /*backward=*/false);
+  TERA_ASSERT(chunks() == 1 && plan().chunks[0].embedding && plan().chunks[0].head, "needs the whole model on this stage");
+  return forward(0, 0, tokens, targets, B, T, 0.0f, false);
 }
 
 const float* Gpt::logits(const int32_t* tokens, int64_t B, int64_t T) {
-  TERA_ASSERT(B <= max_batch_ && T <= spec_.config().seq_len);
-  const int64_t L = spec_.config().layers, C = spec_.config().hidden, Vp = spec_.padded_vocab();
-  std::memcpy(head_.tokens, tokens, static_cast<size_t>(B * T) * sizeof(int32_t));
-  embed_forward(B, T);
-  for (int64_t l = 0; l < L; ++l) block_forward(l, block_input(l), B, T);
-  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, block_input(L), lnf_g_, lnf_b_, B * T, C);
-  be_.linear_forward(ws_.logits, ws_.lnf, wte_, nullptr, B * T, C, Vp);
+  TERA_ASSERT(tp_.size() == 1 && chunks() == 1, "full logits exist only on one rank holding the whole model");
+  const int64_t C = spec_.config().hidden;
+  forward_body(0, 0, tokens, B, T);
+  const Weights w = acquire_wte_io(Pass::forward);
+  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, chunk_output(slot(0, 0)), w.lnf_g, w.lnf_b, B * T, C);
+  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, B * T, C, Vl_);
+  release_wte_io(Pass::forward);
   return ws_.logits;
 }
 
 const float* Gpt::last_logits(const int32_t* tokens, int64_t T) {
+  TERA_ASSERT(tp_.size() == 1 && chunks() == 1, "full logits exist only on one rank holding the whole model");
   TERA_ASSERT(T >= 1 && T <= spec_.config().seq_len);
-  const int64_t L = spec_.config().layers, C = spec_.config().hidden, Vp = spec_.padded_vocab();
-  std::memcpy(head_.tokens, tokens, static_cast<size_t>(T) * sizeof(int32_t));
-  embed_forward(1, T);
-  for (int64_t l = 0; l < L; ++l) block_forward(l, block_input(l), 1, T);
-  const float* x_last = block_input(L) + (T - 1) * C;
-  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x_last, lnf_g_, lnf_b_, 1, C);
-  be_.linear_forward(ws_.logits, ws_.lnf, wte_, nullptr, 1, C, Vp);
+  const int64_t C = spec_.config().hidden;
+  forward_body(0, 0, tokens, 1, T);
+  const Weights w = acquire_wte_io(Pass::forward);
+  const float* x_last = chunk_output(slot(0, 0)) + (T - 1) * C;
+  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x_last, w.lnf_g, w.lnf_b, 1, C);
+  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, 1, C, Vl_);
+  release_wte_io(Pass::forward);
   return ws_.logits;
 }
 
 MemoryReport Gpt::memory() const {
   MemoryReport r;
-  r.params = params_.bytes();
-  r.grads = grads_.bytes();
+  if (own_memory_ != nullptr) {
+    r.params = own_memory_->param_bytes();
+    r.grads = own_memory_->grad_bytes();
+  }
   r.activations = acts_.bytes();
   r.workspace = work_.bytes();
   return r;

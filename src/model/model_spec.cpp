@@ -28,16 +28,42 @@ Status validate_model_config(const ModelConfig& c) {
                          std::to_string(c.hidden) + "; choose heads that divide hidden (head size = hidden / heads)");
   }
   if (c.vocab > (int64_t{1} << 31) - 1) return Status::error("model.vocab is larger than 2^31 - 1");
+  if (c.kv_heads < 0 || c.kv_heads > c.heads || c.heads % c.kv() != 0) {
+    return Status::error("model.kv_heads = " + std::to_string(c.kv_heads) + " must divide model.heads = " +
+                         std::to_string(c.heads) + " (0 means kv_heads = heads); choose a divisor of heads");
+  }
+  return Status::ok();
+}
+
+const char* mlp_kind_name(MlpKind k) { return k == MlpKind::gated ? "gated" : "standard"; }
+
+Expected<MlpKind> parse_mlp_kind(const std::string& name) {
+  if (name == "standard") return MlpKind::standard;
+  if (name == "gated") return MlpKind::gated;
+  return Status::error("model.mlp = \"" + name + "\" is not a known MLP; choose \"standard\" (GPT-2) or \"gated\" (SwiGLU)");
+}
+
+Status check_runtime_supports(const ModelConfig& c) {
+  if (c.kv() != c.heads) {
+    return Status::error("model.kv_heads = " + std::to_string(c.kv_heads) +
+                         " (grouped-query attention) is not supported by tera's runtime yet, only by `tera plan`; "
+                         "remove model.kv_heads or set it to model.heads = " + std::to_string(c.heads));
+  }
+  if (c.mlp != MlpKind::standard) {
+    return Status::error(std::string("model.mlp = \"") + mlp_kind_name(c.mlp) +
+                         "\" is not supported by tera's runtime yet, only by `tera plan`; remove model.mlp or set it to \"standard\"");
+  }
   return Status::ok();
 }
 
 ModelSpec::ModelSpec(ModelConfig cfg) : cfg_(cfg) {
   TERA_ASSERT(validate_model_config(cfg_).is_ok(), validate_model_config(cfg_).message());
-  const int64_t C = cfg_.hidden, F = cfg_.ffn(), L = cfg_.layers;
-  padded_vocab_ = round_up(cfg_.vocab, cfg_.vocab_align);
+  const int64_t C = cfg_.hidden, F = cfg_.ffn(), L = cfg_.layers, Q = cfg_.qkv_width();
+  const int64_t hs = cfg_.head_size();
   const float std_w = 0.02f;
   const float std_proj = static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(L)));
-  auto add = [&](std::string name, Shape shape, InitKind init, float sd, bool wd, int layer) {
+  auto add = [&](std::string name, Shape shape, InitKind init, float sd, bool wd, int layer,
+                 TpSplit split = TpSplit::none, bool sp_partial = false) {
     ParamInfo p;
     p.name = std::move(name);
     p.shape = shape;
@@ -46,29 +72,44 @@ ModelSpec::ModelSpec(ModelConfig cfg) : cfg_(cfg) {
     p.init_std = sd;
     p.weight_decay = wd;
     p.layer = layer;
+    p.tp_split = split;
+    if (split == TpSplit::rows) p.row_groups = {shape[0]};
+    p.sp_partial_grad = sp_partial;
     params_.push_back(std::move(p));
   };
-  add("wte.weight", {cfg_.vocab, C}, InitKind::normal, std_w, true, -1);
-  params_.back().alloc_shape = {padded_vocab_, C};
-  add("wpe.weight", {cfg_.seq_len, C}, InitKind::normal, 0.01f, true, -1);
+  // Root unit: position embedding and final LayerNorm (sequence-parallel
+  // partial gradients), then the vocab-parallel token embedding, tied to the
+  // LM head.
+  const int root = -1, final_norm = static_cast<int>(L);
+  add("wpe.weight", {cfg_.seq_len, C}, InitKind::normal, 0.01f, true, root, TpSplit::none, true);
+  add("ln_f.weight", {C}, InitKind::ones, 0, false, final_norm, TpSplit::none, true);
+  add("ln_f.bias", {C}, InitKind::zeros, 0, false, final_norm, TpSplit::none, true);
+  add("wte.weight", {cfg_.vocab, C}, InitKind::normal, std_w, true, root, TpSplit::rows);
+  params_.back().alloc_shape = {padded_vocab(), C};
+  const std::vector<int64_t> qkv_groups = {cfg_.heads * hs, cfg_.kv() * hs, cfg_.kv() * hs};
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     const int li = static_cast<int>(l);
-    add(p + "ln_1.weight", {C}, InitKind::ones, 0, false, li);
-    add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, li);
-    add(p + "attn.c_attn.weight", {3 * C, C}, InitKind::normal, std_w, true, li);
-    add(p + "attn.c_attn.bias", {3 * C}, InitKind::zeros, 0, false, li);
-    add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, std_proj, true, li);
+    add(p + "ln_1.weight", {C}, InitKind::ones, 0, false, li, TpSplit::none, true);
+    add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, li, TpSplit::none, true);
+    add(p + "ln_2.weight", {C}, InitKind::ones, 0, false, li, TpSplit::none, true);
+    add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, li, TpSplit::none, true);
+    // Row-parallel biases are added once, after the reduction: replicated.
     add(p + "attn.c_proj.bias", {C}, InitKind::zeros, 0, false, li);
-    add(p + "ln_2.weight", {C}, InitKind::ones, 0, false, li);
-    add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, li);
-    add(p + "mlp.c_fc.weight", {F, C}, InitKind::normal, std_w, true, li);
-    add(p + "mlp.c_fc.bias", {F}, InitKind::zeros, 0, false, li);
-    add(p + "mlp.c_proj.weight", {C, F}, InitKind::normal, std_proj, true, li);
     add(p + "mlp.c_proj.bias", {C}, InitKind::zeros, 0, false, li);
+    add(p + "attn.c_attn.weight", {Q, C}, InitKind::normal, std_w, true, li, TpSplit::rows);
+    params_.back().row_groups = qkv_groups;
+    add(p + "attn.c_attn.bias", {Q}, InitKind::zeros, 0, false, li, TpSplit::rows);
+    params_.back().row_groups = qkv_groups;
+    add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, std_proj, true, li, TpSplit::cols);
+    add(p + "mlp.c_fc.weight", {F, C}, InitKind::normal, std_w, true, li, TpSplit::rows);
+    add(p + "mlp.c_fc.bias", {F}, InitKind::zeros, 0, false, li, TpSplit::rows);
+    if (cfg_.mlp == MlpKind::gated) {  // SwiGLU gate: c_proj(silu(c_gate(x)) * c_fc(x))
+      add(p + "mlp.c_gate.weight", {F, C}, InitKind::normal, std_w, true, li, TpSplit::rows);
+      add(p + "mlp.c_gate.bias", {F}, InitKind::zeros, 0, false, li, TpSplit::rows);
+    }
+    add(p + "mlp.c_proj.weight", {C, F}, InitKind::normal, std_proj, true, li, TpSplit::cols);
   }
-  add("ln_f.weight", {C}, InitKind::ones, 0, false, static_cast<int>(L));
-  add("ln_f.bias", {C}, InitKind::zeros, 0, false, static_cast<int>(L));
 }
 
 int64_t ModelSpec::num_params() const {
@@ -86,7 +127,8 @@ int64_t ModelSpec::num_params_alloc() const {
 double ModelSpec::forward_flops_per_token() const {
   const double C = static_cast<double>(cfg_.hidden), F = static_cast<double>(cfg_.ffn());
   const double T = static_cast<double>(cfg_.seq_len), V = static_cast<double>(cfg_.vocab);
-  const double per_layer = 2.0 * (3 * C * C + C * C + 2 * C * F) + 4.0 * T * C;
+  const double Q = static_cast<double>(cfg_.qkv_width()), m = static_cast<double>(cfg_.mlp_matrices());
+  const double per_layer = 2.0 * (Q * C + C * C + m * C * F) + 4.0 * T * C;
   return static_cast<double>(cfg_.layers) * per_layer + 2.0 * C * V;
 }
 
@@ -106,17 +148,23 @@ const char* recompute_name(Recompute r) {
   return "?";
 }
 
+int64_t ModelSpec::qkv_width_local(int64_t tp) const {
+  if (cfg_.kv() == cfg_.heads) return 3 * divide(cfg_.hidden, tp);
+  return (divide(cfg_.heads, tp) + 2 * divide(cfg_.kv(), tp)) * cfg_.head_size();
+}
+
 std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
   const int64_t C = cfg_.hidden, H = cfg_.heads, F = cfg_.ffn(), tp = o.tp;
   const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;  // sequence dim outside the TP regions
   const DType d = o.dtype;
+  const int64_t qkv_local = qkv_width_local(tp);
   std::vector<BufferInfo> t = {
       // LayerNorm outputs feed the QKV / FC GEMMs; under sequence parallelism
       // they are kept sharded and all-gathered again in backward.
       {"ln1", {B, Ts, C}, d},
       {"ln1_mean", {B, Ts}, DType::f32},
       {"ln1_rstd", {B, Ts}, DType::f32},
-      {"qkv", {B, T, 3 * divide(C, tp)}, d},
+      {"qkv", {B, T, qkv_local}, d},
   };
   if (o.flash_attention) {
     t.push_back({"softmax_lse", {B, divide(H, tp), T}, DType::f32});
@@ -134,7 +182,12 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
   t.push_back({"ln2_mean", {B, Ts}, DType::f32});
   t.push_back({"ln2_rstd", {B, Ts}, DType::f32});
   t.push_back({"fch", {B, T, divide(F, tp)}, d});
-  t.push_back({"fch_gelu", {B, T, divide(F, tp)}, d});
+  if (cfg_.mlp == MlpKind::gated) {
+    t.push_back({"fch_gate", {B, T, divide(F, tp)}, d});    // gate pre-activation
+    t.push_back({"fch_swiglu", {B, T, divide(F, tp)}, d});  // silu(gate) * up, input to c_proj
+  } else {
+    t.push_back({"fch_gelu", {B, T, divide(F, tp)}, d});
+  }
   if (o.dropout) t.push_back({"mlp_dropout_mask", {B, Ts, C}, DType::u8});
   t.push_back({"out", {B, Ts, C}, d});
   return t;
@@ -159,31 +212,89 @@ std::vector<BufferInfo> ModelSpec::saved_block_activations(int64_t B, int64_t T,
 }
 
 std::vector<BufferInfo> ModelSpec::head_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
+  return chunk_activations(B, T, o, true, true);
+}
+
+std::vector<BufferInfo> ModelSpec::chunk_activations(int64_t B, int64_t T, const ActivationOptions& o, bool embedding,
+                                                     bool head) const {
   const int64_t C = cfg_.hidden;
   const int64_t Ts = o.sequence_parallel ? divide(T, o.tp) : T;
-  return {
-      {"tokens", {B, T}, DType::i32},
-      {"targets", {B, T}, DType::i32},
-      {"embed_out", {B, Ts, C}, o.dtype},  // input to block 0
-      {"losses", {B, T}, DType::f32},
-      {"dx_head", {B, Ts, C}, o.dtype},    // gradient w.r.t. the last block's output (eager head backward)
-  };
+  std::vector<BufferInfo> t;
+  if (embedding) t.push_back({"tokens", {B, T}, DType::i32});
+  t.push_back({"input", {B, Ts, C}, o.dtype});  // embedding output or received activation (this rank's tokens under sp)
+  if (head) {
+    t.push_back({"targets", {B, T}, DType::i32});
+    t.push_back({"losses", {B, T}, DType::f32});
+    t.push_back({"dx_head", {B, Ts, C}, o.dtype});  // d(last block's output), from the eager head backward
+  } else {
+    t.push_back({"grad_in", {B, Ts, C}, o.dtype});  // d(output), received from the next stage
+  }
+  if (!embedding) t.push_back({"grad_out", {B, Ts, C}, o.dtype});  // d(input), sent to the previous stage
+  return t;
+}
+
+int64_t ModelSpec::stage_activation_bytes(int64_t B, int64_t T, const ActivationOptions& o, const StagePlan& plan,
+                                          const std::vector<int>& slots) const {
+  TERA_ASSERT(slots.size() == plan.chunks.size());
+  int64_t bytes = 0;
+  int64_t layers = 0;
+  for (size_t c = 0; c < plan.chunks.size(); ++c) {
+    const ChunkPlan& ch = plan.chunks[c];
+    const int64_t per_slot = table_bytes(chunk_activations(B, T, o, ch.embedding, ch.head)) +
+                             ch.num_layers * table_bytes(saved_block_activations(B, T, o));
+    bytes += slots[c] * per_slot;
+    layers += ch.num_layers;
+  }
+  if (o.recompute == Recompute::full && layers > 0) bytes += table_bytes(block_activations(B, T, o));
+  return bytes;
 }
 
 std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const ActivationOptions& o) const {
-  const int64_t C = cfg_.hidden, F = cfg_.ffn(), tp = o.tp;
-  const int64_t Vl = padded_vocab_ / tp;  // vocab-parallel logits
-  const int64_t wide = std::max(divide(F, tp), 3 * divide(C, tp));
+  const int64_t C = cfg_.hidden, tp = o.tp;
+  const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;
+  const int64_t Vl = padded_vocab(tp) / tp;  // vocab-parallel logits
+  const int64_t wide = std::max(divide(cfg_.ffn(), tp) * (cfg_.mlp == MlpKind::gated ? 2 : 1), divide(cfg_.qkv_width(), tp));
   const DType d = o.dtype;
-  return {
-      {"lnf", {B, T, C}, d},
-      {"lnf_mean", {B, T}, DType::f32},
-      {"lnf_rstd", {B, T}, DType::f32},
-      {"logits", {B, T, Vl}, DType::f32},  // overwritten by dlogits
-      {"dres", {B, T, C}, d},              // residual-stream gradient
-      {"dwide", {B, T, wide}, d},          // d(fch_gelu), d(fch), d(qkv)
-      {"dnarrow", {B, T, C}, d},           // d(ln2), d(atty), d(ln1), d(lnf)
+  std::vector<BufferInfo> t = {
+      {"lnf", {B, T, C}, d},  // LN_f output, gathered: the LM-head GEMM input
+      {"lnf_mean", {B, Ts}, DType::f32},
+      {"lnf_rstd", {B, Ts}, DType::f32},
+      {"logits", {B, T, Vl}, DType::f32},     // this rank's vocabulary columns; overwritten by dlogits
+      {"ce_stats", {3, B, T}, DType::f32},    // row max, sum of exp, target logit
+      {"dres", {B, Ts, C}, d},                // residual-stream gradient
+      {"dwide", {B, T, wide}, d},             // d(fch_gelu), d(fch), d(qkv)
+      {"dnarrow", {B, T, C}, d},              // d(ln2), d(atty), d(ln1), d(lnf)
   };
+  if (o.sequence_parallel) {
+    t.push_back({"lnf_shard", {B, Ts, C}, d});  // LN_f output on this rank's tokens
+    t.push_back({"full", {B, T, C}, d});        // gathered LN outputs, partial sums, full-token gradients
+  }
+  return t;
+}
+
+int64_t ModelSpec::tp_bytes_per_micro_batch(int64_t B, int64_t T, const ActivationOptions& o, int64_t layers,
+                                            bool embedding, bool head) const {
+  const int64_t p = o.tp;
+  if (p == 1) return 0;
+  const int64_t C = cfg_.hidden, N = B * T, S = N * C * 4;
+  // Per-rank bytes of each collective, as comm/communicator.h counts them.
+  const int64_t ar_full = 2 * (p - 1) * S / p;        // all-reduce of [N, C]
+  const int64_t ag_rs = (p - 1) * (N / p) * C * 4;     // all-gather / reduce-scatter of [N/p, C] shards
+  const int64_t ce = 2 * (p - 1) * (4 * N) / p + 2 * (p - 1) * (8 * N) / p;  // row max; sum + target logit
+  int64_t bytes = 0;
+  if (o.sequence_parallel) {
+    // Forward: 2 sp_gather + 2 sp_scatter; backward: 2 sp_scatter (all-gather), 2 re-gathers of the
+    // stored LayerNorm outputs (all-gather), 2 sp_gather (reduce-scatter).
+    bytes += layers * (o.recompute == Recompute::full ? 14 : 10) * ag_rs;  // recompute reruns the forward
+    if (embedding) bytes += 2 * ag_rs;      // sp_scatter of the vocab-parallel lookup, and its backward
+    if (head) bytes += 2 * ag_rs + ce;      // sp_gather of LN_f (both directions) + the loss statistics
+  } else {
+    // Forward: 2 tp_reduce; backward: 2 tp_copy.
+    bytes += layers * (o.recompute == Recompute::full ? 6 : 4) * ar_full;  // recompute reruns the forward
+    if (embedding) bytes += ar_full;        // tp_reduce of the vocab-parallel lookup
+    if (head) bytes += ar_full + ce;        // tp_copy backward of LN_f's output + the loss statistics
+  }
+  return bytes;
 }
 
 int64_t table_bytes(const std::vector<BufferInfo>& table) {

@@ -5,7 +5,7 @@
 // two can never disagree. Pure: depends on core only.
 //
 // Shape legend: L = layers, C = hidden, H = heads, hs = C/H, F = ffn hidden
-// (4C for GPT-2), T = sequence length, V = vocabulary, Vp = V padded to a
+// (4C for GPT-2), KV = key/value heads (H unless grouped-query), T = sequence length, V = vocabulary, Vp = V padded to a
 // multiple of vocab_align (padding rows are zero, masked out of the softmax,
 // and never saved), B = micro-batch size.
 #pragma once
@@ -16,8 +16,15 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/stage_plan.h"
 
 namespace tera {
+
+// Feed-forward block: standard is GPT-2's two matrices with GELU; gated is
+// Llama's three (SwiGLU: down(act(gate(x)) * up(x))).
+enum class MlpKind { standard, gated };
+const char* mlp_kind_name(MlpKind k);                       // "standard", "gated"
+Expected<MlpKind> parse_mlp_kind(const std::string& name);  // message names model.mlp
 
 struct ModelConfig {
   int64_t layers = 0;
@@ -27,13 +34,20 @@ struct ModelConfig {
   int64_t vocab = 0;
   int64_t ffn_hidden = 0;   // 0 means 4 * hidden
   int64_t vocab_align = 64; // embedding rows are padded to a multiple of this
+  int64_t kv_heads = 0;     // 0 means heads; fewer is grouped-query attention (Llama 2/3)
+  MlpKind mlp = MlpKind::standard;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int64_t head_size() const { return hidden / heads; }
-  // Same model: ffn_hidden = 0 and ffn_hidden = 4 * hidden are the same model.
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Output width of the fused QKV projection: (heads + 2 kv) * head size (3C without GQA).
+  int64_t qkv_width() const { return (heads + 2 * kv()) * head_size(); }
+  int64_t mlp_matrices() const { return mlp == MlpKind::gated ? 3 : 2; }
+  // Same model: ffn_hidden = 0 and ffn_hidden = 4 * hidden are the same model
+  // (likewise kv_heads = 0 and kv_heads = heads).
   bool operator==(const ModelConfig& o) const {
     return layers == o.layers && hidden == o.hidden && heads == o.heads && seq_len == o.seq_len &&
-           vocab == o.vocab && ffn() == o.ffn() && vocab_align == o.vocab_align;
+           vocab == o.vocab && ffn() == o.ffn() && vocab_align == o.vocab_align && kv() == o.kv() && mlp == o.mlp;
   }
 };
 
@@ -41,16 +55,36 @@ struct ModelConfig {
 // config key (model.<field>) and the fix.
 Status validate_model_config(const ModelConfig& cfg);
 
+// The CPU runtime (model/gpt.cpp) builds GPT-2 blocks only; the planner also
+// takes Llama-style shapes. Fails, naming the key and the fix, for a shape
+// only the planner understands (grouped-query attention, gated MLP).
+Status check_runtime_supports(const ModelConfig& cfg);
+
 enum class InitKind { normal, zeros, ones };
+
+// How a parameter is split across the tensor-parallel group (Megatron):
+//   none  replicated on every tp rank;
+//   rows  dim 0 split: column-parallel weights [out, in] and their biases, the
+//         vocab-parallel embedding. Rows are in contiguous groups (q | k | v
+//         for the fused QKV projection) and each group splits evenly, so a
+//         rank holds its heads of q, of k and of v;
+//   cols  dim 1 split: row-parallel weights [out, in] (input features).
+enum class TpSplit { none, rows, cols };
 
 struct ParamInfo {
   std::string name;   // Hugging Face GPT-2 style: "h.3.attn.c_attn.weight"
   Shape shape;        // logical global shape (what checkpoints hold)
-  Shape alloc_shape;  // allocated global shape (vocab rows padded)
+  Shape alloc_shape;  // allocated global shape at tp = 1 (vocab rows padded)
   InitKind init = InitKind::normal;
   float init_std = 0.0f;
   bool weight_decay = false;  // true for weight matrices and embeddings only
   int layer = -1;             // -1 embeddings, 0..L-1 blocks, L final norm
+  TpSplit tp_split = TpSplit::none;
+  std::vector<int64_t> row_groups;  // rows split: sizes of the contiguous row groups (sum = rows)
+  // Replicated, but under sequence parallelism each tp rank sees only its
+  // tokens, so the gradient is partial and all-reduced over tp (LayerNorms,
+  // position embeddings).
+  bool sp_partial_grad = false;
 };
 
 // A buffer in an activation or workspace table.
@@ -87,9 +121,13 @@ class ModelSpec {
   explicit ModelSpec(ModelConfig cfg);
 
   const ModelConfig& config() const { return cfg_; }
-  int64_t padded_vocab() const { return padded_vocab_; }
+  // Embedding rows: the vocabulary rounded up to a multiple of
+  // vocab_align * tp, so each tensor-parallel shard is vocab_align-aligned.
+  int64_t padded_vocab(int64_t tp = 1) const { return round_up(cfg_.vocab, cfg_.vocab_align * tp); }
 
-  // Every parameter tensor, in storage order: wte, wpe, h.0 ... h.{L-1}, ln_f.
+  // Every parameter tensor, in storage order: the root unit (wpe, ln_f, wte)
+  // then h.0 ... h.{L-1}. Within a unit, tensors with sp_partial_grad come
+  // first, then the other replicated ones, then the tensor-parallel splits.
   const std::vector<ParamInfo>& params() const { return params_; }
   int64_t num_params() const;        // logical (what users count), tied wte counted once
   int64_t num_params_alloc() const;  // including vocab padding rows
@@ -97,10 +135,15 @@ class ModelSpec {
   // Model FLOPs per token of one training step (forward + backward), with
   // Megatron's conventions (Narayanan et al. 2021, eq. 3): matmuls only,
   // 2 FLOPs per multiply-add, attention scores counted over the full T x T
-  // square. Per layer, forward: 2*(3C*C + C*C + 2*C*F) + 2*2*T*C; LM head
+  // square. Per layer, forward: 2*(Q*C + C*C + m*C*F) + 2*2*T*C with Q the
+  // QKV width (3C; (H + 2 KV) * hs with grouped-query attention) and m the
+  // MLP matrices (2; 3 gated), which is 2*(3C*C + C*C + 2*C*F) + 4TC for GPT-2; LM head
   // forward: 2*C*V. Training = 3 x forward (backward = 2 x forward); with full
   // recompute the layers run forward twice, so layers count 4 x, the head 3 x.
   double forward_flops_per_token() const;
+  // QKV projection width on one tensor-parallel rank: Q, K and V heads split
+  // across tp (3C/tp without grouped-query attention).
+  int64_t qkv_width_local(int64_t tp) const;
   double train_flops_per_token(bool full_recompute = false) const;
 
   // Everything one block's forward produces for a micro-batch of B sequences
@@ -110,8 +153,22 @@ class ModelSpec {
   std::vector<BufferInfo> block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
   // What a block keeps from forward to backward under o.recompute.
   std::vector<BufferInfo> saved_block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
-  // Embedding output, token ids and the per-token losses of a micro-batch.
+  // Embedding output, token ids and the per-token losses of a micro-batch
+  // through the whole model (chunk_activations of a chunk with both ends).
   std::vector<BufferInfo> head_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
+  // What one micro-batch keeps at a pipeline chunk's boundaries: its input
+  // (the embedding output, or the activation received), the token ids (with
+  // the embedding), targets, losses and the head's input gradient (with the
+  // head), the received output gradient (without the head) and the input
+  // gradient to send (without the embedding).
+  std::vector<BufferInfo> chunk_activations(int64_t B, int64_t T, const ActivationOptions& o, bool embedding,
+                                            bool head) const;
+  // Activation bytes of a pipeline stage holding `slots[c]` micro-batches in
+  // flight for each chunk c of `plan` (schedule.h's in-flight counts): per
+  // slot the chunk's boundary buffers and its layers' saved tables, plus one
+  // block working set under full recompute.
+  int64_t stage_activation_bytes(int64_t B, int64_t T, const ActivationOptions& o, const StagePlan& plan,
+                                 const std::vector<int>& slots) const;
   // Scratch shared by all micro-batches (backward temporaries, logits over
   // the local vocabulary shard).
   std::vector<BufferInfo> workspace(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
@@ -123,9 +180,24 @@ class ModelSpec {
   int64_t activation_bytes(int64_t B, int64_t T, const ActivationOptions& o = {}, int64_t layers = -1) const;
   int64_t workspace_bytes(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
 
+  // Bytes one tensor-parallel rank sends (ring model, comm/communicator.h:
+  // all-reduce 2(p-1)/p S, all-gather and reduce-scatter (p-1)/p S) for one
+  // micro-batch through `layers` blocks, plus the embedding and/or the LM head
+  // if this stage has them, forward and backward, fp32 activations:
+  //   per layer: 4 all-reduces of [B,T,C] without sequence parallelism;
+  //              10 shard all-gathers / reduce-scatters with it (the two
+  //              LayerNorm outputs are gathered again in backward);
+  //   embedding: 1 all-reduce (sp: reduce-scatter + all-gather);
+  //   head:      1 all-reduce of d(LN_f out) (sp: all-gather + reduce-scatter)
+  //              + the vocab-parallel loss: all-reduce max [B,T] and sum [2,B,T].
+  // Full recomputation repeats each layer's forward collectives in backward.
+  // The sequence-parallel LayerNorm / position gradient all-reduce is per
+  // reduction, not per micro-batch, and is not included.
+  int64_t tp_bytes_per_micro_batch(int64_t B, int64_t T, const ActivationOptions& o, int64_t layers, bool embedding,
+                                   bool head) const;
+
  private:
   ModelConfig cfg_;
-  int64_t padded_vocab_;
   std::vector<ParamInfo> params_;
 };
 

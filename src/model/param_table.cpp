@@ -1,17 +1,96 @@
-// Parameter table construction and layout-invariant initialisation.
+// Parameter table construction (units, alignment) and layout-invariant init.
 #include "model/param_table.h"
+
+#include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
 #include "core/rng.h"
 
 namespace tera {
 
-ParamTable::ParamTable(const ModelSpec& spec) {
-  for (const auto& p : spec.params()) {
-    const int64_t count = numel(p.alloc_shape);
-    const int64_t offset = layout_.add(p.name, count);
-    entries_.push_back(ParamEntry{&p, p.alloc_shape, offset, count});
+namespace {
+
+// Local shape of a tensor on one of tp ranks.
+Shape local_shape_of(const ParamInfo& p, int tp, int64_t padded_vocab_rows) {
+  Shape s = p.alloc_shape;
+  switch (p.tp_split) {
+    case TpSplit::none: break;
+    case TpSplit::rows:
+      if (p.alloc_shape[0] != p.shape[0]) {
+        s[0] = divide(padded_vocab_rows, tp);  // the vocab-parallel embedding
+      } else {
+        s[0] = 0;
+        for (int64_t g : p.row_groups) s[0] += divide(g, tp);
+      }
+      break;
+    case TpSplit::cols: s[1] = divide(s[1], tp); break;
   }
+  return s;
+}
+
+}  // namespace
+
+ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp_rank, const StagePlan& plan)
+    : plan_(plan.chunks.empty() ? whole_model_plan(spec.config().layers) : plan),
+      tp_(tp),
+      tp_rank_(tp_rank),
+      padded_vocab_rows_(spec.padded_vocab(tp)) {
+  TERA_ASSERT(unit_align > 0 && unit_align % ArenaLayout::kAlignFloats == 0);
+  TERA_ASSERT(tp >= 1 && tp_rank >= 0 && tp_rank < tp);
+  const int64_t L = spec.config().layers;
+  const bool emb = plan_.has_embedding(), head = plan_.has_head();
+  // Bucket the tensors this stage holds by unit; units are laid out wte, io, blocks.
+  std::vector<const ParamInfo*> wte, io_sp, io;
+  std::vector<std::vector<const ParamInfo*>> blocks(static_cast<size_t>(L));
+  for (const auto& p : spec.params()) {
+    if (p.layer >= 0 && p.layer < L) {
+      if (plan_.has_layer(p.layer)) blocks[static_cast<size_t>(p.layer)].push_back(&p);
+    } else if (p.name == "wte.weight") {
+      if (emb || head) wte.push_back(&p);
+    } else if (p.layer < 0 ? emb : head) {  // embeddings: layer -1; final norm: layer L
+      (p.sp_partial_grad ? io_sp : io).push_back(&p);
+    }
+  }
+  io_sp.insert(io_sp.end(), io.begin(), io.end());
+  int64_t offset = 0;
+  auto add_unit = [&](const std::string& name, const std::vector<const ParamInfo*>& members) {
+    if (members.empty()) return -1;
+    ParamUnit u{name, offset, offset, static_cast<int>(entries_.size()), 0, offset};
+    const int index = static_cast<int>(units_.size());
+    for (const ParamInfo* p : members) {
+      const Shape local = local_shape_of(*p, tp_, padded_vocab_rows_);
+      entries_.push_back(ParamEntry{p, local, offset, numel(local), index});
+      offset += round_up(numel(local), ArenaLayout::kAlignFloats);
+      if (p->sp_partial_grad) {
+        TERA_ASSERT(u.sp_partial_end == entries_.back().offset, "sp_partial_grad tensors must lead their unit");
+        u.sp_partial_end = offset;
+      }
+    }
+    u.end_entry = static_cast<int>(entries_.size());
+    u.end = u.begin + round_up(offset - u.begin, unit_align);
+    offset = u.end;
+    units_.push_back(u);
+    return index;
+  };
+  wte_unit_ = add_unit("wte", wte);
+  io_unit_ = add_unit("io", io_sp);
+  layer_unit_.assign(static_cast<size_t>(L), -1);
+  for (int64_t l = 0; l < L; ++l) {
+    // Block tensors keep ModelSpec's order, which puts sp_partial_grad ones first.
+    layer_unit_[static_cast<size_t>(l)] = add_unit("h." + std::to_string(l), blocks[static_cast<size_t>(l)]);
+  }
+  total_ = offset;
+}
+
+int ParamTable::unit_of_layer(int64_t layer) const {
+  return layer >= 0 && layer < static_cast<int64_t>(layer_unit_.size()) ? layer_unit_[static_cast<size_t>(layer)] : -1;
+}
+
+int64_t ParamTable::max_unit_floats() const {
+  int64_t m = 0;
+  for (const auto& u : units_) m = std::max(m, u.size());
+  return m;
 }
 
 const ParamEntry* ParamTable::find(std::string_view name) const {
@@ -27,27 +106,56 @@ const ParamEntry& ParamTable::at(std::string_view name) const {
   return *e;
 }
 
-void init_parameters(const ParamTable& table, float* params, uint64_t seed) {
-  table.for_each([&](const ParamEntry& e) {
-    float* p = params + e.offset;
-    const ParamInfo& info = *e.info;
-    // Logical elements are the first numel(info.shape) of the row-major local
-    // buffer (padding rows, if any, follow them and stay zero).
-    const int64_t n = numel(info.shape);
-    switch (info.init) {
-      case InitKind::zeros:
-        for (int64_t i = 0; i < e.count; ++i) p[i] = 0.0f;
-        break;
-      case InitKind::ones:
-        for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
-        break;
-      case InitKind::normal: {
-        const PhiloxKey key = philox_key(seed, info.name);
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; ++i) p[i] = info.init_std * philox_normal(key, static_cast<uint64_t>(i));
-        for (int64_t i = n; i < e.count; ++i) p[i] = 0.0f;
-        break;
+int64_t ParamTable::global_index(const ParamEntry& e, int64_t i) const {
+  const ParamInfo& p = *e.info;
+  switch (p.tp_split) {
+    case TpSplit::none:
+      return i < numel(p.shape) ? i : -1;  // tp = 1 vocab padding rows, if any
+    case TpSplit::rows: {
+      const int64_t rest = numel(p.shape) / p.shape[0];  // elements per row
+      const int64_t r = i / rest, c = i % rest;
+      int64_t global_row;
+      if (p.alloc_shape[0] != p.shape[0]) {
+        global_row = tp_rank_ * e.local_shape[0] + r;  // vocab-parallel embedding
+        if (global_row >= p.shape[0]) return -1;
+      } else {
+        int64_t local_start = 0, global_start = 0;
+        global_row = -1;
+        for (int64_t g : p.row_groups) {
+          const int64_t part = g / tp_;
+          if (r < local_start + part) {
+            global_row = global_start + tp_rank_ * part + (r - local_start);
+            break;
+          }
+          local_start += part;
+          global_start += g;
+        }
       }
+      return global_row * rest + c;
+    }
+    case TpSplit::cols: {
+      const int64_t cl = e.local_shape[1], cg = p.shape[1];
+      return (i / cl) * cg + tp_rank_ * cl + (i % cl);
+    }
+  }
+  return -1;
+}
+
+void init_parameters(const ParamTable& table, uint64_t seed, int64_t begin, int64_t end, float* dst) {
+  std::memset(dst, 0, static_cast<size_t>(end - begin) * sizeof(float));
+  table.for_each([&](const ParamEntry& e) {
+    const ParamInfo& info = *e.info;
+    const int64_t lo = std::max(begin, e.offset), hi = std::min(end, e.offset + e.count);
+    if (lo >= hi || info.init == InitKind::zeros) return;
+    float* out = dst + (lo - begin);
+    const int64_t i0 = lo - e.offset, cnt = hi - lo;
+    const PhiloxKey key = philox_key(seed, info.name);
+    // Each local element takes the value of its global index (padding: 0).
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < cnt; ++i) {
+      const int64_t g = table.global_index(e, i0 + i);
+      if (g < 0) continue;
+      out[i] = info.init == InitKind::ones ? 1.0f : info.init_std * philox_normal(key, static_cast<uint64_t>(g));
     }
   });
 }

@@ -1,9 +1,10 @@
-// AdamW over a contiguous range [begin, end) of the flat parameter arena.
+// AdamW over a list of segments of the parameter arena that this rank
+// updates: the whole arena on one process, this rank's shards under ZeRO.
+// m and v exist only for the segments, stored back to back.
 // Weight decay applies to weight matrices and embeddings only (ParamInfo::
 // weight_decay), never to biases or LayerNorm gains/biases: decaying those
 // pulls normalisation and offsets toward 0 for no regularisation benefit
-// (GPT-2/3 and nanoGPT practice). The range is the whole arena on one
-// process; with ZeRO it is this rank's shard, and m/v exist only for it.
+// (GPT-2/3 and nanoGPT practice).
 #pragma once
 
 #include <cstdint>
@@ -18,27 +19,37 @@ namespace tera {
 
 class AdamW {
  public:
-  AdamW(const ParamTable& table, AdamWConfig cfg, int64_t begin, int64_t end);
-  AdamW(const ParamTable& table, AdamWConfig cfg) : AdamW(table, cfg, 0, table.total_floats()) {}
+  struct Segment {
+    int64_t begin, end;  // arena offsets (global parameter index space)
+    bool decay;
+    bool tp_split;  // the tensor is split across tensor-parallel ranks (for the global norm)
+  };
+  struct Span {
+    float* param;       // param[0 .. end-begin)
+    const float* grad;  // grad[0 .. end-begin)
+  };
 
-  // params/grads point at the arena base (global offsets). step is 1-based.
-  // grad_scale multiplies every gradient first (the clipping coefficient).
-  void step(const Backend& be, float* params, const float* grads, float lr, float grad_scale, int64_t step);
+  AdamW(AdamWConfig cfg, std::vector<Segment> segments);
+  // Every parameter element of the table (one process, or ZeRO-0).
+  static std::vector<Segment> segments_of(const ParamTable& table);
+  // The table's parameters intersected with arena ranges [begin, end).
+  static std::vector<Segment> segments_of(const ParamTable& table, const std::vector<std::pair<int64_t, int64_t>>& ranges);
+
+  const std::vector<Segment>& segments() const { return segments_; }
+  // spans[i] addresses segments()[i]. step is 1-based; grad_scale multiplies
+  // every gradient first (the clipping coefficient).
+  void step(const Backend& be, const std::vector<Span>& spans, float lr, float grad_scale, int64_t step);
 
   float* m() { return m_.base(); }
   float* v() { return v_.base(); }
-  int64_t begin() const { return begin_; }
-  int64_t end() const { return end_; }
+  // Where segment i's moments start in m() and v().
+  int64_t state_offset(size_t i) const { return state_offset_[i]; }
   int64_t bytes() const { return m_.bytes() + v_.bytes(); }
 
  private:
-  struct Segment {
-    int64_t begin, end;  // arena offsets
-    bool decay;
-  };
   AdamWConfig cfg_;
-  int64_t begin_, end_;
   std::vector<Segment> segments_;
+  std::vector<int64_t> state_offset_;  // where segment i's m/v start
   Arena m_, v_;
 };
 

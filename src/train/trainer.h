@@ -1,20 +1,24 @@
-// The single-process training loop: gradient accumulation over micro-batches,
-// global-norm clipping, AdamW with warmup + cosine LR, periodic validation.
-// Step s consumes global samples [s*G, (s+1)*G) (G = train.global_batch), so
-// the losses depend only on (config, seed, step).
+// The training loop over a 3D layout (data parallelism with ZeRO 0-3 here;
+// tensor and pipeline parallelism plug into the same step): gradient
+// accumulation over micro-batches, global-norm clipping, AdamW with warmup +
+// cosine LR, periodic validation. Step s consumes global samples
+// [s*G, (s+1)*G) (G = train.global_batch); data-parallel rank r of d takes the
+// contiguous slice [s*G + r*G/d, s*G + (r+1)*G/d), so losses depend only on
+// (config, seed, step), whatever the layout (DESIGN.md invariant 1).
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <optional>
 
+#include "comm/fake_comm.h"
+#include "comm/groups.h"
 #include "core/status.h"
 #include "data/training_data.h"
 #include "kernels/backend.h"
 #include "model/gpt.h"
-#include "optim/adamw.h"
 #include "optim/lr_schedule.h"
-#include "config/run_config.h"
+#include "train/engine.h"
 
 namespace tera {
 
@@ -26,26 +30,44 @@ struct StepStats {
   double grad_norm = 0;  // before clipping
   double seconds = 0;
   double tokens_per_s = 0;
-  double gflops = 0;  // model FLOPs (ModelSpec::train_flops_per_token) per second
+  double gflops = 0;     // model FLOPs per second per rank (ModelSpec::train_flops_per_token)
+  double comm_seconds = 0;  // time blocked in communication, max over ranks
+  int64_t comm_bytes = 0;   // bytes sent (ring model, comm/communicator.h), max over ranks
+  std::vector<double> bubble;  // per pipeline stage: seconds blocked in pipeline receives / step seconds
   std::optional<double> val_loss;
 };
 
 class Trainer {
  public:
+  // Collective over `world`: every rank calls it. Bad input on any rank fails
+  // every rank (the rank that saw it returns its message).
+  // trace_path: write a Chrome trace of the run there (empty: none).
+  static Expected<std::unique_ptr<Trainer>> create(const RunConfig& cfg, const Backend& backend, Communicator& world,
+                                                    const std::string& trace_path = "");
+  // One process, no launcher.
   static Expected<std::unique_ptr<Trainer>> create(const RunConfig& cfg, const Backend& backend);
+  ~Trainer();
 
-  // Runs steps [next, train.steps); on_step is called after each.
+  // Runs steps [next, train.steps); on_step is called after each (all ranks).
   Status run(const std::function<void(const StepStats&)>& on_step);
-  // Runs one step (the next one) and returns its stats.
   StepStats step();
-  // Mean validation loss over train.eval_batches micro-batches.
+  // Mean validation loss over train.eval_sequences windows (collective).
   double evaluate();
-  // Writes out.dir/final (weights + config).
-  Status save_final() const;
+  // Writes out.dir/final (weights + config) from the first rank (collective).
+  Status save_final();
+  // Writes the Chrome trace if one was requested (collective).
+  Status write_trace();
+  // The pipeline bubble (p - 1) / (v m + p - 1) of this layout's schedule: p
+  // stages, m micro-batches, v virtual chunks per stage.
+  double theoretical_bubble() const;
+  // Full parameters in ParamTable layout (collective under ZeRO-3).
+  std::vector<float> gather_parameters();
 
-  Gpt& model() { return *model_; }
   const RunConfig& config() const { return cfg_; }
-  MemoryReport memory() const;
+  const ModelSpec& spec() const { return engine_->spec(); }
+  const Groups& groups() const { return groups_->groups(); }
+  bool is_first_rank() const { return groups().rank == 0; }
+  MemoryReport memory() const;  // this rank
   const TokenDataset& train_data() const { return *data_.train; }
   const TokenDataset& val_data() const { return *data_.val; }
 
@@ -53,11 +75,14 @@ class Trainer {
   Trainer(const RunConfig& cfg, const Backend& be) : cfg_(cfg), be_(be) {}
   RunConfig cfg_;
   const Backend& be_;
+  std::unique_ptr<FakeWorld> own_world_;
+  std::unique_ptr<Communicator> own_comm_;
   TrainingData data_;
-  std::unique_ptr<Gpt> model_;
-  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<ProcessGroups> groups_;
+  std::unique_ptr<Trace> trace_;
+  std::string trace_path_;
+  std::unique_ptr<Engine> engine_;
   LrSchedule schedule_;
-  std::vector<int32_t> tokens_, targets_;
   int64_t next_step_ = 0;
 };
 

@@ -26,7 +26,7 @@ global_batch = 4
 lr = 3e-3
 warmup = 2
 eval_every = 3
-eval_batches = 2
+eval_sequences = 4
 
 [data]
 train = "{CORPUS}"
@@ -84,6 +84,9 @@ class Cli(unittest.TestCase):
         self.expect_bad_input(["train", "-c", cfg, "--set", "data.train=nope.txt"], 'data.train = "nope.txt": no such file')
         self.expect_bad_input(["train", "-c", cfg, "--set", "model.vocab=100"], "model.vocab = 100 is smaller")
         self.expect_bad_input(["train", "-c", cfg, "--set", "model.seq_len=100000"], "fewer than model.seq_len + 1")
+        self.expect_bad_input(["train", "-c", cfg, "--set", "parallel.tp=4"], "parallel.tp = 4 does not divide model.heads = 2")
+        self.expect_bad_input(["train", "-c", cfg, "--set", "parallel.tp=2", "--set", "parallel.dp=3"],
+                              "parallel.tp (2) * parallel.pp (1) * parallel.dp (3) = 6 != world size 1")
         bad = self.write("bad.toml", "[model\nlayers = 1\n")
         self.expect_bad_input(["train", "-c", bad], "TOML syntax error")
 

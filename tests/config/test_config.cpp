@@ -75,6 +75,27 @@ TEST(Config, ImpossibleValues) {
   expect_error(kGood, {"train.beta2=1.0"}, {"train.beta2"});
 }
 
+TEST(Config, TensorParallelLayoutsTheModelCannotTake) {
+  // hidden 32, heads 4, ffn 128, seq_len 16
+  expect_error(kGood, {"parallel.tp=3"}, {"parallel.tp = 3 does not divide model.heads = 4"});
+  expect_error(kGood, {"parallel.tp=8"}, {"parallel.tp = 8 does not divide model.heads = 4"});
+  // (hidden = heads * head size, so a tp dividing heads divides hidden too.)
+  expect_error(kGood, {"model.ffn_hidden=102", "parallel.tp=4"}, {"parallel.tp = 4 does not divide the MLP width"});
+  expect_error(kGood, {"parallel.tp=4", "model.seq_len=18", "parallel.sequence_parallel=true"},
+               {"model.seq_len = 18 divisible by parallel.tp = 4"});
+  expect_error(kGood, {"parallel.zero=4"}, {"parallel.zero = 4 must be 0, 1, 2 or 3"});
+  auto ok = parse_run_config(kGood, "cfg.toml", {"parallel.tp=4", "parallel.sequence_parallel=true", "parallel.zero=3"}, false);
+  EXPECT_TRUE(ok.ok()) << ok.error();
+}
+
+TEST(Config, PlannerOnlyShapesAreRefusedWithTheReason) {
+  const std::string e = error_of(kGood, {"model.kv_heads=2"});
+  EXPECT_NE(e.find("model.kv_heads"), std::string::npos) << e;
+  const std::string g = error_of(kGood, {"model.mlp=\"gated\""});
+  EXPECT_NE(g.find("model.mlp"), std::string::npos) << g;
+  EXPECT_NE(error_of(kGood, {"model.mlp=\"swirly\""}).find("model.mlp"), std::string::npos);
+}
+
 TEST(Config, MissingRequiredKeys) {
   std::string no_layers = kGood;
   no_layers.replace(no_layers.find("layers = 2\n"), 11, "");

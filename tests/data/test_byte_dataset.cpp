@@ -1,5 +1,6 @@
-// Byte dataset and samplers: determinism by global index, layout-independent
-// batches, windows that respect the file, clear errors.
+// Byte dataset (raw-bytes mode) and evaluation windows: bytes as tokens,
+// fractions that partition the file, windows in file order, clear errors.
+// The training loader is tested in test_token_loader.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -46,37 +47,6 @@ TEST(ByteDataset, MissingFileNamesIt) {
   auto ds = ByteDataset::open("/nonexistent/file.txt");
   ASSERT_FALSE(ds.ok());
   EXPECT_NE(ds.error().find("/nonexistent/file.txt"), std::string::npos);
-}
-
-TEST(RandomWindowSampler, DependsOnlyOnGlobalIndex) {
-  std::string text;
-  for (int i = 0; i < 5000; ++i) text += static_cast<char>(i * 7 % 251);
-  auto ds = ByteDataset::open(write_temp("s.txt", text));
-  ASSERT_TRUE(ds.ok());
-  const int64_t T = 16, G = 8;
-  RandomWindowSampler s(**ds, T, 11);
-  // The global batch read in one call equals the union of per-rank slices for d = 1, 2, 4.
-  std::vector<int32_t> all(G * T), all_t(G * T);
-  s.fill(24, G, all.data(), all_t.data());
-  for (int d : {1, 2, 4}) {
-    for (int r = 0; r < d; ++r) {
-      const int64_t per = G / d;
-      std::vector<int32_t> tok(per * T), tgt(per * T);
-      s.fill(24 + r * per, per, tok.data(), tgt.data());
-      for (int64_t i = 0; i < per * T; ++i) {
-        ASSERT_EQ(tok[i], all[r * per * T + i]);
-        ASSERT_EQ(tgt[i], all_t[r * per * T + i]);
-      }
-    }
-  }
-  // Targets are inputs shifted by one, and windows are contiguous text.
-  for (int64_t b = 0; b < G; ++b)
-    for (int64_t t = 0; t + 1 < T; ++t) ASSERT_EQ(all_t[b * T + t], all[b * T + t + 1]);
-  // A different seed gives different samples.
-  RandomWindowSampler other(**ds, T, 12);
-  std::vector<int32_t> o(G * T), ot(G * T);
-  other.fill(24, G, o.data(), ot.data());
-  EXPECT_NE(o, all);
 }
 
 TEST(DatasetFits, TooShortForSeqLen) {

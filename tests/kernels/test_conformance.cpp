@@ -273,25 +273,86 @@ TEST(Conformance, CrossEntropyWithPaddingAndIgnore) {
   expect_within(lf.p, g, uniform_tol(g.size(), (V + 16) * kEps32 * dloss), "cross-entropy grad fp32");
 }
 
-TEST(Conformance, EmbeddingWithRepeatedTokens) {
+TEST(Conformance, VocabParallelEmbeddingAndPositions) {
   Inputs in;
-  const int64_t B = 2, T = 5, C = 19, V = 7;
+  const int64_t N = 10, T = 4, C = 19, V = 7, n0 = 3;
   std::vector<int32_t> tok = {3, 1, 3, 6, 0, 3, 3, 2, 1, 6};
-  auto wte = in.normal(V * C), wpe = in.normal(T * C), R = in.normal(B * T * C);
+  auto wte = in.normal(V * C), wpe = in.normal(T * C), R = in.normal(N * C);
+  // The whole vocabulary, then shards [0, 4) and [4, 7) summed: the same embedding.
   auto loss = [&] {
-    std::vector<double> y(B * T * C);
-    cpu::embedding_forward<double>(y.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+    std::vector<double> y(N * C);
+    cpu::embedding_lookup<double>(y.data(), tok.data(), wte.data(), 0, V, N, C);
+    cpu::position_add<double>(y.data(), wpe.data(), n0, N, T, C);
     return dot(y, R);
   };
+  std::vector<double> full(N * C), a(N * C), b(N * C);
+  cpu::embedding_lookup<double>(full.data(), tok.data(), wte.data(), 0, V, N, C);
+  cpu::embedding_lookup<double>(a.data(), tok.data(), wte.data(), 0, 4, N, C);
+  cpu::embedding_lookup<double>(b.data(), tok.data(), wte.data() + 4 * C, 4, V, N, C);
+  for (int64_t i = 0; i < N * C; ++i) ASSERT_EQ(a[i] + b[i], full[i]);
+  for (int64_t c = 0; c < C; ++c) ASSERT_EQ(full[2 * C + c], wte[3 * C + c]);  // token 3
   std::vector<double> dwte(V * C, 0.0), dwpe(T * C, 0.0);
-  cpu::embedding_backward<double>(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
-  fd_check(wte, loss, dwte, "embedding dwte");
-  fd_check(wpe, loss, dwpe, "embedding dwpe");
-  F32 wf(wte), pf(wpe), Rf(R), yf(B * T * C), dwf(V * C), dpf(T * C);
-  cpu_backend().embedding_backward(dwf.p, dpf.p, Rf.p, tok.data(), B, T, C);
-  // Token 3 appears 4 times: sums of <= 4 fp32 terms of size <= 4.
+  cpu::embedding_lookup_backward<double>(dwte.data(), R.data(), tok.data(), 0, 4, N, C);
+  cpu::embedding_lookup_backward<double>(dwte.data() + 4 * C, R.data(), tok.data(), 4, V, N, C);
+  cpu::position_add_backward<double>(dwpe.data(), R.data(), n0, N, T, C);
+  fd_check(wte, loss, dwte, "embedding dwte (two shards)");
+  fd_check(wpe, loss, dwpe, "position dwpe");
+  F32 wf(wte), Rf(R), dwf(V * C), dpf(T * C);
+  cpu_backend().embedding_lookup_backward(dwf.p, Rf.p, tok.data(), 0, V, N, C);
+  cpu_backend().position_add_backward(dpf.p, Rf.p, n0, N, T, C);
+  // Token 3 appears 4 times, each position 2-3 times: short sums of |terms| <= 4.
   expect_within(dwf.p, dwte, uniform_tol(dwte.size(), 8 * kEps32 * 16), "embedding dwte fp32");
-  expect_within(dpf.p, dwpe, uniform_tol(dwpe.size(), 4 * kEps32 * 8), "embedding dwpe fp32");
+  expect_within(dpf.p, dwpe, uniform_tol(dwpe.size(), 4 * kEps32 * 12), "position dwpe fp32");
+}
+
+TEST(Conformance, CrossEntropyPhasesOverVocabShards) {
+  // Two shards of a 23-entry vocabulary (columns [0,12) and [12,23), each
+  // padded to 16), reduced by hand as the tensor-parallel group would, give
+  // the single-rank losses and gradients exactly.
+  Inputs in;
+  const int64_t N = 5, V = 23, ld = 16;
+  auto full = in.normal(N * 32, 3.0);
+  std::vector<int32_t> targets = {0, 22, 12, -1, 11};
+  std::vector<double> ref = full, ref_loss(N);
+  cpu::cross_entropy<double>(ref_loss.data(), ref.data(), targets.data(), N, V, 32, 0.5);
+  std::vector<double> s0(N * ld, 0.0), s1(N * ld, 0.0);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t j = 0; j < 12; ++j) s0[n * ld + j] = full[n * 32 + j];
+    for (int64_t j = 0; j < 11; ++j) s1[n * ld + j] = full[n * 32 + 12 + j];
+  }
+  std::vector<double> m0(N), m1(N), z0(N), z1(N), y0(N), y1(N), loss(N);
+  cpu::ce_max<double>(m0.data(), s0.data(), N, 12, ld);
+  cpu::ce_max<double>(m1.data(), s1.data(), N, 11, ld);
+  for (int64_t n = 0; n < N; ++n) m0[n] = m1[n] = std::max(m0[n], m1[n]);  // all-reduce max
+  cpu::ce_exp_sum<double>(z0.data(), y0.data(), s0.data(), targets.data(), m0.data(), N, 12, ld, 0);
+  cpu::ce_exp_sum<double>(z1.data(), y1.data(), s1.data(), targets.data(), m1.data(), N, 11, ld, 12);
+  for (int64_t n = 0; n < N; ++n) {  // all-reduce sum
+    z0[n] = z1[n] = z0[n] + z1[n];
+    y0[n] = y1[n] = y0[n] + y1[n];
+  }
+  cpu::ce_finalize<double>(loss.data(), s0.data(), targets.data(), m0.data(), z0.data(), y0.data(), N, 12, ld, 0, 0.5);
+  cpu::ce_finalize<double>(loss.data(), s1.data(), targets.data(), m1.data(), z1.data(), y1.data(), N, 11, ld, 12, 0.5);
+  for (int64_t n = 0; n < N; ++n) {
+    ASSERT_NEAR(loss[n], ref_loss[n], 1e-12);
+    for (int64_t j = 0; j < 12; ++j) ASSERT_NEAR(s0[n * ld + j], ref[n * 32 + j], 1e-14);
+    for (int64_t j = 0; j < 11; ++j) ASSERT_NEAR(s1[n * ld + j], ref[n * 32 + 12 + j], 1e-14);
+    for (int64_t j = 12; j < ld; ++j) ASSERT_EQ(s0[n * ld + j], 0.0);
+    for (int64_t j = 11; j < ld; ++j) ASSERT_EQ(s1[n * ld + j], 0.0);
+  }
+}
+
+TEST(Conformance, BiasResidual) {
+  Inputs in;
+  const int64_t N = 3, C = 21;
+  auto a = in.normal(N * C), b = in.normal(C), r = in.normal(N * C);
+  F32 af(a), bf(b), rf(r), out(N * C);
+  cpu_backend().bias_residual(out.p, af.p, bf.p, rf.p, N, C);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      ASSERT_EQ(out[n * C + c], (af[n * C + c] + bf[c]) + rf[n * C + c]);
+    }
+  cpu_backend().bias_residual(af.p, af.p, nullptr, rf.p, N, C);  // in place, no bias
+  for (int64_t i = 0; i < N * C; ++i) ASSERT_EQ(af[i], static_cast<float>(a[i]) + rf[i]);
 }
 
 TEST(Conformance, ResidualAndSumSquaresClosedForm) {

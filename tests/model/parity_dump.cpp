@@ -5,6 +5,7 @@
 // train.steps steps of real training (AdamW, clipping, warmup + cosine).
 // Usage: tera_parity_dump CONFIG.toml OUT.safetensors [section.key=value ...]
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <map>
 #include <string>
@@ -15,6 +16,8 @@
 #include "train/trainer.h"
 
 using namespace tera;
+
+static uint64_t tc_seed(const RunConfig& c) { return c.train.seed; }
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -32,7 +35,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   Trainer& t = **tr;
-  Gpt& model = t.model();
+  // A one-process model with the same seed holds the same initial weights as
+  // the trainer's (initialisation is keyed by name and element index).
+  Gpt model(ModelSpec(cfg->model), cpu_backend(), cfg->train.micro_batch);
+  model.init_parameters(tc_seed(*cfg));
   const TrainConfig& tc = cfg->train;
   const int64_t T = cfg->model.seq_len, V = cfg->model.vocab, Vp = model.spec().padded_vocab();
   const int64_t mb = tc.micro_batch, G = tc.global_batch, steps = tc.steps;
@@ -51,10 +57,16 @@ int main(int argc, char** argv) {
   keep_f.reserve(1024);
   keep_i.reserve(1024);
 
+  const std::vector<float> trainer_params = t.gather_parameters();
+  if (std::memcmp(trainer_params.data(), model.params(), trainer_params.size() * sizeof(float)) != 0) {
+    std::fprintf(stderr, "the trainer's initial weights differ from a fresh model's with the same seed\n");
+    return 1;
+  }
   model.table().for_each([&](const ParamEntry& e) { add_f("param." + e.info->name, e.info->shape, model.params() + e.offset); });
 
   // Batches of every step, sampled as Trainer::step samples them.
-  RandomWindowSampler sampler(t.train_data(), T, tc.seed);
+  auto loader = TokenLoader::create(t.train_data(), T, tc.seed, "data.train");
+  const TokenLoader& sampler = **loader;
   std::vector<int32_t> tok(static_cast<size_t>(G * T)), tgt(tok.size());
   for (int64_t s = 0; s < steps; ++s) {
     sampler.fill(s * G, G, tok.data(), tgt.data());

@@ -60,6 +60,23 @@ TEST(ModelSpec, RuntimeAllocatesExactlyTheTables) {
   EXPECT_EQ(table_bytes(spec.block_activations(5, 16)), 46400 * 4);
 }
 
+TEST(ModelSpec, RecomputeAllocatesTheSavedTablePlusOneWorkingSet) {
+  ModelConfig cfg{.layers = 4, .hidden = 32, .heads = 4, .seq_len = 16, .vocab = 100, .ffn_hidden = 0, .vocab_align = 64};
+  ModelSpec spec(cfg);
+  ParamTable table(spec);
+  LocalParamMemory mem(table);
+  SingleRankTensorParallel tp;
+  Gpt::Options recompute;
+  recompute.recompute = Recompute::full;
+  Gpt none(spec, cpu_backend(), 5, table, mem, tp), full(spec, cpu_backend(), 5, table, mem, tp, recompute);
+  const ActivationOptions o_full{.recompute = Recompute::full};
+  EXPECT_EQ(full.memory().activations, spec.activation_bytes(5, 16, o_full));
+  EXPECT_EQ(none.memory().activations, spec.activation_bytes(5, 16));
+  // 4 layers: 4 block tables -> 4 outputs [5,16,32] + one working set.
+  EXPECT_EQ(none.memory().activations - full.memory().activations,
+            4 * table_bytes(spec.block_activations(5, 16)) - 4 * 5 * 16 * 32 * 4 - table_bytes(spec.block_activations(5, 16)));
+}
+
 TEST(ModelSpec, ActivationsMatchKorthikanti) {
   // Korthikanti et al. 2022, per layer at 16 bits: 34sbh + 5as^2b with dropout,
   // 10sbh + 24sbh/t + 5as^2b/t with tensor parallelism t, (34sbh + 5as^2b)/t

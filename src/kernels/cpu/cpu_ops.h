@@ -45,9 +45,25 @@ template <typename T>
 void softmax_row(T* probs, const T* logits, int64_t V, T temperature);
 
 template <typename T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B, int64_t T_, int64_t C);
+void embedding_lookup(T* out, const int32_t* tokens, const T* wte_local, int64_t v0, int64_t v1, int64_t N, int64_t C);
 template <typename T>
-void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t B, int64_t T_, int64_t C);
+void embedding_lookup_backward(T* dwte_local, const T* dout, const int32_t* tokens, int64_t v0, int64_t v1, int64_t N,
+                               int64_t C);
+template <typename T>
+void position_add(T* out, const T* wpe, int64_t n0, int64_t N, int64_t T_, int64_t C);
+template <typename T>
+void position_add_backward(T* dwpe, const T* dout, int64_t n0, int64_t N, int64_t T_, int64_t C);
+template <typename T>
+void bias_residual(T* out, const T* a, const T* bias, const T* residual, int64_t N, int64_t C);
+
+template <typename T>
+void ce_max(T* rowmax, const T* logits, int64_t N, int64_t valid, int64_t ld);
+template <typename T>
+void ce_exp_sum(T* sums, T* target_logit, T* logits, const int32_t* targets, const T* rowmax, int64_t N, int64_t valid,
+                int64_t ld, int64_t v0);
+template <typename T>
+void ce_finalize(T* losses, T* logits, const int32_t* targets, const T* rowmax, const T* sums, const T* target_logit,
+                 int64_t N, int64_t valid, int64_t ld, int64_t v0, T dloss);
 
 template <typename T>
 void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a);

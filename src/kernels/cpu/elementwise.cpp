@@ -1,4 +1,4 @@
-// Elementwise ops and reductions: residual add, AdamW, sum of squares.
+// Elementwise ops and reductions: residual add, bias + residual, AdamW, sum of squares.
 // AdamW follows torch.optim.AdamW (decoupled decay applied to p before the
 // Adam update; bias corrections folded into step size and denominator).
 #include <cmath>
@@ -14,6 +14,28 @@ template <typename T>
 void residual_forward(T* out, const T* a, const T* b, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void bias_residual(T* out, const T* a, const T* bias, const T* residual, int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    T* o = out + n * C;
+    const T* x = a + n * C;
+    const T* r = residual != nullptr ? residual + n * C : nullptr;
+    if (bias != nullptr && r != nullptr) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) o[c] = x[c] + bias[c] + r[c];
+    } else if (bias != nullptr) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) o[c] = x[c] + bias[c];
+    } else if (r != nullptr) {
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) o[c] = x[c] + r[c];
+    } else if (o != x) {
+      for (int64_t c = 0; c < C; ++c) o[c] = x[c];
+    }
+  }
 }
 
 template <typename T>
@@ -61,6 +83,8 @@ double sum_squares(const T* x, int64_t n) {
 
 template void residual_forward<float>(float*, const float*, const float*, int64_t);
 template void residual_forward<double>(double*, const double*, const double*, int64_t);
+template void bias_residual<float>(float*, const float*, const float*, const float*, int64_t, int64_t);
+template void bias_residual<double>(double*, const double*, const double*, const double*, int64_t, int64_t);
 template void adamw<float>(float*, const float*, float*, float*, int64_t, const AdamWArgs&);
 template void adamw<double>(double*, const double*, double*, double*, int64_t, const AdamWArgs&);
 template double sum_squares<float>(const float*, int64_t);

@@ -1,0 +1,90 @@
+// Pipeline benchmark, run under mpirun with P ranks (layout pp = P): trains a
+// synthetic-data GPT with the 1F1B schedule and m micro-batches, and prints
+// one JSON line from the first rank with, per stage, the measured bubble
+// (seconds blocked in pipeline receives / step seconds, median over steps)
+// next to the theoretical (p - 1) / (m + p - 1), and each stage's activation
+// bytes as allocated next to ModelSpec::stage_activation_bytes.
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "comm/groups.h"
+#include "comm/world.h"
+#include "core/rng.h"
+#include "train/engine.h"
+
+using namespace tera;
+
+int main(int argc, char** argv) {
+  CLI::App app{"tera pipeline benchmark (run under mpirun; pp = number of ranks)"};
+  int64_t layers = 8, hidden = 256, heads = 4, seq = 64, micro_batch = 2, micro = 16, steps = 5;
+  bool recompute = false;
+  std::string schedule = "1f1b";
+  app.add_option("--layers", layers)->capture_default_str();
+  app.add_option("--hidden", hidden)->capture_default_str();
+  app.add_option("--heads", heads)->capture_default_str();
+  app.add_option("--seq", seq)->capture_default_str();
+  app.add_option("--micro-batch", micro_batch, "sequences per micro-batch")->capture_default_str();
+  app.add_option("-m,--micro-batches", micro, "micro-batches per step")->capture_default_str();
+  app.add_option("--steps", steps)->capture_default_str();
+  app.add_option("--schedule", schedule)->capture_default_str();
+  app.add_flag("--recompute", recompute, "full activation recomputation");
+  CLI11_PARSE(app, argc, argv);
+
+  auto world = CommWorld::init();
+  Communicator& comm = world->world();
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(1);
+  RunConfig cfg;
+  cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
+                          .ffn_hidden = 0, .vocab_align = 64};
+  cfg.train.micro_batch = micro_batch;
+  cfg.train.global_batch = micro_batch * micro;
+  cfg.train.lr = 1e-3f;
+  cfg.train.recompute = recompute ? Recompute::full : Recompute::none;
+  cfg.parallel.pp = comm.size();
+  auto kind = parse_schedule_kind(schedule);
+  if (!kind) {
+    fmt::print(stderr, "{}\n", kind.error());
+    return 2;
+  }
+  cfg.parallel.schedule = *kind;
+  ProcessGroups groups(comm, Layout{1, comm.size(), 1});
+  Engine engine(cfg, cpu_backend(), groups.groups());
+  engine.init_parameters(1);
+  const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
+    const PhiloxKey key = philox_key(5, "bench");
+    for (int64_t i = 0; i < count * seq; ++i) {
+      tok[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i), 256));
+      tgt[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i + 7), 256));
+    }
+  };
+  std::vector<double> bubble;
+  for (int64_t s = 0; s < steps + 1; ++s) {
+    comm.barrier();
+    engine.train_step(s, cfg.train.lr, data);
+    if (s > 0) bubble.push_back(engine.bubble_seconds() / engine.pipeline_seconds());
+  }
+  std::sort(bubble.begin(), bubble.end());
+  auto plan = stage_plan_for(cfg, comm.rank());
+  const int64_t formula = engine.spec().stage_activation_bytes(micro_batch, seq, engine.activation_options(), *plan,
+                                                               slots_per_chunk(engine.schedule(), comm.rank()));
+  double mine[3] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory().activations), static_cast<double>(formula)};
+  std::vector<double> all(static_cast<size_t>(3 * comm.size()));
+  comm.all_gather(mine, all.data(), 3, CommType::f64);
+  if (comm.rank() == 0) {
+    nlohmann::json stages = nlohmann::json::array();
+    for (int r = 0; r < comm.size(); ++r) {
+      stages.push_back({{"bubble", all[static_cast<size_t>(3 * r)]},
+                        {"activation_bytes", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 1)])},
+                        {"activation_bytes_formula", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 2)])}});
+    }
+    const double p = comm.size(), m = static_cast<double>(micro);
+    fmt::print("{}\n", nlohmann::json{{"pp", comm.size()}, {"m", micro}, {"recompute", recompute},
+                                      {"theoretical_bubble", (p - 1) / (m + p - 1)}, {"stages", stages}}.dump());
+  }
+  return 0;
+}

@@ -1,0 +1,98 @@
+// Tensor-parallel step benchmark, run under mpirun with P ranks (layout
+// tp = P, dp = 1, one OpenMP thread per rank unless OMP_NUM_THREADS says
+// otherwise). Trains a synthetic-data GPT for a few steps and prints one JSON
+// line from the first rank: median step time, tokens/s, the tensor-parallel
+// communication share of the step (time blocked in the tp group's
+// collectives / step time), and the bytes the tp group sent per step,
+// measured by the communicator and from the closed form
+// (ModelSpec::tp_bytes_per_micro_batch + the sequence-parallel LayerNorm
+// gradient all-reduce + the 8-byte norm all-reduce).
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "comm/groups.h"
+#include "comm/world.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "train/engine.h"
+
+using namespace tera;
+
+int main(int argc, char** argv) {
+  CLI::App app{"tera tensor-parallel step benchmark (run under mpirun; tp = number of ranks)"};
+  int64_t layers = 6, hidden = 384, heads = 6, seq = 128, batch = 8, steps = 8;
+  bool sp = false;
+  app.add_option("--layers", layers)->capture_default_str();
+  app.add_option("--hidden", hidden)->capture_default_str();
+  app.add_option("--heads", heads)->capture_default_str();
+  app.add_option("--seq", seq)->capture_default_str();
+  app.add_option("--batch", batch, "sequences per step (one micro-batch)")->capture_default_str();
+  app.add_option("--steps", steps)->capture_default_str();
+  app.add_flag("--sp", sp, "sequence parallelism");
+  CLI11_PARSE(app, argc, argv);
+
+  auto world = CommWorld::init();
+  Communicator& comm = world->world();
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(1);
+  RunConfig cfg;
+  cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
+                          .ffn_hidden = 0, .vocab_align = 64};
+  cfg.train.micro_batch = batch;
+  cfg.train.global_batch = batch;
+  cfg.train.lr = 1e-3f;
+  cfg.parallel.tp = comm.size();
+  cfg.parallel.sequence_parallel = sp;
+  ProcessGroups groups(comm, Layout{comm.size(), 1, 1});
+  Engine engine(cfg, cpu_backend(), groups.groups());
+  engine.init_parameters(1);
+  const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
+    const PhiloxKey key = philox_key(5, "bench");
+    for (int64_t i = 0; i < count * seq; ++i) {
+      tok[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i), 256));
+      tgt[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i + 7), 256));
+    }
+  };
+  Communicator& tp = *groups.groups().tp;
+  std::vector<double> ms, share;
+  int64_t bytes = 0;
+  for (int64_t s = 0; s < steps + 1; ++s) {
+    groups.reset_stats();
+    comm.barrier();
+    Stopwatch sw;
+    engine.train_step(s, cfg.train.lr, data);
+    const double t = sw.seconds();
+    if (s == 0) continue;  // page faults and first-touch
+    ms.push_back(1e3 * t);
+    share.push_back(tp.stats().wait_seconds / t);
+    bytes = tp.stats().bytes;
+  }
+  int64_t formula = engine.spec().tp_bytes_per_micro_batch(batch, seq, engine.activation_options(), layers, true, true);
+  const int p = comm.size();
+  if (p > 1) {
+    if (sp) {
+      for (const auto& u : engine.table().units()) formula += 2 * (p - 1) * (u.sp_partial_end - u.begin) * 4 / p;
+    }
+    formula += 2 * (p - 1) * 8 / p;
+  }
+  std::sort(ms.begin(), ms.end());
+  std::sort(share.begin(), share.end());
+  if (comm.rank() == 0) {
+    const double med = ms[ms.size() / 2];
+    nlohmann::json j = {{"tp", p},
+                        {"sp", sp},
+                        {"params", engine.spec().num_params()},
+                        {"step_ms", med},
+                        {"tokens_per_s", static_cast<double>(batch * seq) / (med / 1e3)},
+                        {"tp_comm_share", share[share.size() / 2]},
+                        {"tp_bytes_measured", bytes},
+                        {"tp_bytes_formula", formula},
+                        {"activations_bytes_per_rank", engine.memory().activations}};
+    fmt::print("{}\n", j.dump());
+  }
+  return 0;
+}

@@ -1,0 +1,195 @@
+// `tera plan`: which parallel layout fits and how fast it runs, before a run
+// (plan/ does the work). `tera plan validate FILE.csv` predicts published runs.
+// Bad input (unknown preset, impossible or contradictory flags, a model that
+// fits no layout) is a message naming the flag and the fix, exit code 2.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/file_util.h"
+#include "core/format.h"
+#include "core/timer.h"
+#include "plan/emit.h"
+#include "plan/presets.h"
+#include "plan/report.h"
+
+namespace tera::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string model, cluster, explain, emit, precision = "mixed";
+  int gpus = 0, top = 10;
+  int64_t global_batch = 0, seq = 0;
+  bool json = false;
+  // Constraints on the search (0 / "": searched).
+  int tp = 0, pp = 0, vpp = 0, mb = 0, zero = -1;
+  std::string sp, recompute;
+  // validate
+  std::string csv;
+  bool validate_json = false;
+  double fail_median = 0, fail_max = 0;
+};
+
+int bad(const std::string& msg) {
+  print_error(msg);
+  return kExitBadInput;
+}
+
+int run_validate(const PlanArgs& a) {
+  auto bytes = read_file(a.csv);
+  if (!bytes.ok()) return bad("validate: " + a.csv + ": " + bytes.error());
+  auto table = parse_csv(std::string(bytes->begin(), bytes->end()), a.csv);
+  if (!table.ok()) return bad(table.error());
+  auto rep = validate_runs(*table, a.csv, &load_cluster);
+  if (!rep.ok()) return bad(rep.error());
+  if (a.validate_json) {
+    fmt::print("{}\n", validation_json(*rep).dump(2));
+  } else {
+    fmt::print("tera plan validate {}\n\n{}", a.csv, validation_table(*rep));
+  }
+  if ((a.fail_median > 0 && 100 * rep->median_abs_error > a.fail_median) ||
+      (a.fail_max > 0 && 100 * rep->max_abs_error > a.fail_max)) {
+    print_error(fmt::format("validation above the thresholds: median {:.2f}% (limit {}), max {:.2f}% (limit {})",
+                            100 * rep->median_abs_error, a.fail_median, 100 * rep->max_abs_error, a.fail_max));
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+Status fill_space(const PlanArgs& a, SearchSpace* s) {
+  if (a.tp) s->tp = a.tp;
+  if (a.pp) s->pp = a.pp;
+  if (a.vpp) s->vpp = a.vpp;
+  if (a.mb) s->micro_batch = a.mb;
+  if (a.zero >= 0) s->zero = a.zero;
+  if (a.sp == "on") s->sequence_parallel = true;
+  if (a.sp == "off") s->sequence_parallel = false;
+  if (!a.recompute.empty()) {
+    if (a.recompute == "none") s->recompute = Recompute::none;
+    else if (a.recompute == "selective") s->recompute = Recompute::selective;
+    else if (a.recompute == "full") s->recompute = Recompute::full;
+  }
+  if (a.tp && a.pp && a.gpus % (a.tp * a.pp) != 0) {
+    return Status::error(fmt::format("--tp {} x --pp {} = {} does not divide --gpus {}", a.tp, a.pp, a.tp * a.pp, a.gpus));
+  }
+  return Status::ok();
+}
+
+std::string no_fit_message(const SearchResult& r, const Workload& w, const Cluster& cl, int gpus) {
+  if (!r.smallest) {
+    return fmt::format("no layout is possible for {} GPUs and global batch {}: tp (<= {} per node) must divide heads, "
+                       "kv_heads, hidden and ffn; pp must divide gpus/tp and be <= layers; dp = gpus/(tp*pp) must "
+                       "divide the global batch (and any --tp/--pp/--vpp/--mb given must fit these)",
+                       gpus, w.global_batch, cl.node.gpus);
+  }
+  const MemoryBreakdown& m = r.smallest_memory;
+  return fmt::format("no layout fits in {:.1f} GiB per GPU: the smallest possible needs {:.1f} GiB ({}; {} GiB "
+                     "parameters+gradients+optimizer, {:.1f} GiB activations); use more GPUs, a smaller global "
+                     "batch or sequence, or a GPU with more memory",
+                     cl.gpu.memory_bytes / (1 << 30), m.total() / (1 << 30), layout_string(*r.smallest),
+                     fmt::format("{:.1f}", (m.params + m.grads + m.optimizer) / (1 << 30)), m.activations / (1 << 30));
+}
+
+int run_plan(const PlanArgs& a) {
+  if (a.model.empty()) return bad("plan: --model is required (a preset name, e.g. gpt3-175b, or a .toml file)");
+  if (a.cluster.empty()) return bad("plan: --cluster is required (a preset name, e.g. selene, or a .toml file)");
+  if (a.gpus < 1) return bad("plan: --gpus is required and must be >= 1");
+  if (a.global_batch < 1) return bad("plan: --global-batch (sequences per step) is required and must be >= 1");
+  if (!a.emit.empty() && a.json) return bad("plan: --emit and --json both choose the output; give one");
+  const bool constrained = a.tp || a.pp || a.vpp || a.mb || a.zero >= 0 || !a.sp.empty() || !a.recompute.empty();
+  if (!a.explain.empty() && constrained) {
+    return bad("plan: --explain prices the one layout it names; put tp/pp/vpp/mb/zero/sp/recompute in the LAYOUT "
+               "string instead of flags");
+  }
+  auto model = load_model(a.model);
+  if (!model.ok()) return bad("--model: " + model.error());
+  auto cluster = load_cluster(a.cluster);
+  if (!cluster.ok()) return bad("--cluster: " + cluster.error());
+  Workload w;
+  w.model = *model;
+  if (a.seq > 0) w.model.seq_len = a.seq;
+  w.global_batch = a.global_batch;
+  auto prec = parse_precision(a.precision);
+  if (!prec.ok()) return bad("--precision: " + prec.error());
+  w.precision = *prec;
+  if (auto pk = peak_flops(*cluster, w.precision); !pk.ok()) return bad(pk.error());
+  const ModelSpec spec(w.model);
+  const Cluster& cl = *cluster;
+
+  if (!a.explain.empty()) {
+    auto l = parse_layout(a.explain, a.gpus);
+    if (!l.ok()) return bad("--explain: " + l.error());
+    if (Status s = check_layout(*l, w, a.gpus); !s) return bad("--explain: " + s.message());
+    const Evaluation e = evaluate_layout(spec, *l, w, cl);
+    if (a.emit == "tera") fmt::print("{}", emit_tera_config(*l, w));
+    else if (a.emit == "megatron") fmt::print("{}", emit_megatron_args(*l, w));
+    else if (a.json) fmt::print("{}\n", evaluation_json(e).dump(2));
+    else {
+      const Schedule sch = make_schedule(l->schedule, l->pp, static_cast<int>(micro_batches(*l, w)), l->vpp).value();
+      fmt::print("{}", explain_text(e, w, cl, sch));
+    }
+    return kExitOk;
+  }
+
+  SearchSpace space;
+  if (Status s = fill_space(a, &space); !s) return bad("plan: " + s.message());
+  Stopwatch clock;
+  const SearchResult r = search_layouts(spec, w, cl, a.gpus, space, a.top);
+  const double seconds = clock.seconds();
+  if (r.best.empty()) return bad("plan: " + no_fit_message(r, w, cl, a.gpus));
+  if (a.emit == "tera") {
+    fmt::print("{}", emit_tera_config(r.best.front().layout, w));
+  } else if (a.emit == "megatron") {
+    fmt::print("{}", emit_megatron_args(r.best.front().layout, w));
+  } else if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& e : r.best) arr.push_back(evaluation_json(e));
+    fmt::print("{}\n", arr.dump(2));
+  } else {
+    fmt::print("tera plan: {} ({} parameters, seq {}) on {}: {} x {} ({:.0f} GiB), global batch {} sequences, {} precision\n",
+               a.model, human_count(static_cast<double>(spec.num_params())), w.model.seq_len, cl.name, a.gpus,
+               cl.gpu.name, cl.gpu.memory_bytes / (1 << 30), w.global_batch, precision_name(w.precision));
+    fmt::print("searched {} layouts ({} fit in memory and were priced, {} simulated) in {:.2f} s\n\n", r.enumerated,
+               r.fitting, r.simulated, seconds);
+    fmt::print("{}", evaluations_table(r.best, cl));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_plan_command(CLI::App& parent) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* sub = parent.add_subcommand("plan", "Find the parallel layouts that fit and rank them by predicted step time");
+  sub->add_option("--model", a->model, "Model preset name (configs/models) or TOML file");
+  sub->add_option("--cluster", a->cluster, "Cluster preset name (configs/clusters) or TOML file");
+  sub->add_option("--gpus", a->gpus, "Number of GPUs");
+  sub->add_option("--global-batch", a->global_batch, "Sequences per optimizer step");
+  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)");
+  sub->add_option("--top", a->top, "How many layouts to list")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_flag("--json", a->json, "Print a JSON array, best first");
+  sub->add_option("--explain", a->explain, "Break down one layout's step, e.g. tp=8,pp=4,vpp=2,mb=1,zero=1,sp=1,recompute=selective");
+  sub->add_option("--emit", a->emit, "Print the best (or --explain) layout as a tera config or Megatron-LM arguments")
+      ->check(CLI::IsMember({"tera", "megatron"}));
+  sub->add_option("--precision", a->precision, "mixed (16-bit, fp32 master weights) or fp32")->capture_default_str();
+  sub->add_option("--tp", a->tp, "Fix the tensor-parallel degree")->check(CLI::PositiveNumber);
+  sub->add_option("--pp", a->pp, "Fix the pipeline-parallel degree")->check(CLI::PositiveNumber);
+  sub->add_option("--vpp", a->vpp, "Fix the virtual chunks per stage")->check(CLI::PositiveNumber);
+  sub->add_option("--mb", a->mb, "Fix the micro-batch size")->check(CLI::PositiveNumber);
+  sub->add_option("--zero", a->zero, "Fix the ZeRO stage")->check(CLI::Range(0, 3));
+  sub->add_option("--sp", a->sp, "Fix sequence parallelism")->check(CLI::IsMember({"on", "off"}));
+  sub->add_option("--recompute", a->recompute, "Fix activation recompute")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  auto* val = sub->add_subcommand("validate", "Predict published runs (CSV in the calibration schema) and report errors");
+  val->add_option("file", a->csv, "CSV file, e.g. configs/calibration/published_runs.csv")->required();
+  val->add_flag("--json", a->validate_json, "Print a JSON array of per-row predictions");
+  val->add_option("--fail-above-median", a->fail_median, "Exit 1 if the median |error| exceeds this many percent");
+  val->add_option("--fail-above-max", a->fail_max, "Exit 1 if the max |error| exceeds this many percent");
+  sub->require_subcommand(0, 1);
+  return {sub, [a, val] { return val->parsed() ? run_validate(*a) : run_plan(*a); }};
+}
+
+}  // namespace tera::cli

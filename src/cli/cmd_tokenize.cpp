@@ -1,0 +1,337 @@
+// `tera tokenize train|encode|decode|stats`: train a byte-level BPE on text
+// files, encode a corpus into checked token shards, decode shards back to
+// text, and print token counts and compression. Progress bars (MB/s, ETA)
+// are drawn on stderr only when it is a terminal. Bad input exits 2.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <thread>
+
+#include "cli/commands.h"
+#include "core/file_util.h"
+#include "core/format.h"
+#include "data/bpe_trainer.h"
+#include "data/corpus_encode.h"
+#include "data/shard_manifest.h"
+#include "data/token_shard.h"
+#include "data/tokenizer_file.h"
+
+namespace tera::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// One self-overwriting status line on a terminal; silent otherwise.
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, bool bytes) : label_(std::move(label)), bytes_(bytes), tty_(isatty(2) != 0) {}
+  void update(int64_t done, int64_t total) {
+    if (!tty_) return;
+    const auto now = Clock::now();
+    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    const int width = 24, full = static_cast<int>(frac * width);
+    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+    const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0;
+    const std::string amount = bytes_
+                                   ? fmt::format("{:.1f}/{:.1f} MB  {:.1f} MB/s", done / 1e6, total / 1e6, rate / 1e6)
+                                   : fmt::format("{}/{}  {:.0f}/s", done, total, rate);
+    fmt::print(stderr, "\r{:<8} [{}{}] {:3.0f}%  {}  eta {}   ", label_, std::string(static_cast<size_t>(full), '#'),
+               std::string(static_cast<size_t>(width - full), '.'), 100 * frac, amount, human_duration(eta));
+    drawn_ = true;
+  }
+  ~ProgressBar() {
+    if (drawn_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  std::string label_;
+  bool bytes_, tty_, drawn_ = false;
+  Clock::time_point start_ = Clock::now(), last_{};
+};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int default_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+int fail(const std::string& msg) {
+  print_error(msg);
+  return kExitBadInput;
+}
+
+Expected<std::vector<std::string>> inputs_with_bytes(const std::vector<std::string>& inputs) {
+  auto files = list_input_files(inputs);
+  if (!files) return files.status();
+  int64_t bytes = 0;
+  for (const auto& f : *files) {
+    std::error_code ec;
+    bytes += static_cast<int64_t>(fs::file_size(f, ec));
+  }
+  if (bytes == 0) {
+    return Status::error(
+        fmt::format("--input {}: empty corpus ({} files, 0 bytes of text)", fmt::join(inputs, " "), files->size()));
+  }
+  return files;
+}
+
+// ---- train ----
+struct TrainArgs {
+  std::vector<std::string> inputs;
+  std::string out;
+  int64_t vocab = 0;
+  int64_t min_frequency = 2;
+  int threads = default_threads();
+};
+
+int run_train(const TrainArgs& a) {
+  auto files = inputs_with_bytes(a.inputs);
+  if (!files) return fail(files.error());
+  const auto t0 = Clock::now();
+  Expected<WordCounts> words = Status::error("not counted");
+  {
+    ProgressBar bar("count", true);
+    words = count_words(*files, a.threads, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  }
+  if (!words) return fail(words.error());
+  const double count_s = seconds_since(t0);
+  fmt::print("counted {} pieces ({} distinct) in {} files in {:.1f} s\n", words->total(), words->size(), files->size(),
+             count_s);
+  BpeTrainOptions opt;
+  opt.vocab_size = a.vocab;
+  opt.min_frequency = a.min_frequency;
+  const auto t1 = Clock::now();
+  Expected<BpeTokenizer> tok = Status::error("not trained");
+  {
+    ProgressBar bar("merge", false);
+    tok = train_bpe(*words, opt, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  }
+  if (!tok) return fail("--vocab: " + tok.error());
+  if (Status s = save_tokenizer(*tok, a.out); !s) return fail(s.message());
+  fmt::print("learned {} merges in {:.1f} s; vocabulary {} (256 bytes + merges + {} special){}\n", tok->merges().size(),
+             seconds_since(t1), tok->vocab_size(), tok->specials().size(),
+             tok->vocab_size() < a.vocab ? fmt::format(" -- fewer than the {} asked for: the corpus ran out of pairs "
+                                                       "occurring >= {} times",
+                                                       a.vocab, a.min_frequency)
+                                         : "");
+  fmt::print("wrote {} in {:.1f} s total\n", a.out, seconds_since(t0));
+  return kExitOk;
+}
+
+// ---- encode ----
+struct EncodeArgs {
+  std::vector<std::string> inputs;
+  std::string tokenizer, out;
+  double val_fraction = 0;
+  int64_t shard_tokens = int64_t{1} << 25;
+  int threads = default_threads();
+};
+
+int run_encode(const EncodeArgs& a) {
+  auto tok = open_tokenizer(a.tokenizer);
+  if (!tok) return fail("--tokenizer: " + tok.error());
+  auto files = inputs_with_bytes(a.inputs);
+  if (!files) return fail(files.error());
+  EncodeOptions opts;
+  opts.threads = a.threads;
+  opts.val_fraction = a.val_fraction;
+  opts.shard_tokens = a.shard_tokens;
+  const auto t0 = Clock::now();
+  Expected<ShardManifest> m = Status::error("not encoded");
+  {
+    ProgressBar bar("encode", true);
+    m = encode_to_shards(*files, *tok, a.out, opts, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  }
+  if (!m) return fail(m.error());
+  const double secs = seconds_since(t0);
+  int64_t bytes = 0;
+  for (const auto& [name, s] : m->splits) {
+    bytes += s.bytes;
+    fmt::print("{}: {} tokens in {} shard(s), {} documents, {} bytes ({:.2f} bytes/token)\n", name, s.tokens,
+               s.shards.size(), s.documents, s.bytes, s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
+  }
+  fmt::print("encoded {} file{} ({:.1f} MB) in {:.1f} s ({:.1f} MB/s, {} thread{}) into {}\n", files->size(),
+             files->size() == 1 ? "" : "s", bytes / 1e6, secs, secs > 0 ? bytes / 1e6 / secs : 0.0, a.threads,
+             a.threads == 1 ? "" : "s", a.out);
+  return kExitOk;
+}
+
+// The shard files an --input names (a shard file, or a directory's split) and
+// the tokenizer to read them with (--tokenizer, else the directory's).
+struct ShardInput {
+  std::vector<std::string> paths;
+  BpeTokenizer tok = BpeTokenizer::bytes();
+};
+
+Expected<ShardInput> open_shard_input(const std::string& input, const std::string& tokenizer,
+                                      const std::string& split) {
+  ShardInput in;
+  std::error_code ec;
+  std::string tok_path = tokenizer;
+  if (fs::is_directory(input, ec)) {
+    auto m = read_manifest(input);
+    if (!m) return m.status();
+    for (const auto& [name, s] : m->splits) {
+      if (split != "all" && name != split) continue;
+      for (const auto& e : s.shards) in.paths.push_back((fs::path(input) / e.file).string());
+    }
+    if (split != "all" && m->splits.count(split) == 0) return Status::error(input + ": has no '" + split + "' split");
+    if (tok_path.empty()) tok_path = (fs::path(input) / m->tokenizer_file).string();
+  } else {
+    in.paths.push_back(input);
+    if (tok_path.empty()) tok_path = (fs::path(input).parent_path() / "tokenizer.json").string();
+  }
+  auto tok = open_tokenizer(tok_path);
+  if (!tok) return Status::error("tokenizer: " + tok.error());
+  in.tok = std::move(*tok);
+  return in;
+}
+
+// ---- decode ----
+struct DecodeArgs {
+  std::string input, tokenizer, out, split = "all";
+};
+
+int run_decode(const DecodeArgs& a) {
+  auto in = open_shard_input(a.input, a.tokenizer, a.split);
+  if (!in) return fail(in.error());
+  auto f = AtomicFile::create(a.out);
+  if (!f) return fail("--out " + f.error());
+  std::vector<int32_t> ids;
+  std::string text;
+  for (const auto& path : in->paths) {
+    auto shard = TokenShard::open(path);
+    if (!shard) return fail(shard.error());
+    if (shard->header().tokenizer_fingerprint != in->tok.fingerprint()) {
+      return fail(path + ": was encoded with a different tokenizer than the one given; pass the matching --tokenizer");
+    }
+    constexpr int64_t kBlock = int64_t{1} << 20;
+    for (int64_t at = 0; at < shard->size(); at += kBlock) {
+      const int64_t n = std::min(kBlock, shard->size() - at);
+      ids.resize(static_cast<size_t>(n));
+      shard->read(at, n, ids.data());
+      text.clear();
+      in->tok.decode(ids.data(), ids.size(), text);
+      if (Status s = f->write(text.data(), text.size()); !s) return fail(s.message());
+    }
+  }
+  if (Status s = f->commit(); !s) return fail(s.message());
+  fmt::print("decoded {} shard(s) into {} ({} bytes)\n", in->paths.size(), a.out, f->bytes_written());
+  return kExitOk;
+}
+
+// ---- stats ----
+struct StatsArgs {
+  std::vector<std::string> inputs;
+  std::string tokenizer;
+  int threads = default_threads();
+};
+
+int run_stats(const StatsArgs& a) {
+  if (a.inputs.size() == 1 && is_shard_dir(a.inputs[0])) {
+    auto m = read_manifest(a.inputs[0]);
+    if (!m) return fail(m.error());
+    fmt::print("{}: vocabulary {}, tokenizer {} (fingerprint {:016x})\n", a.inputs[0], m->vocab_size, m->tokenizer_file,
+               m->tokenizer_fingerprint);
+    for (const auto& [name, s] : m->splits) {
+      fmt::print("{}: {} tokens in {} shard(s), {} documents, {} source bytes, {:.3f} bytes/token\n", name, s.tokens,
+                 s.shards.size(), s.documents, s.bytes, s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
+    }
+    return kExitOk;
+  }
+  if (a.tokenizer.empty()) return fail("--tokenizer is required for text input (or pass one token-shard directory)");
+  auto tok = open_tokenizer(a.tokenizer);
+  if (!tok) return fail("--tokenizer: " + tok.error());
+  auto files = inputs_with_bytes(a.inputs);
+  if (!files) return fail(files.error());
+  std::vector<uint8_t> used(static_cast<size_t>(tok->vocab_size()), 0);
+  EncodeOptions opts;
+  opts.threads = a.threads;
+  Expected<EncodeStats> st = Status::error("not encoded");
+  {
+    ProgressBar bar("stats", true);
+    st = encode_corpus(
+        *files, *tok, opts,
+        [&](int, const int32_t* t, size_t n) {
+          for (size_t i = 0; i < n; ++i) used[static_cast<size_t>(t[i])] = 1;
+          return Status::ok();
+        },
+        [&](int64_t d, int64_t t) { bar.update(d, t); });
+  }
+  if (!st) return fail(st.error());
+  int64_t distinct = 0;
+  for (uint8_t u : used) distinct += u;
+  fmt::print(
+      "{} files, {} bytes, {} documents -> {} tokens ({} with end-of-text separators): {:.3f} bytes/token; "
+      "{} of {} vocabulary entries used\n",
+      files->size(), st->bytes[0], st->documents[0], st->tokens[0] - (tok->eot() >= 0 ? st->documents[0] : 0),
+      st->tokens[0], st->tokens[0] > 0 ? static_cast<double>(st->bytes[0]) / st->tokens[0] : 0.0, distinct,
+      tok->vocab_size());
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_tokenize_command(CLI::App& parent) {
+  auto* sub = parent.add_subcommand("tokenize", "Train a BPE tokenizer; encode text into token shards and back");
+  sub->require_subcommand(1);
+  auto ta = std::make_shared<TrainArgs>();
+  auto* tr = sub->add_subcommand("train", "Train a byte-level BPE tokenizer on text files");
+  tr->add_option("-i,--input", ta->inputs, "Text files or directories (read recursively)")->required();
+  tr->add_option("--vocab", ta->vocab, "Vocabulary size: 256 bytes + merges + <|endoftext|>")
+      ->required()
+      ->check(CLI::Range(int64_t{257}, int64_t{1} << 24));
+  tr->add_option("-o,--out", ta->out, "Tokenizer file to write (JSON)")->required();
+  tr->add_option("--min-frequency", ta->min_frequency, "Never merge a pair seen fewer times")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  tr->add_option("-j,--threads", ta->threads, "Threads for counting")->capture_default_str()->check(CLI::Range(1, 256));
+
+  auto ea = std::make_shared<EncodeArgs>();
+  auto* en = sub->add_subcommand("encode", "Encode text files into a directory of token shards");
+  en->add_option("-t,--tokenizer", ea->tokenizer,
+                 "Tokenizer: a tera tokenizer file, a GPT-2 vocab.json + merges.txt "
+                 "directory, or 'bytes'")
+      ->required();
+  en->add_option("-i,--input", ea->inputs, "Text files or directories (one document per file)")->required();
+  en->add_option("-o,--out", ea->out, "Output directory (shards + manifest.json + tokenizer.json)")->required();
+  en->add_option("--val-fraction", ea->val_fraction, "Tail of each file held out as the val split")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
+  en->add_option("--shard-tokens", ea->shard_tokens, "Tokens per shard file")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  en->add_option("-j,--threads", ea->threads, "Encoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+
+  auto da = std::make_shared<DecodeArgs>();
+  auto* de = sub->add_subcommand("decode", "Decode token shards back into text");
+  de->add_option("-i,--input", da->input, "A shard file or a shard directory")->required();
+  de->add_option("-t,--tokenizer", da->tokenizer, "Tokenizer (default: the shard directory's tokenizer.json)");
+  de->add_option("-o,--out", da->out, "Text file to write")->required();
+  de->add_option("--split", da->split, "train, val or all (directories only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"train", "val", "all"}));
+
+  auto sa = std::make_shared<StatsArgs>();
+  auto* st = sub->add_subcommand("stats", "Token counts and compression (bytes per token)");
+  st->add_option("-i,--input", sa->inputs, "A shard directory, or text files / directories")->required();
+  st->add_option("-t,--tokenizer", sa->tokenizer, "Tokenizer for text input");
+  st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+
+  return {sub, [=] {
+            if (tr->parsed()) return run_train(*ta);
+            if (en->parsed()) return run_encode(*ea);
+            if (de->parsed()) return run_decode(*da);
+            return run_stats(*sa);
+          }};
+}
+
+}  // namespace tera::cli

@@ -1,0 +1,50 @@
+// Group construction by color/key splits of the world (Megatron rank order).
+#include "comm/groups.h"
+
+#include "core/check.h"
+
+namespace tera {
+
+ProcessGroups::ProcessGroups(Communicator& world, const Layout& layout) {
+  TERA_ASSERT(world.size() == layout.world(), "layout " + layout.to_string() + " does not match the world size");
+  g_.layout = layout;
+  g_.rank = world.rank();
+  g_.coord = layout.coord(g_.rank);
+  g_.world = &world;
+  const auto c = g_.coord;
+  tp_ = world.split(c.pp * layout.dp + c.dp, c.tp, "tp");
+  dp_ = world.split(c.pp * layout.tp + c.tp, c.dp, "dp");
+  pp_ = world.split(c.dp * layout.tp + c.tp, c.pp, "pp");
+  const bool in_embedding = layout.pp > 1 && (c.pp == 0 || c.pp == layout.pp - 1);
+  // Ranks outside the embedding group each get a singleton group they never use.
+  auto emb = world.split(in_embedding ? c.dp * layout.tp + c.tp : layout.world() + g_.rank, c.pp, "embedding");
+  if (in_embedding) embedding_ = std::move(emb);
+  g_.tp = tp_.get();
+  g_.dp = dp_.get();
+  g_.pp = pp_.get();
+  g_.embedding = embedding_.get();
+}
+
+CommStats ProcessGroups::stats() const {
+  CommStats s = g_.world->stats();
+  for (const auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get()}) {
+    if (c != nullptr) s += c->stats();
+  }
+  return s;
+}
+
+void ProcessGroups::set_trace(Trace* trace) {
+  g_.world->set_trace(trace);
+  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get()}) {
+    if (c != nullptr) c->set_trace(trace);
+  }
+}
+
+void ProcessGroups::reset_stats() {
+  g_.world->reset_stats();
+  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get()}) {
+    if (c != nullptr) c->reset_stats();
+  }
+}
+
+}  // namespace tera

@@ -1,0 +1,32 @@
+// The process's place in the job. CommWorld::init starts MPI when the process
+// was launched by an MPI launcher (mpirun/mpiexec, or srun through PMI/PMIx)
+// and otherwise gives a one-rank world without touching MPI, so a plain
+// `tera train` needs no launcher. One CommWorld per process, owned by the
+// command that needs it; it is passed down, never global.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.h"
+
+namespace tera {
+
+class CommWorld {
+ public:
+  static std::unique_ptr<CommWorld> init();
+  virtual ~CommWorld() = default;
+  virtual Communicator& world() = 0;
+  virtual int local_size() const = 0;  // ranks of this job on this node
+  virtual bool is_mpi() const = 0;
+  virtual std::string host() const = 0;
+  // Ends every rank of the job with `code` (MPI_Abort); the only way out for
+  // a rank that cannot continue while others may be waiting on it.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// True when an MPI launcher started this process (environment of mpirun,
+// Hydra, PMI/PMIx or a multi-task srun).
+bool launched_by_mpi();
+
+}  // namespace tera

@@ -1,0 +1,134 @@
+// Corpus -> token streams -> shard files; see corpus_encode.h.
+#include "data/corpus_encode.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <set>
+
+#include "data/token_shard.h"
+#include "data/tokenizer_file.h"
+
+namespace tera {
+
+namespace fs = std::filesystem;
+
+Expected<EncodeStats> encode_corpus(const std::vector<std::string>& files, const BpeTokenizer& tok,
+                                    const EncodeOptions& opts, const TokenSink& sink, const ByteProgress& progress) {
+  if (!(opts.val_fraction >= 0 && opts.val_fraction < 1)) {
+    return Status::error(fmt::format("val fraction {} must lie in [0, 1)", opts.val_fraction));
+  }
+  std::vector<EncodeCache> caches(static_cast<size_t>(std::max(1, opts.threads)));
+  EncodeStats st;
+  const int32_t eot = tok.eot();
+  ChunkOptions co;
+  co.threads = opts.threads;
+  co.chunk_bytes = opts.chunk_bytes;
+  co.hold_out = opts.val_fraction;
+  const Status s = process_text_chunks(
+      files, co, [&](TextChunk& c, int thread) { tok.encode(c.text, c.tokens, caches[static_cast<size_t>(thread)]); },
+      [&](TextChunk& c) -> Status {
+        const int p = c.part;
+        st.bytes[p] += static_cast<int64_t>(c.text.size());
+        st.tokens[p] += static_cast<int64_t>(c.tokens.size());
+        TERA_RETURN_IF_ERROR(sink(p, c.tokens.data(), c.tokens.size()));
+        if (c.last) {
+          ++st.documents[p];
+          if (eot >= 0) {
+            ++st.tokens[p];
+            TERA_RETURN_IF_ERROR(sink(p, &eot, 1));
+          }
+        }
+        return Status::ok();
+      },
+      progress);
+  if (!s) return s;
+  return st;
+}
+
+namespace {
+
+constexpr int64_t kMaxShards = 100000;  // names are <split>-NNNNN.tok
+
+// Buffers one split's tokens and writes a shard whenever shard_tokens are in.
+class ShardWriter {
+ public:
+  ShardWriter(std::string dir, std::string split, const BpeTokenizer& tok, int64_t shard_tokens)
+      : dir_(std::move(dir)), split_(std::move(split)), tok_(tok), cap_(shard_tokens) {}
+
+  Status append(const int32_t* t, size_t n) {
+    while (n > 0) {
+      const size_t take = std::min(n, static_cast<size_t>(cap_) - buf_.size());
+      buf_.insert(buf_.end(), t, t + take);
+      t += take;
+      n -= take;
+      if (static_cast<int64_t>(buf_.size()) == cap_) TERA_RETURN_IF_ERROR(flush());
+    }
+    return Status::ok();
+  }
+  Status flush() {
+    if (buf_.empty()) return Status::ok();
+    if (static_cast<int64_t>(info_.shards.size()) >= kMaxShards) {
+      return Status::error(fmt::format("{}: more than {} {} shards; raise --shard-tokens", dir_, kMaxShards, split_));
+    }
+    const std::string name = fmt::format("{}-{:05d}.tok", split_, info_.shards.size());
+    auto crc = write_shard((fs::path(dir_) / name).string(), buf_.data(), static_cast<int64_t>(buf_.size()),
+                           tok_.vocab_size(), tok_.fingerprint(), tok_.eot());
+    if (!crc) return crc.status();
+    info_.shards.push_back({name, static_cast<int64_t>(buf_.size()), *crc});
+    info_.tokens += static_cast<int64_t>(buf_.size());
+    buf_.clear();
+    return Status::ok();
+  }
+  SplitInfo& info() { return info_; }
+
+ private:
+  std::string dir_, split_;
+  const BpeTokenizer& tok_;
+  int64_t cap_;
+  std::vector<int32_t> buf_;
+  SplitInfo info_;
+};
+
+}  // namespace
+
+Expected<ShardManifest> encode_to_shards(const std::vector<std::string>& files, const BpeTokenizer& tok,
+                                         const std::string& out_dir, const EncodeOptions& opts,
+                                         const ByteProgress& progress) {
+  if (opts.shard_tokens <= 0) return Status::error("--shard-tokens must be positive");
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (!fs::is_directory(out_dir, ec)) return Status::error(out_dir + ": cannot create the output directory");
+  ShardManifest m;
+  TERA_RETURN_IF_ERROR(save_tokenizer(tok, (fs::path(out_dir) / m.tokenizer_file).string()));
+  ShardWriter writers[2] = {{out_dir, "train", tok, opts.shard_tokens}, {out_dir, "val", tok, opts.shard_tokens}};
+  auto stats = encode_corpus(
+      files, tok, opts, [&](int part, const int32_t* t, size_t n) { return writers[part].append(t, n); }, progress);
+  if (!stats) return stats.status();
+  for (int p = 0; p < 2; ++p) TERA_RETURN_IF_ERROR(writers[p].flush());
+  m.tokenizer_fingerprint = tok.fingerprint();
+  m.vocab_size = tok.vocab_size();
+  m.eot = tok.eot();
+  m.inputs = files;
+  const char* names[2] = {"train", "val"};
+  for (int p = 0; p < 2; ++p) {
+    if (p == 1 && opts.val_fraction <= 0) continue;
+    SplitInfo info = std::move(writers[p].info());
+    info.bytes = stats->bytes[p];
+    info.documents = stats->documents[p];
+    m.splits[names[p]] = std::move(info);
+  }
+  TERA_RETURN_IF_ERROR(write_manifest(out_dir, m));
+  std::set<std::string> keep;
+  for (const auto& [name, s] : m.splits) {
+    for (const auto& e : s.shards) keep.insert(e.file);
+  }
+  for (const auto& entry : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool ours = (name.starts_with("train-") || name.starts_with("val-")) && name.ends_with(".tok");
+    if (ours && keep.count(name) == 0) fs::remove(entry.path(), ec);
+  }
+  return m;
+}
+
+}  // namespace tera

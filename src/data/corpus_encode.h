@@ -1,0 +1,45 @@
+// Encoding a corpus: each input file is one document, closed by the
+// end-of-text token when the tokenizer has one; with a val fraction, each
+// file's tail (cut at a safe pre-token boundary) goes to the "val" split as
+// its own document. Chunks are encoded in parallel and delivered in order, so
+// the tokens do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "data/bpe_tokenizer.h"
+#include "data/shard_manifest.h"
+#include "data/text_chunks.h"
+
+namespace tera {
+
+struct EncodeOptions {
+  int threads = 1;
+  double val_fraction = 0;                  // of each file's bytes, [0, 1)
+  int64_t shard_tokens = int64_t{1} << 25;  // tokens per shard file (the last may hold fewer)
+  size_t chunk_bytes = size_t{1} << 20;
+};
+
+struct EncodeStats {
+  int64_t bytes[2] = {0, 0}, tokens[2] = {0, 0}, documents[2] = {0, 0};  // [train, val]
+};
+
+// sink(part, tokens, n) receives each split's stream in order (part 0 train, 1 val).
+using TokenSink = std::function<Status(int part, const int32_t* tokens, size_t n)>;
+
+Expected<EncodeStats> encode_corpus(const std::vector<std::string>& files, const BpeTokenizer& tok,
+                                    const EncodeOptions& opts, const TokenSink& sink,
+                                    const ByteProgress& progress = {});
+
+// Writes a shard directory: tokenizer.json, train-NNNNN.tok (and val-NNNNN.tok),
+// then manifest.json; shard files of an earlier encode that the new manifest
+// does not list are removed afterwards.
+Expected<ShardManifest> encode_to_shards(const std::vector<std::string>& files, const BpeTokenizer& tok,
+                                         const std::string& out_dir, const EncodeOptions& opts,
+                                         const ByteProgress& progress = {});
+
+}  // namespace tera

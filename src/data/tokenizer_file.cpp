@@ -1,0 +1,192 @@
+// Reading and writing tokenizer files (tera JSON, GPT-2 vocab.json + merges.txt).
+#include "data/tokenizer_file.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/file_util.h"
+#include "data/byte_unicode.h"
+
+namespace tera {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+Expected<std::string> read_text(const std::string& path) {
+  auto bytes = read_file(path);
+  if (!bytes) return bytes.status();
+  return std::string(bytes->begin(), bytes->end());
+}
+
+Expected<json> parse_json(std::string_view text, const std::string& what) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception& e) {
+    return Status::error(what + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+std::string tokenizer_to_json(const BpeTokenizer& tok) {
+  std::string s = fmt::format(
+      "{{\n\"format\": \"{}\",\n\"version\": {},\n\"pretokenizer\": \"gpt2\",\n\"vocab_size\": {},\n"
+      "\"special_tokens\": {},\n\"tokens\": [\n",
+      kTokenizerFormat, kTokenizerVersion, tok.vocab_size(), json(tok.specials()).dump());
+  for (int64_t i = 0; i < tok.vocab_size(); ++i) {
+    s += json(bytes_to_printable(tok.token(static_cast<int32_t>(i)))).dump();
+    s += i + 1 < tok.vocab_size() ? ",\n" : "\n";
+  }
+  s += "],\n\"merges\": [\n";
+  const auto& merges = tok.merges();
+  for (size_t r = 0; r < merges.size(); ++r) {
+    s += fmt::format("[{}, {}]{}\n", merges[r].left, merges[r].right, r + 1 < merges.size() ? "," : "");
+  }
+  return s + "]\n}\n";
+}
+
+Expected<BpeTokenizer> parse_tokenizer_json(std::string_view text, const std::string& what) {
+  auto parsed = parse_json(text, what);
+  if (!parsed) return parsed.status();
+  const json& j = *parsed;
+  auto err = [&](const std::string& m) { return Status::error(what + ": " + m); };
+  if (!j.is_object() || !j.contains("format") || j["format"] != kTokenizerFormat) {
+    return err(fmt::format("not a tera tokenizer (\"format\" must be \"{}\")", kTokenizerFormat));
+  }
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != kTokenizerVersion) {
+    return err(fmt::format("unsupported tokenizer version {} (this tera reads version {})",
+                           j.contains("version") ? j["version"].dump() : "none", kTokenizerVersion));
+  }
+  if (j.value("pretokenizer", json()) != "gpt2") return err("\"pretokenizer\" must be \"gpt2\"");
+  for (const char* key : {"tokens", "merges", "special_tokens"}) {
+    if (!j.contains(key) || !j[key].is_array()) return err(fmt::format("\"{}\" must be an array", key));
+  }
+  const json& jt = j["tokens"];
+  if (!j.contains("vocab_size") || !j["vocab_size"].is_number_integer() ||
+      j["vocab_size"].get<int64_t>() != static_cast<int64_t>(jt.size())) {
+    return err(fmt::format("\"vocab_size\" must equal the number of tokens ({})", jt.size()));
+  }
+  std::vector<std::string> tokens(jt.size());
+  for (size_t i = 0; i < jt.size(); ++i) {
+    if (!jt[i].is_string() || !printable_to_bytes(jt[i].get_ref<const std::string&>(), tokens[i])) {
+      return err(fmt::format("token {} is not a string of GPT-2 byte characters", i));
+    }
+  }
+  std::vector<BpeMerge> merges;
+  merges.reserve(j["merges"].size());
+  for (const json& m : j["merges"]) {
+    if (!m.is_array() || m.size() != 2 || !m[0].is_number_integer() || !m[1].is_number_integer() ||
+        m[0].get<int64_t>() < 0 || m[1].get<int64_t>() < 0 || m[0].get<int64_t>() >= static_cast<int64_t>(jt.size()) ||
+        m[1].get<int64_t>() >= static_cast<int64_t>(jt.size())) {
+      return err(fmt::format("merge {} must be a pair of token ids below {}", merges.size(), jt.size()));
+    }
+    merges.push_back({m[0].get<int32_t>(), m[1].get<int32_t>()});
+  }
+  std::vector<int32_t> specials;
+  for (const json& s : j["special_tokens"]) {
+    if (!s.is_number_integer() || s.get<int64_t>() < 0 || s.get<int64_t>() >= static_cast<int64_t>(jt.size())) {
+      return err("\"special_tokens\" must hold token ids");
+    }
+    specials.push_back(s.get<int32_t>());
+  }
+  return BpeTokenizer::create(std::move(tokens), std::move(merges), std::move(specials), what);
+}
+
+Status save_tokenizer(const BpeTokenizer& tok, const std::string& path) {
+  const std::string text = tokenizer_to_json(tok);
+  auto f = AtomicFile::create(path);
+  if (!f) return f.status();
+  TERA_RETURN_IF_ERROR(f->write(text.data(), text.size()));
+  return f->commit();
+}
+
+Expected<BpeTokenizer> parse_gpt2_tokenizer(std::string_view vocab_json, std::string_view merges_txt,
+                                            const std::string& vocab_what, const std::string& merges_what) {
+  auto parsed = parse_json(vocab_json, vocab_what);
+  if (!parsed) return parsed.status();
+  const json& v = *parsed;
+  if (!v.is_object() || v.size() < 256) {
+    return Status::error(vocab_what + ": must be a JSON object mapping at least 256 tokens to ids");
+  }
+  std::vector<std::string> tokens(v.size());
+  std::vector<uint8_t> seen(v.size(), 0);
+  std::vector<int32_t> specials;
+  std::unordered_map<std::string, int32_t> ids;
+  for (const auto& [key, val] : v.items()) {
+    if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() >= static_cast<int64_t>(v.size())) {
+      return Status::error(
+          fmt::format("{}: token {} must map to an id in [0, {})", vocab_what, json(key).dump(), v.size()));
+    }
+    const auto id = val.get<int32_t>();
+    if (seen[static_cast<size_t>(id)]) return Status::error(fmt::format("{}: id {} is used twice", vocab_what, id));
+    seen[static_cast<size_t>(id)] = 1;
+    if (key == kEndOfText) {
+      tokens[static_cast<size_t>(id)] = key;
+      specials.push_back(id);
+    } else if (!printable_to_bytes(key, tokens[static_cast<size_t>(id)])) {
+      return Status::error(
+          fmt::format("{}: token {} is not written in GPT-2 byte characters", vocab_what, json(key).dump()));
+    }
+    ids.emplace(key, id);
+  }
+  std::vector<BpeMerge> merges;
+  size_t line_no = 0, pos = 0;
+  while (pos < merges_txt.size()) {
+    size_t end = merges_txt.find('\n', pos);
+    if (end == std::string_view::npos) end = merges_txt.size();
+    std::string_view line = merges_txt.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || (line_no == 1 && line.starts_with("#version"))) continue;
+    const size_t sp = line.find(' ');
+    const std::string left(line.substr(0, sp == std::string_view::npos ? line.size() : sp));
+    const std::string right(sp == std::string_view::npos ? "" : line.substr(sp + 1));
+    auto l = ids.find(left), r = ids.find(right);
+    if (left.empty() || right.empty() || right.find(' ') != std::string::npos || l == ids.end() || r == ids.end()) {
+      return Status::error(
+          fmt::format("{}:{}: expected two tokens of {} separated by one space", merges_what, line_no, vocab_what));
+    }
+    merges.push_back({l->second, r->second});
+  }
+  return BpeTokenizer::create(std::move(tokens), std::move(merges), std::move(specials), vocab_what);
+}
+
+Expected<BpeTokenizer> open_tokenizer(const std::string& spec) {
+  if (spec == "bytes") return BpeTokenizer::bytes();
+  std::error_code ec;
+  if (fs::is_directory(spec, ec)) {
+    for (const auto& [vocab, merges] :
+         {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
+      const std::string vp = (fs::path(spec) / vocab).string(), mp = (fs::path(spec) / merges).string();
+      if (!fs::is_regular_file(vp, ec) || !fs::is_regular_file(mp, ec)) continue;
+      auto vt = read_text(vp);
+      if (!vt) return vt.status();
+      auto mt = read_text(mp);
+      if (!mt) return mt.status();
+      return parse_gpt2_tokenizer(*vt, *mt, vp, mp);
+    }
+    return Status::error(spec + ": a tokenizer directory must hold vocab.json + merges.txt (GPT-2's files)");
+  }
+  auto text = read_text(spec);
+  if (!text) return text.status();
+  return parse_tokenizer_json(*text, spec);
+}
+
+std::string tokenizer_reference(const BpeTokenizer& tok) { return tok.is_bytes() ? "bytes" : tokenizer_to_json(tok); }
+
+Expected<BpeTokenizer> tokenizer_from_reference(const std::string& ref, const std::string& base_dir,
+                                                const std::string& where) {
+  if (ref == "bytes") return BpeTokenizer::bytes();
+  if (!ref.empty() && ref.front() == '{') return parse_tokenizer_json(ref, where + " (the tokenizer it records)");
+  const fs::path p(ref);
+  auto tok = open_tokenizer(p.is_absolute() ? ref : (fs::path(base_dir) / p).string());
+  if (!tok) return Status::error(where + ": cannot load the tokenizer it names: " + tok.error());
+  return tok;
+}
+
+}  // namespace tera

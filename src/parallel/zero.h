@@ -1,0 +1,141 @@
+// Data parallelism with ZeRO stages 0-3 (Rajbhandari et al. 2020) as a
+// ParamMemory: the model asks for each unit's parameters and gradients and
+// reports when a unit's gradient is complete; this class decides where they
+// live and overlaps communication with the rest of backward.
+//
+//   zero 0  params, grads, Adam state replicated; each unit's gradient is
+//           all-reduced (non-blocking) as soon as the last micro-batch's
+//           backward finishes it.
+//   zero 1  Adam state sharded: grads reduce-scattered per unit, each rank
+//           updates its chunk, parameters all-gathered back.
+//   zero 2  as 1, and gradients too: a unit's gradient lives in a staging
+//           buffer only until its per-micro-batch reduce-scatter completes;
+//           each rank accumulates just its chunk.
+//   zero 3  (FSDP) parameters sharded too: each block's unit is all-gathered
+//           just before its forward and again before its backward (the next
+//           one prefetched), and freed after; the embedding units (wte, io),
+//           used at both ends of every micro-batch, are gathered once per step.
+// Unit u (ParamTable::units) of P floats splits into dp chunks of P/dp; rank
+// r owns chunk r of every unit. Grad reduction is a SUM: every rank scales its
+// loss by 1 / (global batch tokens), so the sum is the mean-loss gradient.
+#pragma once
+
+#include <deque>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "kernels/backend.h"
+#include "model/gpt.h"
+#include "model/param_memory.h"
+#include "optim/adamw.h"
+
+namespace tera {
+
+class ZeroMemory final : public ParamMemory {
+ public:
+  // `table` must be built with unit_align = dp.size() * 16 (see ParamTable).
+  // With sequence parallelism, `tp` is the tensor-parallel group over which
+  // each unit's sp_partial_grad prefix is summed before the dp reduction.
+  ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be, AdamWConfig adam,
+             Communicator* tp = nullptr, bool sequence_parallel = false);
+  ~ZeroMemory() override;
+
+  // ParamMemory
+  const float* acquire(int unit, Pass pass) override;
+  void release(int unit, Pass pass) override;
+  float* grads(int unit) override;
+  void grads_done(int unit) override;
+  void poll() override;
+
+  // Initial parameters: every rank fills what it stores (layout-invariant).
+  void init_parameters(uint64_t seed);
+  // Step protocol: begin_step, then per micro-batch set_last_micro_batch +
+  // forward_backward, then finish_gradients, grad_norm_squared, optimizer_step.
+  void begin_step();
+  void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
+  void finish_gradients();
+  // Squared norm of the reduced gradient over this tensor-parallel rank's
+  // parameters, split into tensors split across tp ranks (to be summed over
+  // the tp group) and replicated ones (identical on every tp rank).
+  struct NormParts {
+    double split = 0, replicated = 0;
+  };
+  // skip_unit: a unit not to count (the tied embedding's copy on the last
+  // pipeline stage, counted on the first).
+  NormParts grad_norm_squared(int skip_unit = -1);
+  // The reduced gradient of `unit` this rank holds after finish_gradients:
+  // the whole unit (zero 0) or this rank's chunk (zero >= 1).
+  float* reduced_grads(int unit, int64_t* count);
+  void optimizer_step(float lr, float grad_scale, int64_t step);
+
+  // Full parameters (checkpoints): collective under zero 3.
+  void gather_parameters(float* out);
+  void load_parameters(const float* full);
+  // This rank's whole tensor-parallel shard of the parameters and both Adam
+  // moments, in the table's layout (padding 0): collective over dp for the
+  // sharded stages. load_state takes arrays of the same layout; each rank
+  // keeps its part.
+  void gather_state(float* params, float* m, float* v);
+  void load_state(const float* params, const float* m, const float* v);
+
+  int stage() const { return zero_; }
+  MemoryReport memory() const;  // params / grads / optimizer bytes this rank holds
+
+ private:
+  struct Pending {
+    int unit;
+    Request req;
+    float* staging;  // zero 2/3: send buffer to return to the pool
+    float* temp;     // zero 2/3: received chunk to add into the accumulator
+  };
+  struct Gather {
+    int unit = -1;
+    Request req;
+    float* buf = nullptr;
+    bool in_use = false;
+  };
+  bool dedicated(int unit) const { return unit == table_.wte_unit() || unit == table_.io_unit(); }
+  int64_t chunk(int unit) const { return table_.units()[static_cast<size_t>(unit)].size() / dp_.size(); }
+  int64_t chunk_begin(int unit) const {
+    return table_.units()[static_cast<size_t>(unit)].begin + dp_.rank() * chunk(unit);
+  }
+  float* shard_ptr(float* shard_base, int unit) const { return shard_base + shard_offset_[static_cast<size_t>(unit)]; }
+  void complete(Pending& p);
+  void complete_oldest();
+  float* take_staging(int unit);
+  Gather& gather_slot(int unit);
+  void start_gather(int unit, Gather& g);
+  void prefetch(int unit);
+
+  std::vector<AdamW::Span> spans() ;
+  const ParamTable& table_;
+  Communicator& dp_;
+  Communicator* tp_;
+  const bool sp_;
+  const int zero_;
+  const Backend& be_;
+  std::vector<int64_t> shard_offset_;  // per unit, into shard arrays (sum of chunks before it)
+  int64_t shard_floats_ = 0;
+  int64_t max_block_ = 0, max_chunk_ = 0;  // largest block unit, largest chunk (floats)
+  float* temp_for(const float* staging) const;
+  bool last_micro_batch_ = true;
+
+  Arena params_;        // zero 0-2: full; zero 3: this rank's shard
+  Arena grads_;         // zero 0-1: full
+  Arena grad_shard_;    // zero 1-3: reduced chunk (zero 2/3 accumulate over micro-batches)
+  Arena staging_;       // zero 2/3: root staging + 2 block staging buffers
+  Arena temps_;         // zero 2/3: reduce-scatter outputs, one per staging buffer
+  Arena gathered_;      // zero 3: root + 2 block gather buffers
+  std::vector<float*> free_staging_;         // zero 2/3: block staging buffers not in use
+  std::vector<float*> staging_of_unit_;      // zero 2/3: the buffer a unit accumulates into now
+  std::vector<float*> dedicated_staging_;    // zero 2/3: per unit, its own buffer (wte, io) or null
+  std::vector<float*> temp_of_staging_;      // zero 2/3: parallel to the staging buffers, by index
+  std::vector<float*> staging_buffers_;      // zero 2/3: every staging buffer, by index
+  std::deque<Pending> pending_;
+  std::vector<Gather> dedicated_gather_;     // zero 3: per unit, wte and io only
+  Gather block_gathers_[2];
+  int first_block_unit_ = 0;
+  std::unique_ptr<AdamW> adam_;
+};
+
+}  // namespace tera

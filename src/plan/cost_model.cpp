@@ -1,0 +1,181 @@
+// The cost model (see cost_model.h). Optimizer traffic per local parameter:
+// mixed precision reads fp32 master, m, v and grad and writes master, m, v
+// and the 16-bit weight (30 bytes); fp32 reads p, g, m, v and writes p, m, v
+// (28 bytes). Point-to-point messages carry 1/tp of an activation (Megatron's
+// scatter/gather optimization, or the sequence-parallel shard), re-gathered
+// inside the node when sequence parallelism is off.
+#include "plan/cost_model.h"
+
+#include <algorithm>
+
+#include "plan/collectives.h"
+#include "plan/memory_model.h"
+
+namespace tera {
+
+PassCost& PassCost::operator+=(const PassCost& o) {
+  gemm += o.gemm;
+  attention += o.attention;
+  memory += o.memory;
+  tp_comm += o.tp_comm;
+  dp_comm += o.dp_comm;
+  return *this;
+}
+
+PassCost PassCost::scaled(double f) const { return {gemm * f, attention * f, memory * f, tp_comm * f, dp_comm * f}; }
+
+double gemm_efficiency(const Op& op, const Efficiency& e) {
+  auto f = [&](double d) { return d / (d + e.gemm_half_dim); };
+  return e.gemm_max * f(op.m) * f(op.n) * f(op.k);
+}
+
+double op_time(const Op& op, const Cluster& cl, double peak) {
+  double t = cl.eff.kernel_overhead;
+  if (op.fused_attention) t += op.flops / (peak * cl.eff.flash);
+  else if (op.m > 0) t += std::max(op.flops / (peak * gemm_efficiency(op, cl.eff)), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
+  else t += op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm);
+  return t;
+}
+
+PassCost price_pass(const PassOps& p, const Cluster& cl, double peak, int tp) {
+  PassCost c;
+  for (const Op& op : p.ops) {
+    const double t = op_time(op, cl, peak);
+    if (op.cls == OpClass::gemm) c.gemm += t;
+    else if (op.cls == OpClass::attention) c.attention += t;
+    else c.memory += t;
+  }
+  double comm = 0;
+  for (const CommOp& x : p.comm) comm += collective_time(x.kind, x.bytes, Group{tp, 1}, cl);
+  c.tp_comm = cl.stack.tp_comm_overlap ? overlapped(c.gemm, comm, cl.eff) - c.gemm : comm;
+  return c;
+}
+
+Expected<double> peak_flops(const Cluster& cl, Precision p) {
+  if (p == Precision::fp32) return cl.gpu.peak_flops_32;
+  if (cl.gpu.peak_flops_16 <= 0) {
+    return Status::error("cluster " + cl.name + " (" + cl.source +
+                         ") has no 16-bit peak (gpu.peak_tflops_16); plan with --precision fp32");
+  }
+  return cl.gpu.peak_flops_16;
+}
+
+namespace {
+
+// ZeRO-2/3 traffic of one pass over `params` local parameters, overlapped
+// with the pass's own work: only what exceeds it is exposed.
+double zero_exposed(const Layout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
+                    double pass_time) {
+  if (l.dp <= 1 || l.zero < 2) return 0;
+  const Group dp{l.dp, l.tp};
+  double t = 0;
+  if (l.zero >= 3) t += collective_time(Collective::all_gather, params * static_cast<double>(pb.param), dp, cl);
+  if (backward) {
+    t += collective_time(Collective::reduce_scatter, params * static_cast<double>(grad_bytes(pb, l.zero)), dp, cl);
+  }
+  return overlapped(pass_time, t, cl.eff) - pass_time;
+}
+
+}  // namespace
+
+PartCosts price_parts(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl) {
+  const PrecisionBytes pb = precision_bytes(w.precision);
+  PartCosts pc;
+  pc.peak_flops = peak_flops(cl, w.precision).value();
+  OpsOptions o;
+  o.B = l.micro_batch;
+  o.T = spec.config().seq_len;
+  o.tp = l.tp;
+  o.sequence_parallel = l.sequence_parallel && l.tp > 1;
+  o.recompute = l.recompute;
+  o.flash_attention = cl.stack.flash_attention;
+  o.dropout = cl.stack.dropout;
+  o.act_bytes = dtype_bytes(pb.act);
+  auto both = [&](const PartOps& ops, PassCost* f, PassCost* b) {
+    *f = price_pass(ops.fwd, cl, pc.peak_flops, l.tp);
+    *b = price_pass(ops.bwd, cl, pc.peak_flops, l.tp);
+    *b += price_pass(ops.recompute, cl, pc.peak_flops, l.tp);
+  };
+  both(block_ops(spec, o), &pc.block_f, &pc.block_b);
+  both(embedding_ops(spec, o), &pc.emb_f, &pc.emb_b);
+  both(head_ops(spec, o), &pc.head_f, &pc.head_b);
+  pc.act_bytes = static_cast<double>(o.B * o.T * spec.config().hidden * o.act_bytes);
+  return pc;
+}
+
+StepCosts price_step(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl) {
+  return price_step(price_parts(spec, l, w, cl), param_split(spec, l.tp), spec.config().layers, l, w, cl);
+}
+
+StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const Layout& l,
+                     const Workload& w, const Cluster& cl) {
+  const PrecisionBytes pb = precision_bytes(w.precision);
+  StepCosts sc;
+  sc.peak_flops = parts.peak_flops;
+  const double block_p = split.block, emb_p = split.wte;
+  // ZeRO-2/3 traffic overlapped with the pass it serves.
+  auto with_zero = [&](PassCost c, double params, bool backward) {
+    c.dp_comm = zero_exposed(l, pb, cl, params, backward, c.total());
+    return c;
+  };
+  const PassCost bf = with_zero(parts.block_f, block_p, false), bb = with_zero(parts.block_b, block_p, true);
+  const PassCost ef = with_zero(parts.emb_f, emb_p, false), eb = with_zero(parts.emb_b, emb_p, true);
+  const PassCost hf = with_zero(parts.head_f, emb_p, false), hb = with_zero(parts.head_b, emb_p, true);
+  const int V = l.pp * l.vpp;
+  sc.fwd.resize(static_cast<size_t>(V));
+  sc.bwd.resize(static_cast<size_t>(V));
+  for (int v = 0; v < V; ++v) {
+    const double n = static_cast<double>(layers_in_virtual_stage(l, layers, v));
+    PassCost f = bf.scaled(n), b = bb.scaled(n);
+    if (v == 0) {
+      f += ef;
+      b += eb;
+    }
+    if (v == V - 1) {
+      f += hf;
+      b += hb;
+    }
+    sc.fwd[static_cast<size_t>(v)] = f;
+    sc.bwd[static_cast<size_t>(v)] = b;
+  }
+  // Point-to-point: 1/tp of an activation, then re-gathered over tp.
+  const double act = parts.act_bytes;
+  sc.p2p = p2p_time(act / l.tp, l.tp * l.dp, cl);
+  if (l.tp > 1 && !(l.sequence_parallel && l.tp > 1)) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
+  // Per stage: gradient reduction (ZeRO 0: all-reduce, 1: reduce-scatter;
+  // 2/3 already reduced per micro-batch), tied-embedding all-reduce between
+  // the first and last stage, optimizer step, ZeRO-1/2 parameter all-gather.
+  const Group dp{l.dp, l.tp};
+  const double bucket = 40e6;
+  const double opt_bytes = w.precision == Precision::mixed ? 30 : 28;
+  for (int s = 0; s < l.pp; ++s) {
+    const double P = stage_params(split, l, layers, s);
+    double reduce = 0, last = 0;
+    if (l.zero <= 1) {
+      const Collective k = l.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+      reduce = collective_time(k, P * static_cast<double>(pb.grad), dp, cl);
+      last = collective_time(k, std::min(P, bucket) * static_cast<double>(pb.grad), dp, cl);
+    }
+    if (l.pp > 1 && (s == 0 || s == l.pp - 1)) {
+      const double tied = collective_time(Collective::all_reduce, emb_p * static_cast<double>(grad_bytes(pb, l.zero)),
+                                          Group{2, (l.pp - 1) * l.tp * l.dp}, cl);
+      reduce += tied;
+      last += tied;
+    }
+    const double shard = l.zero >= 1 ? P / l.dp : P;
+    double opt = shard * opt_bytes / (cl.gpu.hbm_bw * cl.eff.hbm) + 10 * cl.eff.kernel_overhead;
+    if (l.zero == 1 || l.zero == 2) {
+      const double gather = collective_time(Collective::all_gather, P * static_cast<double>(pb.param), dp, cl);
+      const double first = collective_time(Collective::all_gather, std::min(P, bucket) * static_cast<double>(pb.param), dp, cl);
+      // Overlapped with the next forward, but for its first bucket.
+      opt += cl.stack.dp_overlap ? first + cl.eff.overlap_loss * (gather - first) : gather;
+    }
+    sc.dp_reduce.push_back(reduce);
+    sc.dp_last_bucket.push_back(last);
+    sc.optimizer.push_back(opt);
+  }
+  sc.step_overhead = cl.eff.step_overhead;
+  return sc;
+}
+
+}  // namespace tera

@@ -1,0 +1,68 @@
+// Per-instruction costs of one training step on a cluster: what a forward or
+// backward of each virtual stage takes, a point-to-point message, the
+// data-parallel gradient reduction and the optimizer step per physical
+// stage. GEMMs run at peak x gemm_max x f(m) f(n) f(k) with f(d) = d/(d + half)
+// (small dims waste tiles and waves), or at the HBM speed of their operands
+// when that is slower (a roofline), memory-bound ops at HBM bandwidth x hbm,
+// fused attention at peak x flash on the FLOPs it performs, plus a launch
+// overhead per kernel. Tensor-parallel collectives are exposed (or hidden
+// behind the pass's GEMMs when the stack overlaps them); ZeRO-2/3 collectives
+// overlap the pass they serve; whatever overlaps pays overlap_loss
+// (hardware.h: max(a, b) + overlap_loss * min(a, b)). The simulator (simulator.h) prices the
+// schedule's instruction lists with these numbers.
+#pragma once
+
+#include <vector>
+
+#include "model/model_spec.h"
+#include "plan/hardware.h"
+#include "plan/layer_ops.h"
+#include "plan/layout.h"
+#include "plan/memory_model.h"
+
+namespace tera {
+
+// Seconds, by class. dp_comm is the exposed part of ZeRO-2/3 traffic.
+struct PassCost {
+  double gemm = 0, attention = 0, memory = 0, tp_comm = 0, dp_comm = 0;
+  double compute() const { return gemm + attention + memory; }
+  double total() const { return compute() + tp_comm + dp_comm; }
+  PassCost& operator+=(const PassCost& o);
+  PassCost scaled(double f) const;
+};
+
+struct StepCosts {
+  std::vector<PassCost> fwd, bwd;  // per virtual stage: cost of its F and B instructions
+  double p2p = 0;                  // one activation or gradient message between adjacent stages
+  // Per physical stage:
+  std::vector<double> dp_reduce;       // gradient reduction of the whole stage (reduce_grads)
+  std::vector<double> dp_last_bucket;  // the part that cannot overlap backward
+  std::vector<double> optimizer;       // optimizer step incl. the exposed ZeRO parameter gather
+  double step_overhead = 0;
+  double peak_flops = 0;  // per GPU, for MFU
+};
+
+double gemm_efficiency(const Op& op, const Efficiency& e);
+double op_time(const Op& op, const Cluster& cl, double peak_flops);
+// Prices one pass: compute by class and its tensor-parallel collectives.
+PassCost price_pass(const PassOps& p, const Cluster& cl, double peak_flops, int tp);
+
+// Peak FLOP/s for the workload's precision; fails if the GPU lacks it.
+Expected<double> peak_flops(const Cluster& cl, Precision p);
+
+StepCosts price_step(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl);
+
+// The same in two parts, so a search can reuse the first: the passes of a
+// block, the embedding and the head (compute and tensor-parallel
+// collectives; they depend on tp, micro-batch, sequence parallelism and
+// recompute only), then the step around them.
+struct PartCosts {
+  PassCost block_f, block_b, emb_f, emb_b, head_f, head_b;
+  double peak_flops = 0;
+  double act_bytes = 0;  // one activation [B, T, C]
+};
+PartCosts price_parts(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl);
+StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const Layout& l,
+                     const Workload& w, const Cluster& cl);
+
+}  // namespace tera

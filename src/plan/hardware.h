@@ -1,0 +1,87 @@
+// Cluster presets: one accelerator type, its node (links inside a node, NICs
+// per node), the calibrated efficiencies and the software stack the cost model
+// assumes. Read from TOML (configs/clusters/*.toml); every field is checked
+// and a bad one is named with its file and key. Units inside: SI (FLOP/s,
+// bytes, bytes/s, seconds); the TOML files use TFLOP/s, GB/s, GiB and us.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace tera {
+
+struct GpuSpec {
+  std::string name;
+  double peak_flops_16 = 0;  // dense bf16/fp16 tensor FLOP/s; 0: no 16-bit support
+  double peak_flops_32 = 0;  // dense fp32 FLOP/s
+  double memory_bytes = 0;   // device memory per GPU
+  double hbm_bw = 0;         // bytes/s
+};
+
+// Links inside a node: GPUs in one package (MI250X: the two GCDs) talk over
+// package_bw, any other pair over intra_bw; NICs serve the whole node.
+struct NodeSpec {
+  int gpus = 1;
+  int package_gpus = 1;
+  double package_bw = 0;  // bytes/s per direction between GPUs of one package
+  double intra_bw = 0;    // bytes/s per direction per GPU to any other GPU of the node
+  int nics = 1;
+  double nic_bw = 0;      // bytes/s per direction per NIC
+  double inter_bw_per_gpu() const { return nic_bw * nics / gpus; }
+};
+
+// The handful of calibrated, physically meaningful parameters (docs/plan.md).
+struct Efficiency {
+  double gemm_max = 0.7;        // achievable fraction of peak for large GEMMs
+  double gemm_half_dim = 128;   // a GEMM dim d contributes d / (d + gemm_half_dim)
+  double hbm = 0.8;             // achievable fraction of HBM bandwidth
+  double flash = 0.5;           // fused attention: fraction of peak on the FLOPs it performs
+  double intra_link = 0.8;      // achievable fraction of intra-node link bandwidth (bus bandwidth)
+  double inter_link = 0.8;      // achievable fraction of NIC bandwidth
+  double alpha_intra = 5e-6;    // seconds per collective step inside a node
+  double alpha_inter = 10e-6;   // seconds per collective step across nodes
+  double kernel_overhead = 4e-6;  // seconds per kernel launch (idle SMs between kernels)
+  // Two activities overlapped take max(a, b) + overlap_loss * min(a, b):
+  // communication kernels take SMs and memory bandwidth from the compute
+  // they hide behind (0: perfect overlap, 1: none).
+  double overlap_loss = 0.3;
+  double step_overhead = 0;     // seconds per step outside the model (data loading, logging)
+};
+
+// What the training software does (not the hardware): which kernels and
+// overlaps exist. A preset describes the stack its calibration runs used.
+struct Stack {
+  bool flash_attention = false;  // fused attention kernel (no T x T scores in memory)
+  bool tp_comm_overlap = false;  // tensor-parallel collectives overlapped with GEMMs
+  bool dp_overlap = true;        // gradient reduction overlapped with backward (all but the last bucket)
+  bool p2p_overlap = true;       // pipeline sends run beside compute (else the sender waits for each transfer)
+  bool dropout = true;           // attention/hidden dropout masks kept (Megatron GPT default)
+};
+
+struct MemoryPolicy {
+  double reserved_bytes = 0;  // CUDA/HIP context, NCCL/RCCL and library workspaces
+  double fragmentation = 0.1; // allocator allowance on top of everything the model holds
+};
+
+// Time of two overlapped activities under the cluster's overlap_loss.
+inline double overlapped(double a, double b, const Efficiency& e) {
+  return (a > b ? a : b) + e.overlap_loss * (a < b ? a : b);
+}
+
+struct Cluster {
+  std::string name;
+  std::string source;  // file it came from
+  GpuSpec gpu;
+  NodeSpec node;
+  Efficiency eff;
+  Stack stack;
+  MemoryPolicy memory;
+};
+
+// Parses a cluster preset; `where` names the file in messages.
+Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string& where);
+// Writes a cluster back as TOML (same keys and units as the presets).
+std::string cluster_to_toml(const Cluster& c, const std::string& header_comment);
+
+}  // namespace tera

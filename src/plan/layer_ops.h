@@ -1,0 +1,67 @@
+// The operations one GPU runs for one micro-batch: a transformer block, the
+// embedding and the LM head, each as forward, backward and the extra work
+// recompute adds to backward. GEMMs carry their shapes (the cost model's
+// efficiency curve reads them), memory-bound ops their bytes moved, and
+// tensor-parallel collectives their buffer sizes. Megatron-LM's kernel
+// structure (Narayanan et al. 2021; Korthikanti et al. 2022): fused
+// bias-GeLU, bias-dropout-add and scale-mask-softmax; flash attention when
+// the stack has it. Shape legend as model_spec.h; N = B*T tokens, Ns = N/tp
+// under sequence parallelism (else N), e = activation bytes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/model_spec.h"
+#include "plan/collectives.h"
+
+namespace tera {
+
+enum class OpClass { gemm, attention, memory };
+const char* op_class_name(OpClass c);
+
+struct Op {
+  const char* name;
+  OpClass cls;
+  double flops = 0;  // FLOPs performed (GEMMs, attention)
+  double bytes = 0;  // bytes moved through HBM (memory-bound ops; a GEMM's operands)
+  // GEMM C[m,n] += A[m,k] B[k,n], `batch` times; m = 0 for non-GEMMs.
+  double m = 0, n = 0, k = 0, batch = 1;
+  bool fused_attention = false;  // priced at the flash efficiency
+};
+
+struct CommOp {
+  const char* name;
+  Collective kind;
+  double bytes;  // full buffer (all-reduce input, all-gather output, reduce-scatter input)
+};
+
+struct PassOps {
+  std::vector<Op> ops;
+  std::vector<CommOp> comm;  // tensor-parallel collectives
+};
+
+struct OpsOptions {
+  int64_t B = 1, T = 1;
+  int tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::none;
+  bool flash_attention = false;
+  bool dropout = false;
+  int64_t act_bytes = 2;
+};
+
+struct PartOps {
+  PassOps fwd;
+  PassOps bwd;        // backward proper
+  PassOps recompute;  // what the recompute policy re-runs inside backward
+};
+
+PartOps block_ops(const ModelSpec& spec, const OpsOptions& o);
+PartOps embedding_ops(const ModelSpec& spec, const OpsOptions& o);
+PartOps head_ops(const ModelSpec& spec, const OpsOptions& o);  // final norm, logits, cross-entropy
+
+// Sum of GEMM and attention FLOPs of a pass (tests compare with ModelSpec).
+double pass_flops(const PassOps& p);
+
+}  // namespace tera

@@ -1,0 +1,102 @@
+// Preset lookup and the model-preset reader (the cluster reader is hardware.cpp).
+#include "plan/presets.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/file_util.h"
+#include "plan/toml_fields.h"
+
+#ifndef TERA_CONFIG_DIR
+#define TERA_CONFIG_DIR "configs"
+#endif
+
+namespace tera {
+
+namespace fs = std::filesystem;
+
+std::string config_dir() {
+  const char* env = std::getenv("TERA_CONFIG_DIR");
+  return env && *env ? std::string(env) : std::string(TERA_CONFIG_DIR);
+}
+
+std::vector<std::string> list_presets(const std::string& kind) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(config_dir()) / kind, ec)) {
+    if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+bool looks_like_file(const std::string& s) {
+  return s.find('/') != std::string::npos || (s.size() > 5 && s.substr(s.size() - 5) == ".toml");
+}
+
+// Reads a preset's text; `what` is "cluster" or "model".
+Expected<std::pair<std::string, std::string>> read_preset(const std::string& kind, const std::string& what,
+                                                         const std::string& name_or_file) {
+  std::string path = name_or_file;
+  if (!looks_like_file(name_or_file)) {
+    path = (fs::path(config_dir()) / kind / (name_or_file + ".toml")).string();
+    if (!fs::exists(path)) {
+      std::string names;
+      for (const auto& n : list_presets(kind)) names += (names.empty() ? "" : ", ") + n;
+      return Status::error(fmt::format("unknown {} preset '{}'; the presets are: {} (in {}/{}); or pass a .toml file",
+                                       what, name_or_file, names.empty() ? "(none found)" : names, config_dir(), kind));
+    }
+  }
+  auto bytes = read_file(path);
+  if (!bytes.ok()) return Status::error(fmt::format("{} file {}: {}", what, path, bytes.error()));
+  return std::make_pair(path, std::string(bytes->begin(), bytes->end()));
+}
+
+}  // namespace
+
+Expected<Cluster> load_cluster(const std::string& name_or_file) {
+  auto text = read_preset("clusters", "cluster", name_or_file);
+  if (!text.ok()) return text.status();
+  return parse_cluster_toml(text->second, text->first);
+}
+
+Expected<ModelConfig> load_model(const std::string& name_or_file) {
+  auto text = read_preset("models", "model", name_or_file);
+  if (!text.ok()) return text.status();
+  return parse_model_toml(text->second, text->first);
+}
+
+Expected<ModelConfig> parse_model_toml(const std::string& text, const std::string& where) {
+  TomlFields f(text, where);
+  TERA_RETURN_IF_ERROR(f.parse_status());
+  if (!f.has("model")) return Status::error(where + ": no [model] table; a model preset needs [model] layers, hidden, heads, seq_len, vocab");
+  ModelConfig m;
+  std::string ignored, mlp = "standard";
+  TERA_RETURN_IF_ERROR(f.string("name", &ignored, false));
+  TERA_RETURN_IF_ERROR(f.string("description", &ignored, false));
+  constexpr int64_t kMax = int64_t{1} << 40;
+  TERA_RETURN_IF_ERROR(f.integer("model.layers", &m.layers, true, 1, kMax));
+  TERA_RETURN_IF_ERROR(f.integer("model.hidden", &m.hidden, true, 1, kMax));
+  TERA_RETURN_IF_ERROR(f.integer("model.heads", &m.heads, true, 1, kMax));
+  TERA_RETURN_IF_ERROR(f.integer("model.seq_len", &m.seq_len, true, 1, kMax));
+  TERA_RETURN_IF_ERROR(f.integer("model.vocab", &m.vocab, true, 1, kMax));
+  TERA_RETURN_IF_ERROR(f.integer("model.ffn_hidden", &m.ffn_hidden, false, 0, kMax));
+  TERA_RETURN_IF_ERROR(f.integer("model.vocab_align", &m.vocab_align, false, 1, kMax));
+  TERA_RETURN_IF_ERROR(f.integer("model.kv_heads", &m.kv_heads, false, 0, kMax));
+  TERA_RETURN_IF_ERROR(f.string("model.mlp", &mlp, false));
+  auto kind = parse_mlp_kind(mlp);
+  if (!kind.ok()) return Status::error(where + ": " + kind.error());
+  m.mlp = *kind;
+  // A run config carries more tables; the planner reads only [model].
+  for (const char* t : {"train", "data", "parallel", "out"}) f.skip_table(t);
+  TERA_RETURN_IF_ERROR(f.finish());
+  if (Status s = validate_model_config(m); !s) return Status::error(where + ": " + s.message());
+  return m;
+}
+
+}  // namespace tera

@@ -1,0 +1,24 @@
+// Finding and reading presets: `--cluster NAME|FILE` and `--model NAME|FILE`.
+// A NAME is looked up as <config dir>/clusters/NAME.toml (models/ likewise);
+// the config dir is $TERA_CONFIG_DIR when set, else the source tree's configs/.
+// A model file may be a whole tera run config: only its [model] table is read.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model_spec.h"
+#include "plan/hardware.h"
+
+namespace tera {
+
+std::string config_dir();
+// Names of the presets of one kind ("clusters" or "models"), sorted.
+std::vector<std::string> list_presets(const std::string& kind);
+
+Expected<Cluster> load_cluster(const std::string& name_or_file);
+Expected<ModelConfig> load_model(const std::string& name_or_file);
+Expected<ModelConfig> parse_model_toml(const std::string& text, const std::string& where);
+
+}  // namespace tera

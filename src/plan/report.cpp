@@ -1,0 +1,151 @@
+// Text and JSON renderings of planner results (see report.h). Sizes print in
+// GiB, times in seconds.
+#include "plan/report.h"
+
+#include <fmt/format.h>
+
+namespace tera {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
+
+std::string short_layout(const Layout& l) {
+  return fmt::format("tp={} pp={} dp={} vpp={} mb={} zero={} sp={} rc={}", l.tp, l.pp, l.dp, l.vpp, l.micro_batch,
+                     l.zero, l.sequence_parallel ? 1 : 0, recompute_name(l.recompute));
+}
+
+}  // namespace
+
+nlohmann::json evaluation_json(const Evaluation& e) {
+  const Layout& l = e.layout;
+  const MemoryBreakdown& m = e.memory;
+  return {
+      {"tp", l.tp},
+      {"pp", l.pp},
+      {"dp", l.dp},
+      {"vpp", l.vpp},
+      {"micro_batch", l.micro_batch},
+      {"zero", l.zero},
+      {"sequence_parallel", l.sequence_parallel},
+      {"recompute", recompute_name(l.recompute)},
+      {"schedule", schedule_kind_name(l.schedule)},
+      {"memory_bytes", m.total()},
+      {"memory", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
+                  {"zero3_gather", m.zero3_gather}, {"activations", m.activations}, {"workspace", m.workspace},
+                  {"comm_buffers", m.comm_buffers}, {"fragmentation", m.fragmentation}, {"reserved", m.reserved},
+                  {"stage", m.stage}}},
+      {"fits", e.fits},
+      {"step_time_s", e.step_time_s},
+      {"tokens_per_s", e.tokens_per_s},
+      {"tflops_per_gpu", e.tflops_per_gpu},
+      {"mfu", e.mfu},
+      {"hfu", e.hfu},
+      {"bubble", e.bubble},
+  };
+}
+
+std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster& cl) {
+  std::string s = fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9}  {:>10}  {:>7}  {:>5}  {:>6}\n",
+                              "rank", "tp", "pp", "dp", "vpp", "mb", "zero", "sp", "recompute", "mem(GiB)", "step(s)",
+                              "tokens/s", "TFLOP/s", "MFU", "bubble");
+  for (size_t i = 0; i < best.size(); ++i) {
+    const Evaluation& e = best[i];
+    const Layout& l = e.layout;
+    s += fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9.3f}  {:>10.0f}  {:>7.1f}  {:>4.1f}%  {:>5.1f}%\n",
+                     i + 1, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0,
+                     recompute_name(l.recompute), gib(e.memory.total()), e.step_time_s, e.tokens_per_s,
+                     e.tflops_per_gpu, 100 * e.mfu, 100 * e.bubble);
+  }
+  s += fmt::format("\nmemory per GPU (GiB, worst stage) of {} GiB: params + grads + optimizer + zero3 + activations + "
+                   "workspace + comm + fragmentation + reserved\n",
+                   gib(cl.gpu.memory_bytes));
+  for (size_t i = 0; i < best.size(); ++i) {
+    const MemoryBreakdown& m = best[i].memory;
+    s += fmt::format("{:>4}  stage {:>3}: {} + {} + {} + {} + {} + {} + {} + {} + {} = {}\n", i + 1, m.stage,
+                     gib(m.params), gib(m.grads), gib(m.optimizer), gib(m.zero3_gather), gib(m.activations),
+                     gib(m.workspace), gib(m.comm_buffers), gib(m.fragmentation), gib(m.reserved), gib(m.total()));
+  }
+  return s;
+}
+
+std::string memory_text(const MemoryBreakdown& m, const Cluster& cl) {
+  return fmt::format(
+      "memory per GPU (stage {}, the fullest): {} GiB of {} GiB\n"
+      "  parameters {}  gradients {}  optimizer state {}  ZeRO-3 gathered layers {}\n"
+      "  activations {}  workspace {}  communication buffers {}\n"
+      "  fragmentation allowance ({:.0f}%) {}  reserved (context, NCCL) {}\n",
+      m.stage, gib(m.total()), gib(cl.gpu.memory_bytes), gib(m.params), gib(m.grads), gib(m.optimizer),
+      gib(m.zero3_gather), gib(m.activations), gib(m.workspace), gib(m.comm_buffers), 100 * cl.memory.fragmentation,
+      gib(m.fragmentation), gib(m.reserved));
+}
+
+std::string explain_text(const Evaluation& e, const Workload& w, const Cluster& cl, const Schedule& sch) {
+  const Layout& l = e.layout;
+  const StageTimeline& st = e.sim.stages[static_cast<size_t>(e.sim.critical_stage)];
+  const double T = e.step_time_s;
+  auto line = [&](const char* what, double t) { return fmt::format("  {:<48} {:>10.4f} s  {:>5.1f}%\n", what, t, 100 * t / T); };
+  std::string s = fmt::format("layout {}\n  schedule {} with {} micro-batches of {} sequences per pipeline\n",
+                              layout_string(l), schedule_kind_name(l.schedule), micro_batches(l, w), l.micro_batch);
+  s += fmt::format("fits: {}\n", e.fits ? "yes" : "NO");
+  s += memory_text(e.memory, cl);
+  s += fmt::format("step time {:.4f} s; breakdown on stage {} (the last to finish):\n", T, e.sim.critical_stage);
+  s += line("compute: GEMMs (linear layers, LM head)", st.busy.gemm);
+  s += line(cl.stack.flash_attention ? "compute: attention (fused flash kernel)" : "compute: attention (scores, softmax, dropout)", st.busy.attention);
+  s += line("compute: memory-bound ops (norms, GeLU, residual, CE)", st.busy.memory);
+  s += line("exposed tensor-parallel communication", st.busy.tp_comm);
+  s += line("exposed ZeRO-2/3 gather and reduce-scatter", st.busy.dp_comm);
+  s += line("pipeline bubble (waiting for activations/gradients)", st.wait);
+  s += line("blocking pipeline sends", st.p2p);
+  s += line("exposed data-parallel gradient reduction", st.dp_exposed);
+  s += line("optimizer step (+ exposed ZeRO parameter gather)", st.optimizer);
+  s += line("per-step overhead", st.end - (st.busy.total() + st.wait + st.p2p + st.dp_exposed + st.optimizer));
+  s += fmt::format("throughput: {:.0f} tokens/s, {:.1f} model TFLOP/s per GPU, MFU {:.1f}%, HFU {:.1f}%\n",
+                   e.tokens_per_s, e.tflops_per_gpu, 100 * e.mfu, 100 * e.hfu);
+  std::string first = sch.to_string(e.sim.critical_stage);
+  if (first.size() > 400) first = first.substr(0, first.rfind(',', 400)) + ",...";
+  s += fmt::format("instructions of stage {}: {}\n", e.sim.critical_stage, first);
+  return s;
+}
+
+std::string validation_table(const ValidationReport& rep) {
+  std::string s = fmt::format("{:>4}  {:<22} {:>5}  {:<9} {:<46} {:<17} {:>9} {:>9} {:>7}  {}\n", "row", "model", "gpus",
+                              "cluster", "layout priced", "metric", "predicted", "reported", "error", "planner choices / notes");
+  for (const auto& r : rep.rows) {
+    std::string notes;
+    for (const auto& f : r.flags) notes += (notes.empty() ? "" : "; ") + f;
+    s += fmt::format("{:>4}  {:<22} {:>5}  {:<9} {:<46} {:<17} {:>9.3f} {:>9.3f} {:>+6.1f}%  {}\n", r.row_id,
+                     r.model.substr(0, 22), r.gpus, r.cluster, short_layout(r.layout), metric_name(r.metric),
+                     r.predicted, r.reported, 100 * r.rel_error, notes);
+  }
+  for (const auto& sk : rep.skipped) s += "  skipped " + sk + "\n";
+  s += fmt::format("\n{} rows: median |error| {:.2f}%, max |error| {:.2f}%\n", rep.rows.size(),
+                   100 * rep.median_abs_error, 100 * rep.max_abs_error);
+  return s;
+}
+
+nlohmann::json validation_json(const ValidationReport& rep) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rep.rows) {
+    const Layout& l = r.layout;
+    a.push_back({{"row_id", r.row_id},
+                 {"model", r.model},
+                 {"cluster", r.cluster},
+                 {"gpus", r.gpus},
+                 {"metric", metric_name(r.metric)},
+                 {"flop_convention", r.convention == FlopConvention::model ? "model" : "megatron_eq3"},
+                 {"predicted", r.predicted},
+                 {"reported", r.reported},
+                 {"rel_error", r.rel_error},
+                 {"fits", r.fits},
+                 {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vpp", l.vpp}, {"micro_batch", l.micro_batch},
+                             {"zero", l.zero}, {"sequence_parallel", l.sequence_parallel},
+                             {"recompute", recompute_name(l.recompute)}}},
+                 {"flags", r.flags}});
+  }
+  return a;
+}
+
+}  // namespace tera

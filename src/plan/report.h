@@ -1,0 +1,28 @@
+// What the planner prints: the ranked table, the JSON objects, the breakdown
+// of one layout's step (--explain) and the validation table. Pure text and
+// JSON from Evaluation / ValidationReport; cli/cmd_plan.cpp decides where it goes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plan/search.h"
+#include "plan/validate.h"
+
+namespace tera {
+
+nlohmann::json evaluation_json(const Evaluation& e);
+// Ranked table (rank, layout, memory, step time, tokens/s, TFLOP/s, MFU,
+// bubble) followed by each row's memory breakdown.
+std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster& cl);
+// One layout's step, by where the time goes on its critical stage; the
+// parts add up to the step time.
+std::string explain_text(const Evaluation& e, const Workload& w, const Cluster& cl, const Schedule& sch);
+std::string memory_text(const MemoryBreakdown& m, const Cluster& cl);
+
+std::string validation_table(const ValidationReport& rep);
+nlohmann::json validation_json(const ValidationReport& rep);
+
+}  // namespace tera

@@ -1,0 +1,56 @@
+// Layout search: enumerate tp, pp, dp, virtual chunks, micro-batch, ZeRO
+// stage, sequence parallelism and recompute for a GPU count; drop layouts
+// that do not fit; rank the rest by simulated step time. Exact top-K by
+// branch and bound: every fitting layout is priced and given a lower bound
+// (simulator.h), then simulated in bound order until the bound exceeds the
+// K-th best simulated time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "plan/memory_model.h"
+#include "plan/simulator.h"
+
+namespace tera {
+
+struct Evaluation {
+  Layout layout;
+  MemoryBreakdown memory;
+  bool fits = false;
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;  // model FLOPs (no recompute) per second per GPU, in TFLOP/s
+  double mfu = 0;             // model FLOPs utilisation against the precision's peak
+  double hfu = 0;             // hardware FLOPs utilisation: model FLOPs plus what recompute re-runs
+  double bubble = 0;          // share of the step the critical stage waits for messages
+  SimResult sim;
+};
+
+// Prices one layout: schedule, memory, costs, simulation. The layout must
+// pass check_layout.
+Evaluation evaluate_layout(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl);
+
+// Fixed choices narrow the search; unset ones are searched.
+struct SearchSpace {
+  std::optional<int> tp, pp, dp, vpp, micro_batch, zero;
+  std::optional<bool> sequence_parallel;
+  std::optional<Recompute> recompute;
+  int max_micro_batch = 64;
+};
+
+struct SearchResult {
+  std::vector<Evaluation> best;  // fastest first, at most `top`
+  int64_t enumerated = 0;        // layouts generated and checked for memory
+  int64_t fitting = 0;           // of those, layouts that fit (each priced with a lower bound)
+  int64_t simulated = 0;         // layouts whose schedule was simulated
+  // The layout with the least memory per GPU (explains "nothing fits").
+  std::optional<Layout> smallest;
+  MemoryBreakdown smallest_memory;
+};
+
+SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Cluster& cl, int gpus,
+                            const SearchSpace& space, int top);
+
+}  // namespace tera

@@ -1,0 +1,58 @@
+// `tera plan validate`: predicts published training runs (rows in the schema
+// of shared/calibration/published_runs.csv) and compares with what each
+// source reports, in the row's own metric convention. A row's hardware picks
+// the cluster preset (A100 -> selene, H100 -> dgx-h100, H200 -> dgx-h200,
+// MI250X -> frontier); settings the row leaves empty are the planner's best
+// choice (search over the missing ones) and are flagged.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/csv.h"
+#include "plan/search.h"
+
+namespace tera {
+
+// In order of preference when a row reports several.
+enum class MetricKind { tflops_per_gpu, util_pct, iteration_time_s, tokens_per_s_per_gpu, tokens_per_s, seq_per_s };
+const char* metric_name(MetricKind m);
+
+// How a source counts FLOPs: model FLOPs (MFU; no recompute) or Megatron's
+// eq. 3 hardware convention (96 B s l h^2 (1 + s/6h + V/16lh): the recomputed
+// forward counted, whether or not the run recomputed).
+enum class FlopConvention { model, megatron_eq3 };
+
+struct RowPrediction {
+  std::string row_id;
+  std::string model;       // the row's model name
+  std::string cluster;     // preset used
+  int gpus = 0;
+  MetricKind metric = MetricKind::tflops_per_gpu;
+  FlopConvention convention = FlopConvention::model;
+  double predicted = 0;
+  double reported = 0;
+  double rel_error = 0;    // (predicted - reported) / reported
+  Layout layout;           // the layout priced
+  bool fits = true;        // per the memory model
+  std::vector<std::string> flags;  // settings chosen by the planner or inferred
+  std::string skip_reason;         // set when the row cannot be priced (no preset, unmodelled feature)
+};
+
+struct ValidationReport {
+  std::vector<RowPrediction> rows;
+  std::vector<std::string> skipped;  // "row_id N: why": rows not priced (not in the error statistics)
+  double median_abs_error = 0;
+  double max_abs_error = 0;
+};
+
+// `load` maps a preset name to a cluster (the CLI passes load_cluster). A
+// malformed value (text where a number belongs, a missing model dimension)
+// fails the whole run with a message naming the row and column; a row that is
+// well formed but cannot be priced (no preset for its hardware, context
+// parallelism, a layout inconsistent with its own model or batch) is skipped
+// with the reason.
+using ClusterLoader = Expected<Cluster> (*)(const std::string&);
+Expected<ValidationReport> validate_runs(const CsvTable& table, const std::string& where, ClusterLoader load);
+
+}  // namespace tera

@@ -1,0 +1,164 @@
+// Engine: the step protocol of trainer.h over the pipeline executor, ZeRO and
+// the tensor-parallel model.
+#include "train/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "optim/grad_clip.h"
+
+namespace tera {
+
+Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage) {
+  auto per = layers_per_virtual_stage(cfg.model.layers, cfg.parallel.pp, cfg.parallel.vpp, cfg.parallel.stage_layers);
+  if (!per) return per.status();
+  return make_stage_plan(*per, cfg.parallel.pp, stage);
+}
+
+Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace)
+    : cfg_(cfg), be_(backend), g_(groups), spec_(cfg.model) {
+  const ParallelConfig& p = cfg.parallel;
+  micro_batches_ = cfg.train.global_batch / g_.layout.dp / cfg.train.micro_batch;
+  auto sched = make_schedule(p.schedule, g_.layout.pp, static_cast<int>(micro_batches_), p.vpp);
+  TERA_ASSERT(sched.ok(), sched.error());  // validated with the config
+  schedule_ = *sched;
+  auto plan = stage_plan_for(cfg, g_.coord.pp);
+  TERA_ASSERT(plan.ok(), plan.error());
+  plan_ = *plan;
+  tp_ = std::make_unique<CommTensorParallel>(*g_.tp, p.sequence_parallel);
+  table_ = std::make_unique<ParamTable>(spec_, int64_t{g_.layout.dp} * ArenaLayout::kAlignFloats, g_.layout.tp,
+                                        g_.coord.tp, plan_);
+  zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, p.zero, backend, cfg.train.adamw, g_.tp, p.sequence_parallel);
+  Gpt::Options options;
+  options.recompute = cfg.train.recompute;
+  options.plan = plan_;
+  options.slots = slots_per_chunk(schedule_, g_.coord.pp);
+  model_ = std::make_unique<Gpt>(spec_, backend, cfg.train.micro_batch, *table_, *zero_, *tp_, options);
+  executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
+}
+
+StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
+  const TrainConfig& tc = cfg_.train;
+  const int64_t T = cfg_.model.seq_len, mb = tc.micro_batch, G = tc.global_batch;
+  const int64_t per_rank = G / g_.layout.dp;
+  zero_->begin_step();
+  const float dloss = static_cast<float>(1.0 / static_cast<double>(G * T));
+  const double loss_here = executor_->run_step(
+      [&](int k, int32_t* tok, int32_t* tgt) {
+        batch(step * G + g_.coord.dp * per_rank + k * mb, mb, tok, tgt);
+        return mb;
+      },
+      mb, T, dloss);
+  StepResult r;
+  // Global norm: split tensors' squares summed over the tensor-parallel
+  // group, replicated ones counted once, then summed over pipeline stages
+  // (the tied embedding counted on the first stage only).
+  const bool tied_copy = g_.layout.pp > 1 && plan_.has_head() && !plan_.has_embedding();
+  const ZeroMemory::NormParts n = zero_->grad_norm_squared(tied_copy ? table_->wte_unit() : -1);
+  const double stage_sq = g_.tp->all_reduce_sum(n.split) + n.replicated;
+  r.grad_norm = std::sqrt(g_.pp->all_reduce_sum(stage_sq));
+  zero_->optimizer_step(lr, clip_coefficient(r.grad_norm, tc.clip), step + 1);
+  // The loss lives on the last stage, identical on its tp ranks: count tp rank 0's.
+  const double mine = plan_.has_head() && g_.coord.tp == 0 ? loss_here : 0.0;
+  r.loss = g_.world->all_reduce_sum(mine) / static_cast<double>(G * T);
+  return r;
+}
+
+double Engine::eval_loss_sum(int64_t sequences, const BatchFn& batch) {
+  const int64_t mb = cfg_.train.micro_batch;
+  const int64_t batches = (sequences + mb - 1) / mb;
+  const int dp = g_.layout.dp;
+  // Micro-batch k (sequences [k*mb, min((k+1)*mb, sequences))) goes to
+  // data-parallel rank k % dp; every rank runs the same number of forwards
+  // (ZeRO-3 gathers are collective) and discards its padding rounds.
+  const int rounds = static_cast<int>((batches + dp - 1) / dp);
+  const std::vector<double> per_round = executor_->run_forward(rounds, [&](int round, int32_t* tok, int32_t* tgt) {
+    const int64_t k = int64_t{round} * dp + g_.coord.dp;
+    const bool real = k < batches;
+    const int64_t first = real ? k * mb : 0;
+    const int64_t count = real ? std::min(mb, sequences - k * mb) : std::min(mb, sequences);
+    batch(first, count, tok, tgt);
+    return count;
+  }, cfg_.model.seq_len);
+  double sum = 0;
+  for (int round = 0; round < rounds; ++round) {
+    if (int64_t{round} * dp + g_.coord.dp < batches) sum += per_round[static_cast<size_t>(round)];
+  }
+  const double mine = plan_.has_head() && g_.coord.tp == 0 ? sum : 0.0;
+  return g_.world->all_reduce_sum(mine);
+}
+
+std::vector<float> Engine::gather_parameters() {
+  std::vector<float> full(static_cast<size_t>(table_->total_floats()));
+  zero_->gather_parameters(full.data());
+  return full;
+}
+
+std::vector<std::pair<const ParamInfo*, std::vector<float>>> Engine::gather_global_parameters() {
+  // 1. Every tp rank's local parameters (whole, after the dp gather); the
+  //    stage's first rank scatters each shard's elements to global indices.
+  const std::vector<float> local = gather_parameters();
+  const int p = g_.layout.tp;
+  std::vector<float> all(local.size() * static_cast<size_t>(p));
+  g_.tp->all_gather(local.data(), all.data(), static_cast<int64_t>(local.size()), CommType::f32);
+  std::vector<std::pair<const ParamInfo*, std::vector<float>>> mine;
+  const bool stage_root = g_.coord.tp == 0 && g_.coord.dp == 0;
+  if (stage_root) {
+    std::vector<ParamTable> tables;
+    for (int r = 0; r < p; ++r) tables.emplace_back(spec_, int64_t{g_.layout.dp} * ArenaLayout::kAlignFloats, p, r, plan_);
+    for (size_t k = 0; k < table_->entries().size(); ++k) {
+      const ParamEntry& here = table_->entries()[k];
+      std::vector<float> global(static_cast<size_t>(numel(here.info->shape)));
+      for (int r = 0; r < p; ++r) {
+        const ParamEntry& e = tables[static_cast<size_t>(r)].entries()[k];
+        const float* src = all.data() + static_cast<size_t>(r) * local.size() + e.offset;
+        for (int64_t i = 0; i < e.count; ++i) {
+          const int64_t gi = tables[static_cast<size_t>(r)].global_index(e, i);
+          if (gi >= 0) global[static_cast<size_t>(gi)] = src[i];
+        }
+      }
+      mine.emplace_back(here.info, std::move(global));
+    }
+  }
+  // 2. Each later stage's root sends its tensors to stage 0's root (world
+  //    rank 0), which keeps the first copy of the tied embedding.
+  if (g_.layout.pp == 1 || !stage_root) return g_.world->rank() == 0 ? mine : decltype(mine){};
+  constexpr int kTag = 91;
+  if (g_.coord.pp > 0) {
+    for (const auto& [info, data] : mine) g_.pp->send(data.data(), static_cast<int64_t>(data.size() * sizeof(float)), 0, kTag);
+    return {};
+  }
+  for (int s = 1; s < g_.layout.pp; ++s) {
+    auto plan = stage_plan_for(cfg_, s);
+    ParamTable other(spec_, 16, 1, 0, *plan);
+    for (const ParamEntry& e : other.entries()) {
+      std::vector<float> data(static_cast<size_t>(numel(e.info->shape)));
+      g_.pp->recv(data.data(), static_cast<int64_t>(data.size() * sizeof(float)), s, kTag);
+      const bool have = std::any_of(mine.begin(), mine.end(), [&](const auto& m) { return m.first->name == e.info->name; });
+      if (!have) mine.emplace_back(e.info, std::move(data));
+    }
+  }
+  // The table's order (every tensor once).
+  std::vector<std::pair<const ParamInfo*, std::vector<float>>> ordered;
+  for (const ParamInfo& info : spec_.params()) {
+    for (auto& m : mine) {
+      if (m.first == &info || m.first->name == info.name) {
+        ordered.emplace_back(&info, std::move(m.second));
+        break;
+      }
+    }
+  }
+  return ordered;
+}
+
+MemoryReport Engine::memory() const {
+  MemoryReport r = model_->memory();
+  const MemoryReport z = zero_->memory();
+  r.params = z.params;
+  r.grads = z.grads;
+  r.optimizer = z.optimizer;
+  return r;
+}
+
+}  // namespace tera

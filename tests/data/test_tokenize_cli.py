@@ -1,0 +1,212 @@
+#!/usr/bin/python3
+"""End-to-end tests of `tera tokenize` and of training, generating and
+evaluating with a BPE tokenizer: exact decode of encoded shards, bad input
+(corrupt shards, bad tokenizer files, empty corpus, sequence longer than the
+data) exits 2 with the file and the problem named.
+Usage: test_tokenize_cli.py TERA_BINARY CORPUS_FILE"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+import zlib
+
+TERA = os.path.abspath(sys.argv[1])
+CORPUS = os.path.abspath(sys.argv[2])
+
+
+def run(*args, cwd=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([TERA, *args], capture_output=True, text=True, errors="replace", cwd=cwd, env=env,
+                          timeout=300)
+
+
+def config(train, vocab, extra=""):
+    return f"""
+[model]
+layers = 1
+hidden = 32
+heads = 2
+seq_len = 16
+vocab = {vocab}
+
+[train]
+steps = 6
+micro_batch = 2
+global_batch = 4
+lr = 3e-3
+warmup = 2
+eval_sequences = 4
+
+[data]
+train = "{train}"
+{extra}
+"""
+
+
+class TokenizeCli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        base = open(CORPUS, "rb").read()
+        # A few variations of the corpus plus non-ASCII and invalid UTF-8, so the text is not one repeated block.
+        text = b"".join(base.replace(b"the", w) for w in (b"the", b"a", b"this", b"th\xc3\xa9", b"that")) + \
+            b"\xff\xfe invalid bytes \xc3 and trailing spaces   \n\n"
+        cls.text_path = os.path.join(cls.dir, "corpus.txt")
+        with open(cls.text_path, "wb") as f:
+            f.write(text)
+        cls.text = text
+        cls.tok = os.path.join(cls.dir, "tok.json")
+        r = run("tokenize", "train", "--input", cls.text_path, "--vocab", "320", "--out", cls.tok)
+        assert r.returncode == 0, r.stdout + r.stderr
+        cls.train_out = r.stdout
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def expect_bad_input(self, args, *needles):
+        r = run(*args, cwd=self.dir)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        for n in needles:
+            self.assertIn(n, r.stderr)
+        self.assertNotIn("internal error", r.stderr)
+        return r
+
+    def encode(self, out, *extra):
+        r = run("tokenize", "encode", "--tokenizer", self.tok, "--input", self.text_path, "--out", self.path(out),
+                *extra)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_train_writes_a_versioned_tokenizer(self):
+        tok = json.load(open(self.tok))
+        self.assertEqual(tok["format"], "tera-bpe")
+        self.assertEqual(tok["version"], 1)
+        self.assertEqual(tok["vocab_size"], 320)
+        self.assertEqual(tok["tokens"][tok["special_tokens"][0]], "<|endoftext|>")
+        self.assertIn("learned 63 merges", self.train_out)
+
+    def test_encode_decode_is_exact(self):
+        r = self.encode("shards", "--val-fraction", "0", "--threads", "2", "--shard-tokens", "1000")
+        self.assertIn("train:", r.stdout)
+        self.assertNotIn("\r", r.stderr)  # no progress bar when stderr is not a terminal
+        m = json.load(open(self.path("shards/manifest.json")))
+        self.assertGreater(len(m["splits"]["train"]["shards"]), 1)
+        self.assertNotIn("val", m["splits"])
+        r = run("tokenize", "decode", "--input", self.path("shards"), "--out", self.path("back.txt"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(open(self.path("back.txt"), "rb").read(), self.text)
+
+        self.encode("split", "--val-fraction", "0.2")
+        for s in ("train", "val"):
+            r = run("tokenize", "decode", "--input", self.path("split"), "--split", s, "--out", self.path(s + ".txt"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+        joined = open(self.path("train.txt"), "rb").read() + open(self.path("val.txt"), "rb").read()
+        self.assertEqual(joined, self.text)
+
+        r = run("tokenize", "stats", "--input", self.path("split"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("bytes/token", r.stdout)
+        self.assertIn("val:", r.stdout)
+        r = run("tokenize", "stats", "--input", self.text_path, "--tokenizer", self.tok)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"{len(self.text)} bytes", r.stdout)
+
+    def corrupt_copy(self, name, edit):
+        self.encode(name, "--val-fraction", "0")
+        shard = self.path(f"{name}/train-00000.tok")
+        data = bytearray(open(shard, "rb").read())
+        edit(data)
+        with open(shard, "wb") as f:
+            f.write(data)
+        return shard
+
+    def test_corrupt_shards_exit_2_naming_the_file(self):
+        shard = self.corrupt_copy("c1", lambda d: d.__setitem__(0, ord("X")))
+        self.expect_bad_input(["tokenize", "decode", "--input", shard, "--tokenizer", self.tok, "--out", "x"],
+                              shard, "wrong magic")
+        shard = self.corrupt_copy("c2", lambda d: d.__delitem__(slice(len(d) - 7, len(d))))
+        self.expect_bad_input(["tokenize", "decode", "--input", self.path("c2"), "--out", "x"], shard, "truncated")
+        shard = self.corrupt_copy("c3", lambda d: d.__setitem__(80, d[80] ^ 1))
+        self.expect_bad_input(["tokenize", "decode", "--input", self.path("c3"), "--out", "x"], shard,
+                              "checksum mismatch")
+
+        def big_token(d):  # token 5 := 999 >= vocab 320, both checksums recomputed
+            d[64 + 10:64 + 12] = struct.pack("<H", 999)
+            d[40:44] = struct.pack("<I", zlib.crc32(bytes(d[64:])))
+            d[60:64] = struct.pack("<I", zlib.crc32(bytes(d[:60])))
+        shard = self.corrupt_copy("c4", big_token)
+        self.expect_bad_input(["tokenize", "decode", "--input", self.path("c4"), "--out", "x"], shard,
+                              "token id 999 at position 5 is >= the vocabulary size 320")
+        cfg = self.path("c4.toml")
+        open(cfg, "w").write(config(self.path("c4"), 320))
+        self.expect_bad_input(["train", "-c", cfg], shard, "token id 999")
+
+    def test_bad_tokenizers_and_corpora_exit_2(self):
+        bad = self.path("bad_tok.json")
+        open(bad, "w").write('{"format": "tera-bpe", "version": 7}')
+        self.expect_bad_input(["tokenize", "encode", "--tokenizer", bad, "--input", self.text_path, "--out", "o"],
+                              bad, "unsupported tokenizer version 7")
+        self.expect_bad_input(["tokenize", "encode", "--tokenizer", self.path("none.json"), "--input",
+                               self.text_path, "--out", "o"], "none.json", "cannot open")
+        empty = self.path("empty.txt")
+        open(empty, "w").close()
+        self.expect_bad_input(["tokenize", "train", "--input", empty, "--vocab", "300", "--out", "t.json"],
+                              "empty corpus")
+        self.expect_bad_input(["tokenize", "train", "--input", self.path("missing"), "--vocab", "300", "--out",
+                               "t.json"], "missing: no such file or directory")
+        self.expect_bad_input(["tokenize", "train", "--input", self.text_path, "--vocab", "100", "--out", "t.json"],
+                              "--vocab")
+        self.expect_bad_input(["tokenize", "decode", "--input", self.dir, "--out", "x"], "not a token-shard directory")
+
+    def test_train_generate_eval_with_bpe(self):
+        self.encode("run_shards", "--val-fraction", "0.1")
+        cfg = self.path("bpe.toml")
+        out = self.path("run")
+        open(cfg, "w").write(config(self.path("run_shards"), 320) + f'\n[out]\ndir = "{out}"\n')
+        r = run("train", "-c", cfg)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("run_shards [train]", r.stdout)
+        ckpt = os.path.join(out, "final")
+        meta = json.load(open(os.path.join(ckpt, "meta.json")))
+        self.assertEqual(json.loads(meta["tokenizer"])["format"], "tera-bpe")  # self-contained checkpoint
+
+        a = run("generate", "--ckpt", ckpt, "--prompt", "The keeper", "-n", "10", "--seed", "3", "--ids")
+        self.assertEqual(a.returncode, 0, a.stderr)
+        ids = [int(i) for i in a.stdout.strip().splitlines()[-1].split()]
+        self.assertEqual(len(ids), 10)
+        self.assertTrue(all(0 <= i < 320 for i in ids))
+        self.assertTrue(a.stdout.startswith("The keeper"))
+        for data in (self.text_path, self.path("run_shards")):
+            r = run("eval", "--ckpt", ckpt, "--data", data, "--batches", "2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.strip().splitlines()[-1].startswith("val_loss="))
+
+        # A byte-level checkpoint cannot read BPE shards; a too-long seq_len is refused.
+        open(cfg, "w").write(config(self.text_path, 256, 'tokenizer = "bytes"') + f'\n[out]\ndir = "{out}b"\n')
+        r = run("train", "-c", cfg)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.expect_bad_input(["eval", "--ckpt", out + "b/final", "--data", self.path("run_shards")],
+                              "different tokenizer")
+        open(cfg, "w").write(config(self.path("run_shards"), 320).replace("seq_len = 16", "seq_len = 100000"))
+        self.expect_bad_input(["train", "-c", cfg], "fewer than model.seq_len + 1")
+
+    def test_text_file_with_a_tokenizer_is_encoded_in_memory(self):
+        cfg = self.path("mem.toml")
+        open(cfg, "w").write(config(self.text_path, 320, f'tokenizer = "{self.tok}"') +
+                             f'\n[out]\ndir = "{self.path("mem")}"\n')
+        r = run("train", "-c", cfg, "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        open(cfg, "w").write(config(self.text_path, 300, f'tokenizer = "{self.tok}"'))
+        self.expect_bad_input(["train", "-c", cfg], "model.vocab = 300 is smaller than the data's vocabulary (320")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])

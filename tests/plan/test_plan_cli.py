@@ -1,0 +1,128 @@
+#!/usr/bin/python3
+"""End-to-end tests of `tera plan` and `tera calibrate`: outputs, JSON keys,
+--explain adding up, --emit, and every bad input exiting 2 with a message.
+Usage: test_plan_cli.py TERA_BINARY [CALIBRATION_CSV]"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+import unittest
+
+TERA = os.path.abspath(sys.argv[1])
+CSV = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else ""
+SMALL = ["plan", "--model", "gpt2-124m", "--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "64"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([TERA, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+class PlanCli(unittest.TestCase):
+    def bad(self, args, needle):
+        r = run(*args)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(needle, r.stderr)
+        self.assertNotIn("internal error", r.stderr)
+
+    def test_table_and_json(self):
+        r = run(*SMALL, "--top", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("rank", r.stdout)
+        self.assertRegex(r.stdout, r"searched \d+ layouts")
+        j = run(*SMALL, "--top", "4", "--json")
+        self.assertEqual(j.returncode, 0, j.stderr)
+        rows = json.loads(j.stdout)
+        self.assertEqual(len(rows), 4)
+        for key in ("tp", "pp", "dp", "vpp", "micro_batch", "zero", "sequence_parallel", "recompute",
+                    "memory_bytes", "step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu"):
+            self.assertIn(key, rows[0])
+        times = [x["step_time_s"] for x in rows]
+        self.assertEqual(times, sorted(times))
+        for x in rows:
+            self.assertEqual(x["tp"] * x["pp"] * x["dp"], 8)
+            self.assertLessEqual(x["memory_bytes"], 80 * 2**30)
+            self.assertAlmostEqual(x["tokens_per_s"] * x["step_time_s"], 64 * 1024, delta=1)
+
+    def test_explain_adds_up(self):
+        r = run("plan", "--model", "gpt3-175b", "--cluster", "selene", "--gpus", "64", "--global-batch", "64",
+                "--explain", "tp=8,pp=8,vpp=3,mb=1,sp=1,recompute=selective")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        step = float(re.search(r"step time ([0-9.]+) s", r.stdout).group(1))
+        parts = [float(x) for x in re.findall(r"^  \S.*?\s([0-9.]+) s\s+[0-9.]+%$", r.stdout, re.M)]
+        self.assertEqual(len(parts), 9)
+        self.assertAlmostEqual(sum(parts), step, delta=1e-3 * step)
+        self.assertIn("pipeline bubble", r.stdout)
+        self.assertIn("instructions of stage", r.stdout)
+
+    def test_emit(self):
+        t = run(*SMALL, "--emit", "tera")
+        self.assertEqual(t.returncode, 0, t.stderr)
+        cfg = tomllib.loads(t.stdout)
+        p = cfg["parallel"]
+        self.assertEqual(p["tp"] * p["pp"] * p["dp"], 8)
+        self.assertEqual(cfg["model"]["layers"], 12)
+        self.assertEqual(cfg["train"]["global_batch"], 64)
+        m = run("plan", "--model", "gpt3-175b", "--cluster", "selene", "--gpus", "64", "--global-batch", "64",
+                "--explain", "tp=8,pp=8,vpp=3,mb=1,zero=0,sp=1,recompute=selective", "--emit", "megatron")
+        self.assertEqual(m.returncode, 0, m.stderr)
+        for arg in ("--tensor-model-parallel-size 8", "--pipeline-model-parallel-size 8",
+                    "--num-layers-per-virtual-pipeline-stage 4", "--sequence-parallel", "--recompute-activations",
+                    "--micro-batch-size 1", "--global-batch-size 64"):
+            self.assertIn(arg, m.stdout)
+
+    def test_bad_input_exits_2(self):
+        self.bad(["plan", "--model", "gpt2-124m", "--cluster", "nowhere", "--gpus", "8", "--global-batch", "8"],
+                 "unknown cluster preset 'nowhere'")
+        self.bad(["plan", "--model", "gpt9", "--cluster", "selene", "--gpus", "8", "--global-batch", "8"],
+                 "unknown model preset 'gpt9'")
+        self.bad(["plan", "--model", "gpt2-124m", "--cluster", "selene", "--global-batch", "8"], "--gpus is required")
+        self.bad([*SMALL, "--emit", "tera", "--json"], "--emit and --json")
+        self.bad([*SMALL, "--explain", "tp=2", "--tp", "2"], "--explain prices the one layout")
+        self.bad([*SMALL, "--explain", "tp=3,pp=1"], "does not divide gpus 8")
+        self.bad([*SMALL, "--explain", "tp=2,pp=2,dp=3"], "tp(2) * pp(2) * dp(3) = 12 != gpus 8")
+        self.bad([*SMALL, "--tp", "3", "--pp", "1"], "does not divide --gpus 8")
+        self.bad(["plan", "--model", "gpt3-175b", "--cluster", "selene", "--gpus", "1", "--global-batch", "8"],
+                 "no layout fits in 80.0 GiB per GPU: the smallest possible needs")
+        self.bad(["plan", "--model", "gpt2-124m", "--cluster", "selene", "--gpus", "13", "--global-batch", "3"],
+                 "no layout is possible")
+        self.bad(["plan", "validate", "/nonexistent.csv"], "/nonexistent.csv")
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.toml")
+            with open(bad, "w") as f:
+                f.write("name = \"b\"\n[gpu]\nname = \"g\"\npeak_tflops_32 = 1\nmemory_gib = 8\nhbm_tb_s = 1\n"
+                        "[node]\ngpus = 8\nintra_gb_s = 1\nnics = 1\nnic_gb_s = 1\nbogus = 2\n")
+            self.bad(["plan", "--model", "gpt2-124m", "--cluster", bad, "--gpus", "8", "--global-batch", "8"],
+                     "unknown key 'node.bogus'")
+            self.bad(["plan", "--model", "gpt2-124m", "--cluster", "selene", "--gpus", "8", "--global-batch", "8",
+                      "--precision", "fp8"], "unknown precision 'fp8'")
+
+    @unittest.skipUnless(CSV, "no calibration file given")
+    def test_validation_accuracy(self):
+        # The targets of issue 8 on the calibration file: median |error| <= 5%, max <= 15%.
+        r = run("plan", "validate", CSV, "--fail-above-median", "5", "--fail-above-max", "15")
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
+        j = run("plan", "validate", CSV, "--json")
+        rows = json.loads(j.stdout)
+        self.assertGreater(len(rows), 40)
+        for key in ("row_id", "metric", "predicted", "reported", "rel_error"):
+            self.assertIn(key, rows[0])
+
+    def test_calibrate_writes_a_usable_preset(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "local.toml")
+            r = run("calibrate", "--out", out, "--seconds", "0.02")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("mpi_measured = false", open(out).read())
+            p = run("plan", "--model", "gpt2-124m", "--cluster", out, "--gpus", "1", "--global-batch", "8",
+                    "--seq", "256", "--precision", "fp32", "--json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(json.loads(p.stdout)[0]["tp"], 1)
+            self.bad(["plan", "--model", "gpt2-124m", "--cluster", out, "--gpus", "1", "--global-batch", "8"],
+                     "no 16-bit peak")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])

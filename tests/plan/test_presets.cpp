@@ -1,0 +1,165 @@
+// Presets, layout strings and checks, and the Llama-style ModelSpec fields.
+#include <gtest/gtest.h>
+
+#include "plan/layout.h"
+#include "model/stage_plan.h"
+#include "plan/presets.h"
+
+namespace tera {
+namespace {
+
+TEST(Presets, EveryShippedPresetLoads) {
+  const auto clusters = list_presets("clusters");
+  for (const char* want : {"frontier", "selene", "dgx-h100", "dgx-h200"}) {
+    EXPECT_NE(std::find(clusters.begin(), clusters.end(), want), clusters.end()) << want;
+  }
+  for (const auto& n : clusters) EXPECT_TRUE(load_cluster(n).ok()) << n << ": " << load_cluster(n).error();
+  const auto models = list_presets("models");
+  for (const char* want : {"gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "gpt3-175b", "frontier-22b",
+                           "frontier-175b", "frontier-1t"}) {
+    EXPECT_NE(std::find(models.begin(), models.end(), want), models.end()) << want;
+  }
+  for (const auto& n : models) EXPECT_TRUE(load_model(n).ok()) << n << ": " << load_model(n).error();
+  // Known sizes: GPT-2 small 124,439,808; the Frontier 1T shape ~1.01T.
+  EXPECT_EQ(ModelSpec(load_model("gpt2-124m").value()).num_params(), 124439808);
+  EXPECT_NEAR(static_cast<double>(ModelSpec(load_model("frontier-1t").value()).num_params()), 1.008e12, 0.01e12);
+  const Cluster f = load_cluster("frontier").value();
+  EXPECT_DOUBLE_EQ(f.gpu.peak_flops_16, 191.5e12);
+  EXPECT_DOUBLE_EQ(f.node.inter_bw_per_gpu(), 4 * 25e9 / 8);
+  EXPECT_EQ(f.node.package_gpus, 2);
+}
+
+TEST(Presets, ErrorsNameTheFileAndKey) {
+  auto unknown = load_cluster("no-such-cluster");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().find("selene"), std::string::npos);  // lists the presets
+  const std::string base = "name = \"x\"\n[gpu]\nname = \"g\"\npeak_tflops_32 = 1\nmemory_gib = 8\nhbm_tb_s = 1\n"
+                           "[node]\ngpus = 8\nintra_gb_s = 100\nnics = 1\nnic_gb_s = 10\n";
+  ASSERT_TRUE(parse_cluster_toml(base, "x.toml").ok());
+  auto typo = parse_cluster_toml(base + "[efficiency]\ngemm_maxx = 0.5\n", "x.toml");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.error().find("x.toml"), std::string::npos);
+  EXPECT_NE(typo.error().find("efficiency.gemm_maxx"), std::string::npos);
+  auto range = parse_cluster_toml(base + "[efficiency]\ngemm_max = 1.5\n", "x.toml");
+  ASSERT_FALSE(range.ok());
+  EXPECT_NE(range.error().find("efficiency.gemm_max"), std::string::npos);
+  auto missing = parse_cluster_toml("name = \"x\"\n[gpu]\nname = \"g\"\n", "y.toml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().find("gpu.peak_tflops_32"), std::string::npos);
+  auto syntax = parse_cluster_toml("name = ", "z.toml");
+  ASSERT_FALSE(syntax.ok());
+  EXPECT_NE(syntax.error().find("z.toml:1"), std::string::npos);
+  // Round trip through the writer `tera calibrate` uses.
+  const Cluster s = load_cluster("selene").value();
+  auto back = parse_cluster_toml(cluster_to_toml(s, "# test\n"), "rt.toml");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_NEAR(back->gpu.memory_bytes, s.gpu.memory_bytes, 1e3);
+  EXPECT_NEAR(back->eff.gemm_max, s.eff.gemm_max, 1e-3);
+  EXPECT_EQ(back->stack.flash_attention, s.stack.flash_attention);
+}
+
+TEST(Presets, ModelFilesAndRunConfigs) {
+  auto m = parse_model_toml("[model]\nlayers = 2\nhidden = 64\nheads = 8\nkv_heads = 2\nmlp = \"gated\"\n"
+                            "seq_len = 16\nvocab = 100\n[train]\nsteps = 3\n",
+                            "run.toml");
+  ASSERT_TRUE(m.ok()) << m.error();
+  EXPECT_EQ(m->kv(), 2);
+  EXPECT_EQ(m->mlp, MlpKind::gated);
+  auto bad = parse_model_toml("[model]\nlayers = 2\nhidden = 64\nheads = 8\nseq_len = 16\nvocab = 100\nmlp = \"moe\"\n", "m.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("model.mlp"), std::string::npos);
+  auto kv = parse_model_toml("[model]\nlayers = 2\nhidden = 64\nheads = 8\nkv_heads = 3\nseq_len = 16\nvocab = 100\n", "m.toml");
+  ASSERT_FALSE(kv.ok());
+  EXPECT_NE(kv.error().find("model.kv_heads"), std::string::npos);
+}
+
+TEST(Layout, ParseAndCheckNameEveryFactor) {
+  auto l = parse_layout("tp=2,pp=4,vpp=2,mb=1,zero=1,sp=1,recompute=selective", 16);
+  ASSERT_TRUE(l.ok()) << l.error();
+  EXPECT_EQ(l->dp, 2);
+  EXPECT_EQ(l->schedule, ScheduleKind::interleaved);
+  EXPECT_EQ(parse_layout(layout_string(*l), 0).value(), *l);
+  EXPECT_FALSE(parse_layout("tp=2,bogus=1", 8).ok());
+  EXPECT_FALSE(parse_layout("tp=3,pp=2", 16).ok());  // 6 does not divide 16
+  const Workload w{ModelConfig{.layers = 8, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::mixed};
+  Layout bad{2, 4, 3, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  EXPECT_EQ(check_layout(bad, w, 16).message(), "tp(2) * pp(4) * dp(3) = 24 != gpus 16");
+  Layout heads{3, 1, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  EXPECT_NE(check_layout(heads, w, 3).message().find("tp(3) must divide heads(8)"), std::string::npos);
+  Layout batch{1, 1, 3, 1, 2, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  EXPECT_NE(check_layout(batch, w, 3).message().find("dp(3) * micro_batch(2)"), std::string::npos);
+  Layout inter{1, 4, 1, 2, 8, 0, false, Recompute::none, ScheduleKind::interleaved};
+  EXPECT_NE(check_layout(inter, w, 4).message().find("micro_batches % pp"), std::string::npos);
+}
+
+TEST(Layout, LayerSplitIsTheRuntimes) {
+  for (int64_t L : {1, 7, 12, 96, 105}) {
+    for (int pp : {1, 2, 3, 8}) {
+      for (int vpp : {1, 2, 3}) {
+        if (L < pp * vpp) continue;
+        auto runtime = layers_per_virtual_stage(L, pp, vpp);
+        ASSERT_TRUE(runtime.ok()) << runtime.error();
+        Layout l;
+        l.pp = pp;
+        l.vpp = vpp;
+        for (int v = 0; v < pp * vpp; ++v) {
+          EXPECT_EQ(layers_in_virtual_stage(l, L, v), (*runtime)[static_cast<size_t>(v)]) << L << " " << pp << " " << vpp;
+        }
+      }
+    }
+  }
+}
+
+TEST(ModelSpecLlama, GroupedQueryAndGatedHandWorked) {
+  // L=1, C=8, H=4, KV=2 (head size 2), F=16, gated, T=4, V=10 (no padding):
+  // QKV width (4 + 2*2) * 2 = 16. Block: ln_1 16, c_attn 16*8+16 = 144,
+  // c_proj 64+8 = 72, ln_2 16, c_fc 144, c_gate 144, c_proj 8*16+8 = 136 -> 672;
+  // wte 80 + wpe 32 + ln_f 16 -> 800 in all. Forward FLOPs per token: layer
+  // 2*(16*8 + 8*8 + 3*8*16) + 4*4*8 = 1280, head 2*8*10 = 160 -> 1440.
+  const ModelConfig c{.layers = 1, .hidden = 8, .heads = 4, .seq_len = 4, .vocab = 10, .ffn_hidden = 16,
+                      .vocab_align = 1, .kv_heads = 2, .mlp = MlpKind::gated};
+  const ModelSpec spec(c);
+  EXPECT_EQ(c.qkv_width(), 16);
+  EXPECT_EQ(spec.num_params(), 800);
+  EXPECT_DOUBLE_EQ(spec.forward_flops_per_token(), 1440.0);
+  EXPECT_EQ(spec.qkv_width_local(2), 8);
+  // Activations: qkv [B,T,16/tp], and the gate and SwiGLU product beside fch.
+  int names = 0;
+  for (const auto& b : spec.block_activations(1, 4, {.tp = 2})) {
+    if (b.name == "qkv") {
+      EXPECT_EQ(b.shape.back(), 8);
+    }
+    names += b.name == "fch_gate" || b.name == "fch_swiglu";
+  }
+  EXPECT_EQ(names, 2);
+  // Llama 2 70B's weight matrices (80 layers, 8192, 64 heads, 8 KV, 28672 gated):
+  // 80 * ((64+16)*128*8192 + 8192^2 + 3*8192*28672) = 68,451,041,280, which is
+  // its published 68,976,648,192 less the two 32000 x 8192 embeddings and the norms.
+  const ModelSpec l70(ModelConfig{.layers = 80, .hidden = 8192, .heads = 64, .seq_len = 4096, .vocab = 32000,
+                                  .ffn_hidden = 28672, .vocab_align = 1, .kv_heads = 8, .mlp = MlpKind::gated});
+  int64_t matrices = 0;
+  for (const auto& p : l70.params()) {
+    if (p.layer >= 0 && p.layer < 80 && p.shape.size() == 2) matrices += numel(p.shape);
+  }
+  EXPECT_EQ(matrices, 68451041280);
+  EXPECT_EQ(68976648192 - 2 * 32000 * 8192 - (80 * 2 + 1) * 8192, matrices);
+}
+
+TEST(ModelSpecLlama, RuntimeRefusesWhatOnlyThePlannerKnows) {
+  ModelConfig c{.layers = 1, .hidden = 8, .heads = 4, .seq_len = 4, .vocab = 10};
+  EXPECT_TRUE(check_runtime_supports(c).is_ok());
+  c.kv_heads = 4;  // = heads: plain multi-head attention
+  EXPECT_TRUE(check_runtime_supports(c).is_ok());
+  c.kv_heads = 2;
+  EXPECT_NE(check_runtime_supports(c).message().find("model.kv_heads"), std::string::npos);
+  c.kv_heads = 0;
+  c.mlp = MlpKind::gated;
+  EXPECT_NE(check_runtime_supports(c).message().find("model.mlp"), std::string::npos);
+  // Defaults leave GPT-2 exactly as before: same model with kv_heads 0 or = heads.
+  ModelConfig a{.layers = 1, .hidden = 8, .heads = 4, .seq_len = 4, .vocab = 10}, b = a;
+  b.kv_heads = 4;
+  EXPECT_TRUE(a == b);
+}
+
+}  // namespace
+}  // namespace tera

@@ -1,0 +1,129 @@
+// The CSV reader and `plan validate`'s row handling: metric conventions,
+// inferred and chosen settings, errors naming row and column.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "plan/calibration_fit.h"
+#include "plan/presets.h"
+#include "plan/validate.h"
+
+namespace tera {
+namespace {
+
+TEST(Csv, QuotesCommasAndNewlines) {
+  auto t = parse_csv("a,b,c\n1,\"x, y\",\"say \"\"hi\"\"\"\n2,\"multi\nline\",\n\n", "t.csv");
+  ASSERT_TRUE(t.ok()) << t.error();
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_EQ(t->rows[0].at("b"), "x, y");
+  EXPECT_EQ(t->rows[0].at("c"), "say \"hi\"");
+  EXPECT_EQ(t->rows[1].at("b"), "multi\nline");
+  EXPECT_EQ(t->rows[1].at("c"), "");
+  EXPECT_EQ(t->row_lines[1], 3);
+  auto bad = parse_csv("a,b\n1,2,3\n", "bad.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("bad.csv:2"), std::string::npos);
+  EXPECT_FALSE(parse_csv("a\n\"open\n", "q.csv").ok());
+}
+
+const char* kHeader =
+    "row_id,model,layers,hidden,heads,kv_heads,ffn_hidden,mlp,seq_len,vocab,precision,gpu_type,"
+    "gpu_peak_tflops_used_by_source,num_gpus,tp,pp,dp,cp,sequence_parallel,vpp_chunks,zero_fsdp_distopt,"
+    "micro_batch,global_batch_seqs,activation_recompute,reported_tflops_per_gpu,reported_util_pct,util_metric,"
+    "iteration_time_s\n";
+
+TEST(Validate, MetricConventionsAndFlags) {
+  // Row 1: a complete row reporting MFU. Row 2: the same run reported in
+  // Megatron's hardware-FLOP convention with recompute left empty (inferred
+  // full). Row 3: iteration time with micro-batch and recompute left to the planner.
+  const std::string csv = std::string(kHeader) +
+      "1,GPT 22B,48,6144,64,64,24576,standard,2048,51200,mixed,A100-SXM4-80GB,312,8,8,1,1,1,yes,,none,4,4,"
+      "selective,,41.5,MFU,\n"
+      "2,GPT 22B,48,6144,64,64,24576,standard,2048,51200,mixed,A100-SXM4-80GB,312,8,8,1,1,1,no,,none,4,4,"
+      ",130,,% of peak (hardware FLOPs incl. recompute),\n"
+      "3,GPT 22B,48,6144,64,64,24576,standard,2048,51200,mixed,A100-SXM4-80GB,312,8,8,1,1,1,yes,,none,,4,"
+      ",,,,1.1\n"
+      "4,GPT 22B,48,6144,64,64,24576,standard,2048,51200,mixed,A100-SXM4-80GB,312,8,8,1,1,1,no,,none,4,4,"
+      "full,,,,1.42\n";
+  auto table = parse_csv(csv, "runs.csv");
+  ASSERT_TRUE(table.ok());
+  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->rows.size(), 4u);
+  const RowPrediction& a = rep->rows[0];
+  EXPECT_EQ(a.metric, MetricKind::util_pct);
+  EXPECT_EQ(a.convention, FlopConvention::model);
+  EXPECT_EQ(a.cluster, "selene");
+  EXPECT_TRUE(a.flags.empty());
+  EXPECT_EQ(a.layout.recompute, Recompute::selective);
+  EXPECT_NEAR(a.rel_error, (a.predicted - 41.5) / 41.5, 1e-12);
+  const RowPrediction& b = rep->rows[1];
+  EXPECT_EQ(b.convention, FlopConvention::megatron_eq3);
+  EXPECT_EQ(b.layout.recompute, Recompute::full);
+  EXPECT_NE(std::find(b.flags.begin(), b.flags.end(), "recompute=full inferred from the FLOP convention"), b.flags.end());
+  const RowPrediction& c = rep->rows[2];
+  EXPECT_EQ(c.metric, MetricKind::iteration_time_s);
+  EXPECT_NE(std::find(c.flags.begin(), c.flags.end(), "micro_batch chosen"), c.flags.end());
+  EXPECT_EQ(4 % (c.layout.micro_batch * c.layout.dp), 0);
+  // Rows 2 and 4 are the same run: row 2's hardware TFLOP/s is Megatron's
+  // eq. 3 FLOPs, 96 B s l h^2 (1 + s/6h + V/16lh), over row 4's step time.
+  const RowPrediction& d = rep->rows[3];
+  const double B = 4, s = 2048, l = 48, h = 6144, V = 51200;
+  const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(b.predicted, eq3 / d.predicted / 8 / 1e12, 1e-9 * b.predicted);
+  // Median and max of |error|.
+  std::vector<double> e;
+  for (const auto& r : rep->rows) e.push_back(std::fabs(r.rel_error));
+  std::sort(e.begin(), e.end());
+  EXPECT_DOUBLE_EQ(rep->median_abs_error, 0.5 * (e[1] + e[2]));
+  EXPECT_DOUBLE_EQ(rep->max_abs_error, e[3]);
+}
+
+TEST(Validate, BadRowsNameRowAndColumn) {
+  auto t1 = parse_csv(std::string(kHeader) + "7,X,48,abc,64,,,,2048,51200,mixed,A100,312,8,8,1,1,,,,,4,4,full,100,,,\n", "r.csv");
+  auto r1 = validate_runs(*t1, "r.csv", &load_cluster);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_NE(r1.error().find("row_id 7"), std::string::npos);
+  EXPECT_NE(r1.error().find("hidden"), std::string::npos);
+  // Rows the planner cannot price are listed as skipped, not counted.
+  auto t2 = parse_csv(std::string(kHeader) + "8,X,4,64,4,,,,64,100,mixed,TPU v4,,8,1,1,8,,,,,1,8,full,100,,,\n" +
+                          "9,X,4,64,4,,,,64,100,mixed,H100,,8,1,1,4,2,,,,1,8,full,100,,,\n",
+                      "r.csv");
+  auto r2 = validate_runs(*t2, "r.csv", &load_cluster);
+  ASSERT_TRUE(r2.ok()) << r2.error();
+  EXPECT_TRUE(r2->rows.empty());
+  ASSERT_EQ(r2->skipped.size(), 2u);
+  EXPECT_NE(r2->skipped[0].find("gpu_type 'TPU v4'"), std::string::npos);
+  EXPECT_NE(r2->skipped[1].find("cp = 2"), std::string::npos);
+  // A layout that contradicts the row's own model (tp 3 does not divide 4 heads) is skipped too.
+  auto t5 = parse_csv(std::string(kHeader) + "11,X,4,64,4,,,,64,100,mixed,A100,,3,3,1,1,,,,,1,8,full,100,,,\n", "r.csv");
+  auto r5 = validate_runs(*t5, "r.csv", &load_cluster);
+  ASSERT_TRUE(r5.ok()) << r5.error();
+  ASSERT_EQ(r5->skipped.size(), 1u);
+  EXPECT_NE(r5->skipped[0].find("tp(3) must divide heads(4)"), std::string::npos);
+  auto t4 = parse_csv(std::string(kHeader) + "10,X,4,64,4,,,,64,100,mixed,A100,,8,1,1,8,,,,,1,,full,100,,,\n", "r.csv");
+  auto r4 = validate_runs(*t4, "r.csv", &load_cluster);
+  ASSERT_FALSE(r4.ok());
+  EXPECT_NE(r4.error().find("global_batch_seqs"), std::string::npos);
+  auto t3 = parse_csv("row_id,layers\n1,2\n", "s.csv");
+  auto r3 = validate_runs(*t3, "s.csv", &load_cluster);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.error().find("missing column 'hidden'"), std::string::npos);
+}
+
+TEST(CalibrationFit, RecoversAKnownCurve) {
+  // Rates generated from P = 300 GFLOP/s, h = 48 are fitted back.
+  std::vector<GemmSample> s;
+  for (double m : {64.0, 256.0, 1024.0}) {
+    for (double n : {64.0, 768.0}) {
+      for (double k : {128.0, 3072.0}) s.push_back({m, n, k, 300e9 * m / (m + 48) * n / (n + 48) * k / (k + 48)});
+    }
+  }
+  const GemmFit f = fit_gemm_curve(s);
+  EXPECT_NEAR(f.half_dim, 48, 1e-9);
+  EXPECT_NEAR(f.peak, 300e9, 1e-3 * 300e9);
+  EXPECT_LT(f.rms_rel_error, 1e-9);
+}
+
+}  // namespace
+}  // namespace tera
