@@ -18,7 +18,7 @@ using json = nlohmann::json;
 json model_config_to_json(const ModelConfig& m) {
   return json{{"layers", m.layers},   {"hidden", m.hidden},         {"heads", m.heads},
               {"seq_len", m.seq_len}, {"vocab", m.vocab},           {"ffn_hidden", m.ffn()},
-              {"vocab_align", m.vocab_align}};
+              {"vocab_align", m.vocab_align}, {"kv_heads", m.kv()},      {"mlp", mlp_kind_name(m.mlp)}};
 }
 
 Expected<ModelConfig> model_config_from_json(const json& j, const std::string& what) {
@@ -37,6 +37,14 @@ Expected<ModelConfig> model_config_from_json(const json& j, const std::string& w
   TERA_RETURN_IF_ERROR(get("vocab", &m.vocab));
   TERA_RETURN_IF_ERROR(get("ffn_hidden", &m.ffn_hidden));
   TERA_RETURN_IF_ERROR(get("vocab_align", &m.vocab_align));
+  // Optional (absent in files written before grouped-query attention and gated MLPs).
+  if (j.contains("kv_heads")) TERA_RETURN_IF_ERROR(get("kv_heads", &m.kv_heads));
+  if (j.contains("mlp")) {
+    if (!j["mlp"].is_string()) return Status::error(what + ": model.mlp must be a string");
+    auto k = parse_mlp_kind(j["mlp"].get<std::string>());
+    if (!k) return Status::error(what + ": model.mlp: " + k.error());
+    m.mlp = *k;
+  }
   if (Status s = validate_model_config(m); !s) return Status::error(what + ": " + s.message());
   return m;
 }

@@ -47,6 +47,12 @@ Status write_text(const std::string& path, const std::string& text) {
   return f->commit();
 }
 
+// Days past two days (times to train), else core/format.h's h/m/s.
+std::string duration_text(double seconds) {
+  if (seconds >= 2 * 86400) return fmt::format("{:.1f} days", seconds / 86400);
+  return human_duration(seconds);
+}
+
 // Per stage, where its step goes; the columns add up to the stage's end.
 std::string stages_table(const SimResult& r) {
   std::string s = fmt::format("{:>5}  {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}  {:>10}\n", "stage", "compute",
@@ -206,7 +212,7 @@ std::string sweep_table(const SweepResult& r, const Cluster& cl, bool failures, 
       s += fmt::format("  {:>9}  {:>10}  {:>6.1f}%", human_duration(p.failure->system_mtbf_s),
                        human_duration(p.failure->interval_s), 100 * p.failure->goodput);
     }
-    if (ttt) s += fmt::format("  {:>13}", human_duration(p.time_to_train_s));
+    if (ttt) s += fmt::format("  {:>13}", duration_text(p.time_to_train_s));
     s += "\n";
   }
   return s;

@@ -29,6 +29,7 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   std::string metrics;  // JSONL path, empty: none
   std::string trace;    // Chrome trace path, empty: none
+  std::string resume;   // "", "auto" or a checkpoint directory
   bool quiet = false;
 };
 
@@ -66,6 +67,15 @@ int run_train(const TrainArgs& args) {
     return kExitBadInput;
   }
   Trainer& tr = **trainer;
+  tr.set_log([](const std::string& m) {
+    fmt::print("{}\n", m);
+    std::fflush(stdout);
+  });
+  if (Status s = tr.start(args.resume); !s) {
+    if (first || s.message().rfind("another rank", 0) != 0) print_error(s.message());
+    return kExitBadInput;
+  }
+  const int64_t start_step = tr.next_step();
   const ModelSpec& spec = tr.spec();
   const TrainConfig& tc = cfg->train;
   const Groups& g = tr.groups();
@@ -106,16 +116,22 @@ int run_train(const TrainArgs& args) {
   int64_t bubble_steps = 0;
   const Status st = tr.run([&](const StepStats& s) {
     elapsed += s.seconds;
-    if (s.step == 1) first_loss = s.loss;
+    if (s.step == start_step + 1) first_loss = s.loss;
+    if (s.skipped && first) {
+      std::string groups;
+      for (const auto& b : s.bad_groups) groups += (groups.empty() ? "" : ", ") + b;
+      fmt::print("step {}: non-finite loss or gradient (in {}); skipped, parameters unchanged\n", s.step,
+                 groups.empty() ? "the loss" : groups);
+    }
     last_loss = s.loss;
     if (s.val_loss) last_val = s.val_loss;
-    if (s.step > 1) {  // the first step includes page faults
+    if (s.step > start_step + 1) {  // the first step includes page faults
       for (size_t i = 0; i < bubble_sum.size() && i < s.bubble.size(); ++i) bubble_sum[i] += s.bubble[i];
       ++bubble_steps;
     }
     if (!first) return;
     // ETA from the mean step time so far (the first step includes page faults).
-    const double eta = elapsed / static_cast<double>(s.step) * static_cast<double>(s.total - s.step);
+    const double eta = elapsed / static_cast<double>(s.step - start_step) * static_cast<double>(s.total - s.step);
     if (!args.quiet) {
       fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.0f} ms | {:.0f} tok/s | {:.1f} GFLOP/s{} | "
                  "eta {}\n",
@@ -130,7 +146,7 @@ int run_train(const TrainArgs& args) {
       nlohmann::json j = {{"step", s.step},           {"loss", s.loss},         {"lr", s.lr},
                           {"grad_norm", s.grad_norm}, {"ms", s.seconds * 1e3},  {"tokens_per_s", s.tokens_per_s},
                           {"gflops_per_rank", s.gflops}, {"comm_ms", s.comm_seconds * 1e3}, {"comm_bytes", s.comm_bytes},
-                          {"bubble", s.bubble}};
+                          {"bubble", s.bubble}, {"skipped", s.skipped}};
       if (s.val_loss) j["val_loss"] = *s.val_loss;
       metrics << j.dump() << '\n';
       metrics.flush();
@@ -154,13 +170,18 @@ int run_train(const TrainArgs& args) {
                per, 100 * tr.theoretical_bubble());
   }
   if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
+  if (tr.end() == RunEnd::preempted) {
+    if (first) fmt::print("preempted at step {}; continue with --resume auto\n", tr.next_step());
+    return kExitOk;
+  }
+  if (tr.end() == RunEnd::bad_steps) return kExitFailure;
   if (Status s = tr.save_final(); !s) {
     if (first) print_error(s.message());
     return kExitFailure;
   }
   const std::string out = (std::filesystem::path(cfg->out.dir) / "final").string();
   if (first) {
-    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; checkpoint {}\n", tc.steps, human_duration(elapsed),
+    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; weights {}\n", tc.steps - start_step, human_duration(elapsed),
                first_loss, last_loss, last_val ? fmt::format(", val_loss {:.4f}", *last_val) : "", out);
   }
   return kExitOk;
@@ -175,6 +196,9 @@ Command add_train_command(CLI::App& parent) {
   sub->add_option("--set", args->overrides, "Override a config value: --set section.key=value (repeatable)");
   sub->add_option("--metrics", args->metrics, "Write one JSON object per step to this JSONL file");
   sub->add_option("--trace", args->trace, "Write a Chrome trace (one track per rank) to this JSON file");
+  sub->add_option("--resume", args->resume,
+                  "Continue a run: 'auto' (the newest valid checkpoint under ckpt.dir; none: start fresh) or a "
+                  "checkpoint directory (ckpt.dir/step-N); any layout can resume any other's checkpoint");
   sub->add_flag("-q,--quiet", args->quiet, "Print only the summary");
   return {sub, [args] { return run_train(*args); }};
 }

@@ -31,6 +31,7 @@ Command add_plan_command(CLI::App& parent);
 Command add_simulate_command(CLI::App& parent);
 Command add_calibrate_command(CLI::App& parent);
 Command add_tokenize_command(CLI::App& parent);
+Command add_ckpt_command(CLI::App& parent);
 
 // Prints "tera: error: <msg>" to stderr.
 void print_error(const std::string& msg);

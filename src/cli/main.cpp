@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       add_simulate_command(app),
       add_calibrate_command(app),
       add_tokenize_command(app),
+      add_ckpt_command(app),
       add_version_command(app),
   };
 

@@ -114,6 +114,11 @@ std::vector<Field> schema() {
        }},
       {"parallel.zero", Kind::integer, [](R c, const toml::node& n) { c.parallel.zero = static_cast<int>(n.value<int64_t>().value()); }},
       {"out.dir", Kind::string, str([](R c) -> std::string& { return c.out.dir; })},
+      {"train.max_bad_steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.max_bad_steps; })},
+      {"ckpt.dir", Kind::string, str([](R c) -> std::string& { return c.ckpt.dir; })},
+      {"ckpt.every", Kind::integer, i64([](R c) -> int64_t& { return c.ckpt.every; })},
+      {"ckpt.keep", Kind::integer, i64([](R c) -> int64_t& { return c.ckpt.keep; })},
+      {"ckpt.init", Kind::string, str([](R c) -> std::string& { return c.ckpt.init; })},
   };
 }
 
@@ -291,6 +296,10 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
         m.seq_len, p.tp));
   }
   if (c.out.dir.empty()) return err("out.dir must not be empty");
+  if (c.train.max_bad_steps < 1) return err("train.max_bad_steps must be at least 1 (consecutive skipped steps before stopping)");
+  if (c.ckpt.every < 0) return err("ckpt.every must be >= 0 (0: checkpoint only at the end and on preemption)");
+  if (c.ckpt.keep < 1) return err("ckpt.keep must be at least 1 (how many checkpoints to retain)");
+  if (c.ckpt.every > 0 && c.ckpt.dir.empty()) return err("ckpt.every is set but ckpt.dir is empty; set ckpt.dir to where checkpoints go");
   return Status::ok();
 }
 
@@ -367,12 +376,15 @@ std::string run_config_to_toml(const RunConfig& c) {
                    c.model.hidden, c.model.heads, c.model.seq_len, c.model.vocab);
   if (c.model.ffn_hidden > 0) s += fmt::format("ffn_hidden = {}\n", c.model.ffn_hidden);
   s += fmt::format("vocab_align = {}\n", c.model.vocab_align);
+  if (c.model.kv_heads > 0) s += fmt::format("kv_heads = {}\n", c.model.kv_heads);
+  if (c.model.mlp != MlpKind::standard) s += fmt::format("mlp = \"{}\"\n", mlp_kind_name(c.model.mlp));
   const TrainConfig& t = c.train;
   s += fmt::format(
       "\n[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = {}\nmin_lr = {}\nwarmup = {}\n"
       "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_sequences = {}\nrecompute = \"{}\"\n",
       t.steps, t.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
       t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(t.recompute));
+  s += fmt::format("max_bad_steps = {}\n", t.max_bad_steps);
   s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);
@@ -386,6 +398,8 @@ std::string run_config_to_toml(const RunConfig& c) {
     s += "]\n";
   }
   s += "\n[out]\ndir = " + q(c.out.dir) + "\n";
+  s += fmt::format("\n[ckpt]\ndir = {}\nevery = {}\nkeep = {}\n", q(c.ckpt.dir), c.ckpt.every, c.ckpt.keep);
+  if (!c.ckpt.init.empty()) s += "init = " + q(c.ckpt.init) + "\n";
   return s;
 }
 

@@ -25,6 +25,7 @@ struct TrainConfig {
   Recompute recompute = Recompute::none;  // full: rerun each block's forward in backward
   std::string recompute_name_error;       // set by the parser for an unknown value
   int64_t eval_sequences = 32;  // validation windows per evaluation (the same set whatever the layout)
+  int64_t max_bad_steps = 5;    // consecutive non-finite steps (skipped) before the run stops
   AdamWConfig adamw;
 
   int64_t accumulation() const { return global_batch / micro_batch; }
@@ -53,12 +54,24 @@ struct OutConfig {
   std::string dir = "out";
 };
 
+// Checkpoints (ckpt/checkpoint.h): <dir>/step-<N>, every `every` steps (0:
+// only at the end and on preemption), the newest `keep` retained. `init`: a
+// checkpoint or tera-model directory, or a safetensors file (tera ckpt
+// import / Hugging Face GPT-2 names), whose weights start a fresh run.
+struct CkptConfig {
+  std::string dir;  // empty: no checkpoints
+  int64_t every = 0;
+  int64_t keep = 3;
+  std::string init;
+};
+
 struct RunConfig {
   ModelConfig model;
   TrainConfig train;
   DataConfig data;
   ParallelConfig parallel;
   OutConfig out;
+  CkptConfig ckpt;
   std::string source;     // where it came from, for messages
   std::string mlp_error;  // set by the parser for an unknown model.mlp
 };

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 
 #include "core/check.h"
 #include "optim/grad_clip.h"
@@ -36,6 +38,41 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   options.slots = slots_per_chunk(schedule_, g_.coord.pp);
   model_ = std::make_unique<Gpt>(spec_, backend, cfg.train.micro_batch, *table_, *zero_, *tp_, options);
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
+  // Test hook: "3,5" poisons world rank 0's embedding gradient at (1-based)
+  // steps 3 and 5 so tests can drive the non-finite skip path end to end.
+  if (const char* env = std::getenv("TERA_TEST_NONFINITE_STEPS"); env != nullptr) {
+    std::string v(env);
+    size_t pos = 0;
+    while (pos < v.size()) {
+      const size_t comma = v.find(',', pos);
+      const std::string item = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      if (!item.empty()) poison_steps_.push_back(std::atoll(item.c_str()));
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  }
+}
+
+std::vector<std::string> Engine::nonfinite_groups() {
+  // One flag per group (wte, io, then every global layer); summed over the world.
+  const int64_t L = cfg_.model.layers;
+  std::vector<double> bad(static_cast<size_t>(L + 2), 0.0);
+  for (size_t u = 0; u < table_->units().size(); ++u) {
+    int64_t count = 0;
+    const float* gr = zero_->reduced_grads(static_cast<int>(u), &count);
+    bool finite = true;
+    for (int64_t i = 0; i < count && finite; ++i) finite = std::isfinite(gr[i]);
+    if (finite) continue;
+    const std::string& name = table_->units()[u].name;
+    const size_t slot = name == "wte" ? 0 : name == "io" ? 1 : 2 + static_cast<size_t>(std::atoll(name.c_str() + 2));
+    bad[std::min(slot, bad.size() - 1)] = 1.0;
+  }
+  g_.world->all_reduce(bad.data(), static_cast<int64_t>(bad.size()), CommType::f64, ReduceOp::max);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    if (bad[i] > 0) names.push_back(i == 0 ? "wte" : i == 1 ? "io" : "h." + std::to_string(i - 2));
+  }
+  return names;
 }
 
 StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
@@ -51,17 +88,29 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
       },
       mb, T, dloss);
   StepResult r;
-  // Global norm: split tensors' squares summed over the tensor-parallel
-  // group, replicated ones counted once, then summed over pipeline stages
-  // (the tied embedding counted on the first stage only).
-  const bool tied_copy = g_.layout.pp > 1 && plan_.has_head() && !plan_.has_embedding();
-  const ZeroMemory::NormParts n = zero_->grad_norm_squared(tied_copy ? table_->wte_unit() : -1);
-  const double stage_sq = g_.tp->all_reduce_sum(n.split) + n.replicated;
-  r.grad_norm = std::sqrt(g_.pp->all_reduce_sum(stage_sq));
-  zero_->optimizer_step(lr, clip_coefficient(r.grad_norm, tc.clip), step + 1);
+  if (g_.world->rank() == 0 && std::find(poison_steps_.begin(), poison_steps_.end(), step + 1) != poison_steps_.end()) {
+    int64_t count = 0;
+    float* gr = zero_->reduced_grads(0, &count);
+    if (count > 0) gr[0] = std::numeric_limits<float>::quiet_NaN();
+  }
   // The loss lives on the last stage, identical on its tp ranks: count tp rank 0's.
   const double mine = plan_.has_head() && g_.coord.tp == 0 ? loss_here : 0.0;
   r.loss = g_.world->all_reduce_sum(mine) / static_cast<double>(G * T);
+  // Global norm: split tensors' squares summed over the tensor-parallel
+  // group, replicated ones counted once, then summed over pipeline stages
+  // (the tied embedding counted on the first stage only).
+  const ZeroMemory::NormParts n = zero_->grad_norm_squared(holds_tied_copy() ? table_->wte_unit() : -1);
+  const double stage_sq = g_.tp->all_reduce_sum(n.split) + n.replicated;
+  r.grad_norm = std::sqrt(g_.pp->all_reduce_sum(stage_sq));
+  // Agreed over the world: a replicated tensor (LayerNorm) poisoned on one
+  // tensor-parallel rank only would otherwise split the ranks' decisions.
+  const bool bad_here = !std::isfinite(r.grad_norm) || !std::isfinite(r.loss);
+  if (g_.world->all_reduce_max(bad_here ? 1.0 : 0.0) > 0) {
+    r.skipped = true;
+    r.bad_groups = nonfinite_groups();
+    return r;
+  }
+  zero_->optimizer_step(lr, clip_coefficient(r.grad_norm, tc.clip), step + 1);
   return r;
 }
 

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/groups.h"
@@ -29,6 +30,11 @@ using BatchFn = std::function<void(int64_t first, int64_t count, int32_t* tokens
 struct StepResult {
   double loss = 0;       // mean over the global batch's tokens (identical on every rank)
   double grad_norm = 0;  // global, before clipping
+  // Non-finite loss or gradient: the optimizer step was skipped (parameters
+  // and Adam state unchanged) and bad_groups names the parameter groups
+  // ("wte", "io", "h.3") whose gradient was non-finite, on every rank.
+  bool skipped = false;
+  std::vector<std::string> bad_groups;
 };
 
 class Engine {
@@ -43,6 +49,16 @@ class Engine {
   // `batch`, in micro-batches of up to train.micro_batch; identical on every rank.
   double eval_loss_sum(int64_t sequences, const BatchFn& batch);
   std::vector<float> gather_parameters();  // this stage's, collective under ZeRO-3
+  // This rank's tensor-parallel shard of parameters and both Adam moments in
+  // the table's layout (checkpoints): collective over the data-parallel
+  // group. load_state takes the same layout; each rank keeps its part.
+  void gather_state(float* params, float* m, float* v) { zero_->gather_state(params, m, v); }
+  void load_state(const float* params, const float* m, const float* v) { zero_->load_state(params, m, v); }
+  const Groups& groups() const { return g_; }
+  const StagePlan& stage_plan() const { return plan_; }
+  // Whether this rank's stage holds the tied embedding only as the LM head's
+  // copy (last stage of a pipeline): checkpoints and norms count stage 0's.
+  bool holds_tied_copy() const { return g_.layout.pp > 1 && plan_.has_head() && !plan_.has_embedding(); }
 
   const ModelSpec& spec() const { return spec_; }
   const ParamTable& table() const { return *table_; }
@@ -69,6 +85,8 @@ class Engine {
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<PipelineExecutor> executor_;
   int64_t micro_batches_ = 1;  // per data-parallel rank per step
+  std::vector<int64_t> poison_steps_;  // TERA_TEST_NONFINITE_STEPS (tests of the skip path)
+  std::vector<std::string> nonfinite_groups();  // collective over the world
 };
 
 // The stage plan of `stage` under cfg (balanced, or parallel.stage_layers).

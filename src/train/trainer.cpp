@@ -6,7 +6,11 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "ckpt/hf_gpt2.h"
 #include "ckpt/model_checkpoint.h"
+#include "core/file_util.h"
+#include "train/checkpointing.h"
+#include "train/preemption.h"
 #include "comm/fake_comm.h"
 #include "config/config.h"
 #include "core/timer.h"
@@ -107,6 +111,8 @@ StepStats Trainer::step() {
   st.loss = r.loss;
   st.lr = lr;
   st.grad_norm = r.grad_norm;
+  st.skipped = r.skipped;
+  st.bad_groups = r.bad_groups;
   st.seconds = sw.seconds();
   st.tokens_per_s = static_cast<double>(G * T) / st.seconds;
   st.gflops = st.tokens_per_s * spec().train_flops_per_token() / 1e9 / g.layout.world();
@@ -133,9 +139,186 @@ double Trainer::evaluate() {
   return sum / static_cast<double>(n * T);
 }
 
+void Trainer::log(const std::string& msg) const {
+  if (!is_first_rank()) return;
+  if (log_) {
+    log_(msg);
+  } else {
+    fmt::print(stderr, "tera: {}\n", msg);
+  }
+}
+
+std::string Trainer::checkpoint_root() const {
+  return cfg_.ckpt.dir.empty() ? (std::filesystem::path(cfg_.out.dir) / "checkpoints").string() : cfg_.ckpt.dir;
+}
+
 Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
-  while (next_step_ < cfg_.train.steps) on_step(step());
+  install_preemption_handlers();
+  const TrainConfig& tc = cfg_.train;
+  int64_t bad_in_a_row = 0;
+  end_ = RunEnd::completed;
+  while (next_step_ < tc.steps) {
+    const StepStats st = step();
+    on_step(st);
+    bad_in_a_row = st.skipped ? bad_in_a_row + 1 : 0;
+    // Every rank must agree on stopping: a signal may reach ranks at different times.
+    const bool signalled = groups().world->all_reduce_max(preemption_signal() != 0 ? 1.0 : 0.0) > 0;
+    const bool too_bad = bad_in_a_row >= tc.max_bad_steps;
+    const bool periodic = cfg_.ckpt.every > 0 && st.step % cfg_.ckpt.every == 0;
+    const bool last = st.step == tc.steps && !cfg_.ckpt.dir.empty();
+    if (too_bad) {
+      log(fmt::format("error: {} consecutive steps had non-finite loss or gradients (train.max_bad_steps = {}); "
+                      "stopping with a checkpoint of the last good parameters. Lower train.lr or raise train.warmup, "
+                      "then resume",
+                      bad_in_a_row, tc.max_bad_steps));
+    }
+    if (signalled) log(fmt::format("preemption signal received: checkpointing after step {} and exiting", st.step));
+    if (signalled || too_bad || periodic || last) {
+      Stopwatch sw;
+      auto dir = save_checkpoint();
+      if (!dir) return dir.status();
+      log(fmt::format("checkpoint: {} ({:.2f} s)", *dir, sw.seconds()));
+    }
+    if (too_bad) {
+      end_ = RunEnd::bad_steps;
+      return Status::ok();
+    }
+    if (signalled) {
+      end_ = RunEnd::preempted;
+      return Status::ok();
+    }
+  }
   return Status::ok();
+}
+
+Expected<std::string> Trainer::save_checkpoint() {
+  CheckpointInfo info;
+  info.step = next_step_;
+  info.consumed_samples = next_step_ * cfg_.train.global_batch;
+  info.model = cfg_.model;
+  info.tokenizer = data_.tokenizer;
+  const ParallelConfig& p = cfg_.parallel;
+  const Layout& l = groups().layout;
+  info.layout = {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel},
+                 {"schedule", schedule_kind_name(p.schedule)}, {"vpp", p.vpp}, {"stage_layers", p.stage_layers}};
+  info.loader = data_.sampler->state(info.consumed_samples).to_json();
+  info.lr_schedule = {{"lr", cfg_.train.lr}, {"min_lr", cfg_.train.min_lr}, {"warmup", cfg_.train.warmup},
+                      {"steps", cfg_.train.steps}, {"next_step", next_step_}, {"next_lr", schedule_.at(next_step_)}};
+  // Every random number tera draws is counter-based (Philox keyed by the
+  // seed and a position), so the seed is the whole RNG state.
+  info.rng = {{"kind", "philox4x32-10, counter-based"}, {"seed", cfg_.train.seed}};
+  info.config_toml = run_config_to_toml(cfg_);
+  return save_engine_checkpoint(*engine_, std::move(info), checkpoint_root(), cfg_.ckpt.keep);
+}
+
+Status Trainer::start(const std::string& resume) {
+  Communicator& world = *groups().world;
+  std::string dir;
+  if (resume == "auto") {
+    // Rank 0 picks (so every rank loads the same one) and tells the others the step.
+    double step = -1;
+    Status st = Status::ok();
+    if (is_first_rank()) {
+      std::vector<std::string> skipped;
+      auto found = find_latest_valid(checkpoint_root(), &skipped);
+      for (const auto& why : skipped) log("warning: skipping invalid checkpoint: " + why);
+      if (!found) {
+        st = found.status();
+      } else if (*found) {
+        step = static_cast<double>((*found)->info.step);
+      } else {
+        log("--resume auto: no checkpoint under " + checkpoint_root() + "; starting from step 0");
+      }
+    }
+    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
+      return st ? Status::error("another rank (rank 0) could not choose a checkpoint (see its message)") : st;
+    }
+    step = world.all_reduce_max(step);
+    if (step >= 0) dir = (std::filesystem::path(checkpoint_root()) / step_dir_name(static_cast<int64_t>(step))).string();
+  } else if (!resume.empty()) {
+    dir = resume;
+    Status st = Status::ok();
+    if (is_first_rank()) {
+      auto info = read_checkpoint_info(dir);
+      st = info ? verify_checkpoint(dir, *info) : info.status();
+    }
+    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
+      return st ? Status::error("another rank (rank 0) found the checkpoint invalid (see its message)") : st;
+    }
+  }
+  Status st = Status::ok();
+  if (!dir.empty()) {
+    st = resume_from(dir);
+  } else if (!cfg_.ckpt.init.empty()) {
+    st = init_weights_from(cfg_.ckpt.init);
+  }
+  // Loading is per rank: a failure anywhere stops everyone.
+  if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
+    return st ? Status::error("another rank could not load the checkpoint (see its message)") : st;
+  }
+  if (!dir.empty()) log(fmt::format("resumed from {} at step {}", dir, next_step_));
+  return Status::ok();
+}
+
+Status Trainer::resume_from(const std::string& dir) {
+  auto reader = CheckpointReader::open(dir, /*verify_crc=*/false);  // rank 0 checked the CRCs
+  if (!reader) return reader.status();
+  const CheckpointInfo& info = reader->info();
+  if (const std::string d = model_config_diff(info.model, cfg_.model); !d.empty()) {
+    return Status::error(dir + ": the checkpoint is of another model (" + d + "); resume with its model settings");
+  }
+  if (info.tokenizer != data_.tokenizer) {
+    return Status::error(dir + ": the checkpoint was trained with another tokenizer than data.tokenizer / the shards' one");
+  }
+  if (info.step > cfg_.train.steps) {
+    return Status::error(dir + fmt::format(": the checkpoint is at step {}, past train.steps = {}; raise train.steps "
+                                           "to continue training",
+                                           info.step, cfg_.train.steps));
+  }
+  auto state = LoaderState::from_json(info.loader, dir + "/meta.json loader");
+  if (!state) return state.status();
+  auto next = data_.sampler->resume(*state, dir);
+  if (!next) return next.status();
+  if (*next != info.step * cfg_.train.global_batch) {
+    return Status::error(dir + fmt::format(": the checkpoint consumed {} samples in {} steps, but train.global_batch "
+                                           "= {}; resume with the global batch it was written with ({})",
+                                           *next, info.step, cfg_.train.global_batch,
+                                           info.step > 0 ? *next / info.step : 0));
+  }
+  TERA_RETURN_IF_ERROR(load_engine_checkpoint(*engine_, *reader, /*with_optimizer=*/true));
+  next_step_ = info.step;
+  return Status::ok();
+}
+
+Status Trainer::init_weights_from(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / "meta.json", ec)) {
+    auto bytes = read_file((fs::path(path) / "meta.json").string());
+    if (!bytes) return bytes.status();
+    const bool model_dir = std::string(bytes->begin(), bytes->end()).find(kModelCheckpointFormat) != std::string::npos &&
+                           std::string(bytes->begin(), bytes->end()).find(kCheckpointFormat) == std::string::npos;
+    if (!model_dir) {
+      auto reader = CheckpointReader::open(path, /*verify_crc=*/true);
+      if (!reader) return reader.status();
+      if (const std::string d = model_config_diff(reader->info().model, cfg_.model); !d.empty()) {
+        return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
+      }
+      return load_engine_checkpoint(*engine_, *reader, /*with_optimizer=*/false);
+    }
+    auto meta = read_checkpoint_meta(path);
+    if (!meta) return meta.status();
+    if (const std::string d = model_config_diff(meta->model, cfg_.model); !d.empty()) {
+      return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
+    }
+    auto st = SafetensorsFile::open((fs::path(path) / "model.safetensors").string());
+    if (!st) return st.status();
+    return load_engine_weights(*engine_, [&](const ParamInfo& p, float* out) { return read_named_tensor(*st, p, out); });
+  }
+  // A safetensors file: tera names or Hugging Face GPT-2 names.
+  auto st = SafetensorsFile::open(path);
+  if (!st) return Status::error("ckpt.init = " + path + ": " + st.error());
+  return load_engine_weights(*engine_, [&](const ParamInfo& p, float* out) { return read_hf_or_tera_tensor(*st, p, out); });
 }
 
 std::vector<float> Trainer::gather_parameters() { return engine_->gather_parameters(); }

@@ -35,6 +35,15 @@ struct StepStats {
   int64_t comm_bytes = 0;   // bytes sent (ring model, comm/communicator.h), max over ranks
   std::vector<double> bubble;  // per pipeline stage: seconds blocked in pipeline receives / step seconds
   std::optional<double> val_loss;
+  bool skipped = false;                 // non-finite: no optimizer update (see StepResult)
+  std::vector<std::string> bad_groups;  // the parameter groups with non-finite gradients
+};
+
+// Why Trainer::run returned.
+enum class RunEnd {
+  completed,  // train.steps done
+  preempted,  // SIGTERM / SIGUSR1: checkpoint written, exit 0
+  bad_steps,  // train.max_bad_steps consecutive non-finite steps: checkpoint of the last good state written
 };
 
 class Trainer {
@@ -49,7 +58,22 @@ class Trainer {
   ~Trainer();
 
   // Runs steps [next, train.steps); on_step is called after each (all ranks).
+  // Writes checkpoints every ckpt.every steps, after the last step (when
+  // ckpt.dir is set), on preemption and when too many steps were bad.
   Status run(const std::function<void(const StepStats&)>& on_step);
+  RunEnd end() const { return end_; }
+  // Where checkpoints go: ckpt.dir, or out.dir/checkpoints when it is empty
+  // (preemption and bad-step checkpoints are written even then).
+  std::string checkpoint_root() const;
+  // Collective: writes <root>/step-<next step>; returns its directory.
+  Expected<std::string> save_checkpoint();
+  // Collective. resume: "" (none), "auto" (newest valid checkpoint under
+  // checkpoint_root(); none there: start fresh) or a checkpoint directory.
+  // Without a resumed checkpoint, ckpt.init (if set) provides the weights.
+  Status start(const std::string& resume);
+  int64_t next_step() const { return next_step_; }
+  // Rank-0 messages (warnings, checkpoint lines); default: stderr.
+  void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
   StepStats step();
   // Mean validation loss over train.eval_sequences windows (collective).
   double evaluate();
@@ -84,6 +108,11 @@ class Trainer {
   std::unique_ptr<Engine> engine_;
   LrSchedule schedule_;
   int64_t next_step_ = 0;
+  RunEnd end_ = RunEnd::completed;
+  std::function<void(const std::string&)> log_;
+  void log(const std::string& msg) const;
+  Status resume_from(const std::string& dir);
+  Status init_weights_from(const std::string& path);
 };
 
 }  // namespace tera

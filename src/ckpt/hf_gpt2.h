@@ -1,0 +1,59 @@
+// Weights in and out of tera: global tensors by name from any tera
+// checkpoint kind, and the Hugging Face GPT-2 layout.
+//
+// Hugging Face GPT-2 (transformers' GPT2LMHeadModel) names and layouts:
+//   transformer.wte.weight            [V, C]   = tera wte.weight
+//   transformer.wpe.weight            [P, C]   = tera wpe.weight (P >= seq_len;
+//                                              import keeps the first seq_len rows)
+//   transformer.h.<l>.ln_1.{weight,bias}, ln_2.*, transformer.ln_f.*  = tera's
+//   transformer.h.<l>.attn.c_attn.weight  [C, 3C]  Conv1D stores (in, out):
+//   transformer.h.<l>.attn.c_proj.weight  [C, C]   the transpose of tera's
+//   transformer.h.<l>.mlp.c_fc.weight     [C, F]   (out, in) linear weights
+//   transformer.h.<l>.mlp.c_proj.weight   [F, C]
+//   biases as tera's; lm_head.weight is tied to wte and not stored.
+// Import also accepts the names without the "transformer." prefix (the
+// original gpt2 checkpoints) and ignores the attn.bias / attn.masked_bias
+// mask buffers older files carry.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckpt/safetensors.h"
+#include "core/status.h"
+#include "model/model_spec.h"
+
+namespace tera {
+
+// One global tensor, by tera name.
+struct GlobalTensor {
+  std::string name;
+  Shape shape;
+  std::vector<float> data;
+};
+
+// Every parameter of a tera checkpoint directory (tera-checkpoint or
+// tera-model), in ModelSpec order; *model receives its config.
+Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& dir, ModelConfig* model);
+
+// `param` from a file holding tera names (F32, exact shape).
+Status read_named_tensor(const SafetensorsFile& file, const ParamInfo& param, float* out);
+// `param` from a tera file (metadata format = "tera", e.g. a tera-model's
+// model.safetensors) or else a Hugging Face GPT-2 file.
+Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& param, float* out);
+
+// The Hugging Face name of a tera parameter and whether it is stored transposed.
+std::pair<std::string, bool> hf_gpt2_name(const std::string& tera_name);
+
+// Writes `weights` (a GPT-2 shaped model) as a safetensors file with Hugging
+// Face names and layouts, plus config.json (GPT2Config) beside it. Fails for
+// shapes GPT-2 cannot express (gated MLP, grouped-query attention).
+Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path);
+
+// Model config of a Hugging Face GPT-2 safetensors file, inferred from its
+// tensor shapes (layers, hidden, vocab, positions, ffn); heads come from
+// config.json beside the file, or `heads` if given (> 0).
+Expected<ModelConfig> infer_hf_gpt2_config(const SafetensorsFile& file, int64_t heads);
+
+}  // namespace tera

@@ -1,0 +1,331 @@
+// `tera ckpt`: inspect, export, import and reshard checkpoints offline.
+//   inspect DIR                        metadata, files with checksum status, tensors
+//   export DIR --out FILE.safetensors  Hugging Face GPT-2 names + config.json
+//   import FILE --out DIR              a tera-model directory (weights) for ckpt.init
+//   reshard DIR --layout tp=..,pp=.. --out ROOT
+//                                      the checkpoint rewritten as another
+//                                      layout's shard files under ROOT/step-N
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/hf_gpt2.h"
+#include "ckpt/model_checkpoint.h"
+#include "cli/commands.h"
+#include "core/file_util.h"
+#include "core/format.h"
+#include "model/stage_plan.h"
+
+namespace tera::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CkptArgs {
+  std::string dir;     // checkpoint directory (or ckpt.dir root for inspect)
+  std::string file;    // import input
+  std::string out;
+  std::string format = "safetensors";
+  std::string layout;  // reshard target
+  int64_t heads = 0;   // import: when no config.json
+};
+
+int inspect_one(const std::string& dir) {
+  auto info = read_checkpoint_info(dir);
+  if (!info) {
+    // A weights-only tera-model directory is inspectable too.
+    auto meta = read_checkpoint_meta(dir);
+    if (!meta) {
+      print_error(info.error());
+      return kExitBadInput;
+    }
+    ModelConfig model;
+    auto weights = read_global_weights(dir, &model);
+    fmt::print("{}: tera-model (weights only), step {}, {} layers, hidden {}, {} heads, seq {}, vocab {}\n", dir,
+               meta->step, model.layers, model.hidden, model.heads, model.seq_len, model.vocab);
+    if (!weights) {
+      fmt::print("  INVALID: {}\n", weights.error());
+      return kExitFailure;
+    }
+    int64_t n = 0;
+    for (const auto& t : *weights) n += static_cast<int64_t>(t.data.size());
+    fmt::print("  {} tensors, {} parameters, checksum OK\n", weights->size(), human_count(static_cast<double>(n)));
+    return kExitOk;
+  }
+  const CheckpointInfo& c = *info;
+  const ModelConfig& m = c.model;
+  fmt::print("{}: {} v{}\n", dir, kCheckpointFormat, kCheckpointVersion);
+  fmt::print("  step {} ({} samples consumed)\n", c.step, c.consumed_samples);
+  fmt::print("  model: {} layers, hidden {}, {} heads{}, seq {}, vocab {}, ffn {}{}\n", m.layers, m.hidden, m.heads,
+             m.kv() != m.heads ? fmt::format(" ({} kv)", m.kv()) : "", m.seq_len, m.vocab, m.ffn(),
+             m.mlp == MlpKind::gated ? ", gated MLP" : "");
+  fmt::print("  written by layout: {}\n", c.layout.dump());
+  fmt::print("  tokenizer: {}\n", c.tokenizer == "bytes" ? "bytes" : fmt::format("BPE ({} bytes of tokenizer JSON)", c.tokenizer.size()));
+  fmt::print("  lr schedule: {}\n  loader: {}\n  rng: {}\n", c.lr_schedule.dump(), c.loader.dump(), c.rng.dump());
+  fmt::print("  optimizer state: {}\n", c.optimizer_state ? "fp32 master weights + Adam exp_avg, exp_avg_sq" : "none");
+  bool ok = true;
+  int64_t total = 0;
+  for (const auto& f : c.files) {
+    CheckpointInfo one = c;
+    one.files = {f};
+    const Status st = verify_checkpoint(dir, one, /*check_crc=*/true);
+    ok = ok && static_cast<bool>(st);
+    total += f.bytes;
+    fmt::print("  {:<28} {:>10}  crc32 {:08x}  {}\n", f.name, human_bytes(f.bytes), f.crc32, st ? "OK" : st.message());
+  }
+  if (!ok) {
+    fmt::print("  INVALID: --resume auto would skip this checkpoint\n");
+    return kExitFailure;
+  }
+  auto reader = CheckpointReader::open(dir, /*verify_crc=*/false);
+  if (!reader) {
+    fmt::print("  INVALID: {}\n", reader.error());
+    return kExitFailure;
+  }
+  fmt::print("  {} files, {}; tensors:\n", c.files.size(), human_bytes(total));
+  int64_t params = 0;
+  std::vector<float> scratch;
+  for (const ParamInfo& p : reader->spec().params()) {
+    std::string where;
+    auto range = reader->slices().equal_range(state_tensor_name(StateKind::param, p.name));
+    int slices = 0;
+    for (auto it = range.first; it != range.second; ++it) ++slices;
+    scratch.resize(static_cast<size_t>(numel(p.shape)));
+    const Status st = reader->read_global(StateKind::param, p, scratch.data());
+    params += numel(p.shape);
+    fmt::print("    {:<28} {:<14} {} slice{}{}\n", p.name, shape_str(p.shape), slices, slices == 1 ? "" : "s",
+               st ? "" : "  " + st.message());
+    ok = ok && static_cast<bool>(st);
+  }
+  fmt::print("  {} parameters{}\n", human_count(static_cast<double>(params)), ok ? "" : "; INVALID");
+  return ok ? kExitOk : kExitFailure;
+}
+
+int run_inspect(const CkptArgs& a) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(a.dir) / "meta.json", ec)) {
+    const auto all = list_checkpoints(a.dir);
+    if (all.empty()) {
+      print_error(a.dir + ": neither a checkpoint (no meta.json) nor a ckpt.dir holding step-N checkpoints");
+      return kExitBadInput;
+    }
+    auto latest = read_file((fs::path(a.dir) / "latest").string());
+    fmt::print("{}: {} checkpoints{}\n", a.dir, all.size(),
+               latest ? ", latest -> " + std::string(latest->begin(), latest->end() - (latest->empty() ? 0 : 1)) : "");
+    for (const auto& [step, name] : all) {
+      const std::string d = (fs::path(a.dir) / name).string();
+      auto info = read_checkpoint_info(d);
+      const Status st = info ? verify_checkpoint(d, *info) : info.status();
+      fmt::print("  {}  {}\n", name, st ? "valid" : "INVALID: " + st.message());
+    }
+    return kExitOk;
+  }
+  return inspect_one(a.dir);
+}
+
+int run_export(const CkptArgs& a) {
+  if (a.format != "safetensors") {
+    print_error("--format " + a.format + ": only 'safetensors' (Hugging Face GPT-2 names) is supported");
+    return kExitBadInput;
+  }
+  ModelConfig model;
+  auto weights = read_global_weights(a.dir, &model);
+  if (!weights) {
+    print_error(weights.error());
+    return kExitBadInput;
+  }
+  if (Status s = export_hf_gpt2(*weights, model, a.out); !s) {
+    print_error(s.message());
+    return kExitFailure;
+  }
+  fmt::print("exported {} tensors to {} (Hugging Face GPT-2 names; config.json beside it)\n", weights->size(), a.out);
+  return kExitOk;
+}
+
+int run_import(const CkptArgs& a) {
+  auto file = SafetensorsFile::open(a.file);
+  if (!file) {
+    print_error(file.error());
+    return kExitBadInput;
+  }
+  auto model = infer_hf_gpt2_config(*file, a.heads);
+  if (!model) {
+    print_error(model.error());
+    return kExitBadInput;
+  }
+  const ModelSpec spec(*model);
+  std::vector<std::vector<float>> data;
+  std::vector<NamedTensor> named;
+  data.reserve(spec.params().size());
+  for (const ParamInfo& p : spec.params()) {
+    data.emplace_back(static_cast<size_t>(numel(p.shape)));
+    if (Status s = read_hf_or_tera_tensor(*file, p, data.back().data()); !s) {
+      print_error(s.message());
+      return kExitBadInput;
+    }
+    named.push_back({p.name, p.shape, data.back().data()});
+  }
+  CheckpointMeta meta;
+  meta.model = *model;
+  meta.extra = {{"imported_from", a.file}};
+  if (Status s = save_model_checkpoint(a.out, named, meta); !s) {
+    print_error(s.message());
+    return kExitFailure;
+  }
+  fmt::print("imported {}: {} layers, hidden {}, {} heads, seq {}, vocab {} -> {} (use as ckpt.init)\n", a.file,
+             model->layers, model->hidden, model->heads, model->seq_len, model->vocab, a.out);
+  return kExitOk;
+}
+
+// "tp=2,pp=2,dp=1,zero=1,vpp=1" -> values (missing keys keep their defaults).
+Expected<std::map<std::string, int>> parse_layout(const std::string& s) {
+  std::map<std::string, int> v = {{"tp", 1}, {"pp", 1}, {"dp", 1}, {"zero", 0}, {"vpp", 1}};
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t comma = s.find(',', pos);
+    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || !v.count(item.substr(0, eq))) {
+      return Status::error("--layout: '" + item + "' is not key=value with key tp, pp, dp, zero or vpp");
+    }
+    try {
+      size_t used = 0;
+      const int x = std::stoi(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1 || x < 0) throw std::invalid_argument("");
+      v[item.substr(0, eq)] = x;
+    } catch (...) {
+      return Status::error("--layout: '" + item + "' needs a non-negative integer value");
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return v;
+}
+
+int run_reshard(const CkptArgs& a) {
+  auto layout = parse_layout(a.layout);
+  if (!layout) {
+    print_error(layout.error());
+    return kExitBadInput;
+  }
+  auto reader = CheckpointReader::open(a.dir, /*verify_crc=*/true);
+  if (!reader) {
+    print_error(reader.error());
+    return kExitBadInput;
+  }
+  const CheckpointInfo& src = reader->info();
+  const ModelSpec& spec = reader->spec();
+  const int tp = (*layout)["tp"], pp = (*layout)["pp"], vpp = (*layout)["vpp"];
+  if (tp < 1 || pp < 1 || vpp < 1 || spec.config().heads % tp != 0 || spec.config().hidden % tp != 0) {
+    print_error(fmt::format("--layout: tp = {} must divide the model's heads ({}) and hidden ({})", tp,
+                            spec.config().heads, spec.config().hidden));
+    return kExitBadInput;
+  }
+  auto per = layers_per_virtual_stage(spec.config().layers, pp, vpp);
+  if (!per) {
+    print_error("--layout: " + per.error());
+    return kExitBadInput;
+  }
+  if (Status s = begin_checkpoint_dir(a.out, src.step); !s) {
+    print_error(s.message());
+    return kExitFailure;
+  }
+  CheckpointInfo info = src;
+  info.files.clear();
+  info.layout = {{"tp", tp}, {"pp", pp}, {"dp", (*layout)["dp"]}, {"zero", (*layout)["zero"]}, {"vpp", vpp},
+                 {"resharded_from", src.layout}};
+  const bool moments = src.optimizer_state;
+  info.optimizer_state = moments;
+  std::vector<float> global;
+  for (int s = 0; s < pp; ++s) {
+    const StagePlan plan = make_stage_plan(*per, pp, s);
+    const bool tied_copy = pp > 1 && plan.has_head() && !plan.has_embedding();
+    for (int t = 0; t < tp; ++t) {
+      const ParamTable table(spec, ArenaLayout::kAlignFloats, tp, t, plan);
+      std::vector<std::vector<float>> store;
+      std::vector<StTensorRef> refs;
+      for (const ParamEntry& e : table.entries()) {
+        if (tied_copy && e.info->name == "wte.weight") continue;
+        for (StateKind k : kAllStateKinds) {
+          if (k != StateKind::param && !moments) continue;
+          global.resize(static_cast<size_t>(numel(e.info->shape)));
+          if (Status st = reader->read_global(k, *e.info, global.data()); !st) {
+            print_error(st.message());
+            return kExitFailure;
+          }
+          store.emplace_back(static_cast<size_t>(numel(e.local_shape)), 0.0f);
+          for (int64_t i = 0; i < numel(e.local_shape); ++i) {
+            const int64_t g = table.global_index(e, i);
+            if (g >= 0) store.back()[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
+          }
+        }
+      }
+      // Pointers taken once `store` stops growing.
+      size_t idx = 0;
+      for (const ParamEntry& e : table.entries()) {
+        if (tied_copy && e.info->name == "wte.weight") continue;
+        for (StateKind k : kAllStateKinds) {
+          if (k != StateKind::param && !moments) continue;
+          const auto& buf = store[idx++];
+          refs.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, buf.data(), buf.size() * sizeof(float)});
+        }
+      }
+      auto f = write_shard_file(staging_dir(a.out, src.step), shard_file_name(s, t), refs, tp, t,
+                                {{"pp_stage", std::to_string(s)}});
+      if (!f) {
+        print_error(f.error());
+        return kExitFailure;
+      }
+      info.files.push_back(*f);
+    }
+  }
+  auto dir = commit_checkpoint_dir(a.out, info, /*keep=*/1 << 30);
+  if (!dir) {
+    print_error(dir.error());
+    return kExitFailure;
+  }
+  fmt::print("resharded {} (layout {}) -> {} (tp {}, pp {}; {} files); train with ckpt.dir = {} and --resume auto\n",
+             a.dir, src.layout.dump(), *dir, tp, pp, info.files.size(), a.out);
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_ckpt_command(CLI::App& parent) {
+  auto args = std::make_shared<CkptArgs>();
+  auto* sub = parent.add_subcommand("ckpt", "Inspect, export, import and reshard checkpoints");
+  sub->require_subcommand(1);
+  auto* inspect = sub->add_subcommand("inspect", "Print a checkpoint's metadata, files (checksums verified) and tensors; "
+                                                 "or list the checkpoints of a ckpt.dir");
+  inspect->add_option("dir", args->dir, "Checkpoint directory (ckpt.dir/step-N), tera-model directory or ckpt.dir")->required();
+  auto* exp = sub->add_subcommand("export", "Write the weights as safetensors with Hugging Face GPT-2 names (+ config.json)");
+  exp->add_option("dir", args->dir, "Checkpoint or tera-model directory")->required();
+  exp->add_option("-o,--out", args->out, "Output .safetensors file")->required();
+  exp->add_option("--format", args->format, "Output format (safetensors)");
+  auto* imp = sub->add_subcommand("import", "Read a GPT-2 safetensors file (Hugging Face or tera names) into a tera-model "
+                                            "directory, for ckpt.init, generate and eval");
+  imp->add_option("file", args->file, "Input .safetensors file")->required();
+  imp->add_option("-o,--out", args->out, "Output directory")->required();
+  imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file");
+  auto* re = sub->add_subcommand("reshard", "Rewrite a checkpoint's shard files for another layout (any layout also "
+                                            "loads any checkpoint directly; this is the offline form)");
+  re->add_option("dir", args->dir, "Checkpoint directory")->required();
+  re->add_option("--layout", args->layout, "Target layout: tp=..,pp=..[,dp=..,zero=..,vpp=..]")->required();
+  re->add_option("-o,--out", args->out, "Output ckpt.dir (the checkpoint goes to OUT/step-N)")->required();
+  return {sub, [args, inspect, exp, imp, re] {
+            if (inspect->parsed()) return run_inspect(*args);
+            if (exp->parsed()) return run_export(*args);
+            if (imp->parsed()) return run_import(*args);
+            if (re->parsed()) return run_reshard(*args);
+            return kExitBadInput;
+          }};
+}
+
+}  // namespace tera::cli

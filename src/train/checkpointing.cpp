@@ -1,0 +1,140 @@
+// Engine checkpoints; see checkpointing.h.
+#include "train/checkpointing.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace tera {
+
+Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info, const std::string& root, int64_t keep) {
+  const Groups& g = engine.groups();
+  Communicator& world = *g.world;
+  // 1. Rank 0 makes the staging directory; everyone learns if it failed.
+  Status st = world.rank() == 0 ? begin_checkpoint_dir(root, info.step) : Status::ok();
+  if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
+    return st ? Status::error("rank 0 could not create the checkpoint directory (see its message)") : st;
+  }
+  const std::string tmp = staging_dir(root, info.step);
+
+  // 2. Each stage's tp shard, whole (gathered over dp under ZeRO).
+  const ParamTable& table = engine.table();
+  const size_t total = static_cast<size_t>(table.total_floats());
+  std::vector<float> p(total), m(total), v(total);
+  engine.gather_state(p.data(), m.data(), v.data());
+
+  // 3. The first data-parallel rank of every (stage, tp rank) writes it.
+  const bool writer = g.coord.dp == 0;
+  CheckpointFile written;
+  if (writer) {
+    std::vector<StTensorRef> tensors;
+    const bool skip_wte = engine.holds_tied_copy();  // stage 0 writes the tied embedding
+    table.for_each([&](const ParamEntry& e) {
+      if (skip_wte && e.info->name == "wte.weight") return;
+      const size_t bytes = static_cast<size_t>(numel(e.local_shape)) * sizeof(float);
+      for (StateKind k : kAllStateKinds) {
+        const float* base = k == StateKind::param ? p.data() : k == StateKind::exp_avg ? m.data() : v.data();
+        tensors.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, base + e.offset, bytes});
+      }
+    });
+    auto f = write_shard_file(tmp, shard_file_name(g.coord.pp, g.coord.tp), tensors, g.layout.tp, g.coord.tp,
+                              {{"pp_stage", std::to_string(g.coord.pp)}});
+    if (f) {
+      written = *f;
+    } else {
+      st = f.status();
+    }
+  }
+  // 4. Rank 0 learns every file's size and CRC (doubles hold both exactly).
+  const int n = world.size();
+  std::vector<double> files(static_cast<size_t>(4 * n), 0.0);
+  double* mine = &files[static_cast<size_t>(4 * world.rank())];
+  mine[0] = writer && st ? 1.0 : 0.0;
+  mine[1] = static_cast<double>(written.crc32);
+  mine[2] = static_cast<double>(written.bytes);
+  mine[3] = st ? 0.0 : 1.0;
+  world.all_reduce(files.data(), 4 * n, CommType::f64, ReduceOp::sum);
+  for (int r = 0; r < n; ++r) {
+    if (files[static_cast<size_t>(4 * r + 3)] > 0) {
+      if (!st) return st;
+      return Status::error(fmt::format("rank {} could not write its checkpoint file (see its message)", r));
+    }
+  }
+  Expected<std::string> dir = std::string();
+  if (world.rank() == 0) {
+    for (int r = 0; r < n; ++r) {
+      if (files[static_cast<size_t>(4 * r)] == 0) continue;
+      const Layout::Coord c = g.layout.coord(r);
+      info.files.push_back({shard_file_name(c.pp, c.tp), static_cast<int64_t>(files[static_cast<size_t>(4 * r + 2)]),
+                            static_cast<uint32_t>(files[static_cast<size_t>(4 * r + 1)])});
+    }
+    std::sort(info.files.begin(), info.files.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    dir = commit_checkpoint_dir(root, info, keep);
+  }
+  // 5. Nobody moves on (or exits) before the checkpoint is in place.
+  if (world.all_reduce_max(dir ? 0.0 : 1.0) > 0) {
+    if (!dir) return dir.status();
+    return Status::error("rank 0 could not commit the checkpoint (see its message)");
+  }
+  return (std::filesystem::path(root) / step_dir_name(info.step)).string();
+}
+
+namespace {
+
+// Writes the global tensor's elements this rank holds into local[] (the
+// table's layout); padding stays 0.
+void scatter_local(const ParamTable& table, const ParamEntry& e, const float* global, float* local) {
+  for (int64_t i = 0; i < e.count; ++i) {
+    const int64_t gi = table.global_index(e, i);
+    local[e.offset + i] = gi >= 0 ? global[gi] : 0.0f;
+  }
+}
+
+}  // namespace
+
+Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
+  const ParamTable& table = engine.table();
+  const size_t total = static_cast<size_t>(table.total_floats());
+  std::vector<float> p(total, 0.0f), zeros(total, 0.0f), global;
+  Status st = Status::ok();
+  table.for_each([&](const ParamEntry& e) {
+    if (!st) return;
+    global.assign(static_cast<size_t>(numel(e.info->shape)), 0.0f);
+    st = read(*e.info, global.data());
+    if (st) scatter_local(table, e, global.data(), p.data());
+  });
+  if (!st) return st;
+  engine.load_state(p.data(), zeros.data(), zeros.data());
+  return Status::ok();
+}
+
+Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bool with_optimizer) {
+  const ParamTable& table = engine.table();
+  const size_t total = static_cast<size_t>(table.total_floats());
+  std::vector<float> p(total, 0.0f), m(total, 0.0f), v(total, 0.0f), global;
+  const bool moments = with_optimizer && reader.info().optimizer_state;
+  Status st = Status::ok();
+  table.for_each([&](const ParamEntry& e) {
+    if (!st) return;
+    const auto& ps = reader.spec().params();
+    const auto it = std::find_if(ps.begin(), ps.end(), [&](const ParamInfo& q) { return q.name == e.info->name; });
+    const ParamInfo* info = it == ps.end() ? nullptr : &*it;
+    if (info == nullptr) {
+      st = Status::error(reader.dir() + ": the checkpoint's model has no parameter '" + e.info->name + "'");
+      return;
+    }
+    global.resize(static_cast<size_t>(numel(info->shape)));
+    for (StateKind k : kAllStateKinds) {
+      if (k != StateKind::param && !moments) continue;
+      st = reader.read_global(k, *info, global.data());
+      if (!st) return;
+      float* dst = k == StateKind::param ? p.data() : k == StateKind::exp_avg ? m.data() : v.data();
+      scatter_local(table, e, global.data(), dst);
+    }
+  });
+  if (!st) return st;
+  engine.load_state(p.data(), m.data(), v.data());
+  return Status::ok();
+}
+
+}  // namespace tera
