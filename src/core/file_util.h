@@ -38,5 +38,7 @@ class AtomicFile {
 Expected<std::vector<uint8_t>> read_file(const std::string& path);
 Status fsync_dir(const std::string& dir);
 uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc = 0);
+// CRC-32 of a whole file, streamed (constant memory).
+Expected<uint32_t> crc32_file(const std::string& path);
 
 }  // namespace tera

@@ -84,6 +84,12 @@ namespace {
 // Writes the global tensor's elements this rank holds into local[] (the
 // table's layout); padding stays 0.
 void scatter_local(const ParamTable& table, const ParamEntry& e, const float* global, float* local) {
+  if (table.tp() == 1 || e.info->tp_split == TpSplit::none) {  // the whole tensor, in order, then padding
+    const int64_t n = numel(e.info->shape);
+    std::copy(global, global + n, local + e.offset);
+    std::fill(local + e.offset + n, local + e.offset + e.count, 0.0f);
+    return;
+  }
   for (int64_t i = 0; i < e.count; ++i) {
     const int64_t gi = table.global_index(e, i);
     local[e.offset + i] = gi >= 0 ? global[gi] : 0.0f;

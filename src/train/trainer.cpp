@@ -13,6 +13,7 @@
 #include "train/preemption.h"
 #include "comm/fake_comm.h"
 #include "config/config.h"
+#include "core/format.h"
 #include "core/timer.h"
 
 namespace tera {
@@ -36,6 +37,16 @@ Status check_layout(const RunConfig& cfg, const Layout& layout) {
                                      cfg.source, micro, s.error()));
   }
   return Status::ok();
+}
+
+// Bytes of the regular files directly in dir (a checkpoint's size).
+int64_t directory_bytes(const std::string& dir) {
+  int64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_regular_file(ec)) total += static_cast<int64_t>(e.file_size(ec));
+  }
+  return total;
 }
 
 }  // namespace
@@ -177,7 +188,10 @@ Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
       Stopwatch sw;
       auto dir = save_checkpoint();
       if (!dir) return dir.status();
-      log(fmt::format("checkpoint: {} ({:.2f} s)", *dir, sw.seconds()));
+      const double secs = sw.seconds();
+      const int64_t bytes = is_first_rank() ? directory_bytes(*dir) : 0;
+      log(fmt::format("checkpoint: {} ({}, {:.2f} s, {:.0f} MB/s)", *dir, human_bytes(bytes), secs,
+                      static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9)));
     }
     if (too_bad) {
       end_ = RunEnd::bad_steps;
@@ -213,6 +227,7 @@ Expected<std::string> Trainer::save_checkpoint() {
 
 Status Trainer::start(const std::string& resume) {
   Communicator& world = *groups().world;
+  Stopwatch sw;
   std::string dir;
   if (resume == "auto") {
     // Rank 0 picks (so every rank loads the same one) and tells the others the step.
@@ -256,7 +271,12 @@ Status Trainer::start(const std::string& resume) {
   if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
     return st ? Status::error("another rank could not load the checkpoint (see its message)") : st;
   }
-  if (!dir.empty()) log(fmt::format("resumed from {} at step {}", dir, next_step_));
+  if (!dir.empty()) {
+    const double secs = sw.seconds();
+    const int64_t bytes = is_first_rank() ? directory_bytes(dir) : 0;
+    log(fmt::format("resumed from {} at step {} ({}, {:.2f} s, {:.0f} MB/s)", dir, next_step_, human_bytes(bytes), secs,
+                    static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9)));
+  }
   return Status::ok();
 }
 
