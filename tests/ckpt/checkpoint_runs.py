@@ -30,10 +30,10 @@ import sys
 import tempfile
 import time
 
-TOL = {"loss": 1e-5, "val_loss": 1e-5, "grad_norm": 1e-4}  # as the layout-equivalence harness
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+# Layout strings (short keys tp, pp, dp, zero, sp, ...) and tolerances as the layout-equivalence harness.
+from layout_equivalence import TOL, parse_layout as layout_sets  # noqa: E402
 ENV = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-SHORT = {"tp": "parallel.tp", "pp": "parallel.pp", "dp": "parallel.dp", "zero": "parallel.zero",
-         "sp": "parallel.sequence_parallel", "schedule": "parallel.schedule", "vpp": "parallel.vpp"}
 failures = []
 
 
@@ -41,16 +41,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         failures.append(what)
-
-
-def layout_sets(text):
-    sets, n = [], {"tp": 1, "pp": 1, "dp": 1}
-    for item in filter(None, text.split(",")):
-        k, v = item.split("=", 1)
-        if k in n:
-            n[k] = int(v)
-        sets.append(f"{SHORT.get(k, k)}={v}")
-    return sets, n["tp"] * n["pp"] * n["dp"]
 
 
 def command(tera, config, corpus, work, name, layout="", extra=(), resume=None):

@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ./scripts/setup fuzz
-cmake --preset fuzz >/dev/null
+# TERA_FUZZ_SECONDS / TERA_FUZZ_RUNS (environment) cap each target's run.
+cmake --preset fuzz -DTERA_FUZZ_SECONDS="${TERA_FUZZ_SECONDS:-60}" -DTERA_FUZZ_RUNS="${TERA_FUZZ_RUNS:-100000}" >/dev/null
 cmake --build --preset fuzz
 ctest --preset fuzz "$@"
