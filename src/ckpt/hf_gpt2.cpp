@@ -91,11 +91,8 @@ Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& para
 }
 
 Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& dir, ModelConfig* model) {
-  auto bytes = read_file((fs::path(dir) / "meta.json").string());
-  if (!bytes) return Status::error(dir + ": not a tera checkpoint directory (no meta.json)");
-  const std::string text(bytes->begin(), bytes->end());
   std::vector<GlobalTensor> out;
-  if (text.find(kCheckpointFormat) != std::string::npos) {
+  if (auto info = read_checkpoint_info(dir); info) {  // a training checkpoint
     auto reader = CheckpointReader::open(dir, /*verify_crc=*/true);
     if (!reader) return reader.status();
     *model = reader->info().model;
@@ -106,17 +103,16 @@ Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& dir, 
     }
     return out;
   }
-  auto meta = read_checkpoint_meta(dir);
+  auto meta = read_checkpoint_meta(dir);  // a tera-model directory (out.dir/final, tera ckpt import)
   if (!meta) return meta.status();
   *model = meta->model;
   const ModelSpec spec(meta->model);
   const std::string path = (fs::path(dir) / "model.safetensors").string();
   auto file = SafetensorsFile::open(path);
   if (!file) return file.status();
-  auto crc = json::parse(text, nullptr, false);
-  if (!crc.is_discarded() && crc.contains("tensors") && crc["tensors"].contains("crc32") &&
-      crc["tensors"]["crc32"].is_number_unsigned() && crc["tensors"]["crc32"].get<uint32_t>() != file->crc32()) {
-    return Status::error(path + ": checksum mismatch with meta.json; the file is corrupt");
+  if (meta->tensors_crc32 && *meta->tensors_crc32 != file->crc32()) {
+    return Status::error(path + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is corrupt",
+                                            file->crc32(), *meta->tensors_crc32));
   }
   for (const ParamInfo& p : spec.params()) {
     GlobalTensor t{p.name, p.shape, std::vector<float>(static_cast<size_t>(numel(p.shape)))};

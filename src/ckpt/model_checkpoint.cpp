@@ -127,6 +127,10 @@ Expected<CheckpointMeta> read_checkpoint_meta(const std::string& dir) {
   meta.step = j.value("step", int64_t{0});
   meta.tokenizer = j.value("tokenizer", std::string("bytes"));
   if (j.contains("extra")) meta.extra = j["extra"];
+  if (j.contains("tensors") && j["tensors"].is_object() && j["tensors"].contains("crc32") &&
+      j["tensors"]["crc32"].is_number_unsigned() && j["tensors"]["crc32"].get<uint64_t>() <= 0xffffffffull) {
+    meta.tensors_crc32 = j["tensors"]["crc32"].get<uint32_t>();
+  }
   return meta;
 }
 

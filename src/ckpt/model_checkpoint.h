@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ struct CheckpointMeta {
   int64_t step = 0;
   std::string tokenizer = "bytes";  // "bytes" or a tokenizer file
   nlohmann::json extra = nlohmann::json::object();  // run config, metrics summary
+  std::optional<uint32_t> tensors_crc32 = std::nullopt;  // read back: the tensor file's recorded CRC-32
 };
 
 nlohmann::json model_config_to_json(const ModelConfig& m);

@@ -313,12 +313,9 @@ Status Trainer::resume_from(const std::string& dir) {
 Status Trainer::init_weights_from(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::is_directory(path, ec) && fs::exists(fs::path(path) / "meta.json", ec)) {
-    auto bytes = read_file((fs::path(path) / "meta.json").string());
-    if (!bytes) return bytes.status();
-    const bool model_dir = std::string(bytes->begin(), bytes->end()).find(kModelCheckpointFormat) != std::string::npos &&
-                           std::string(bytes->begin(), bytes->end()).find(kCheckpointFormat) == std::string::npos;
-    if (!model_dir) {
+  if (fs::is_directory(path, ec)) {
+    // A training checkpoint (weights, no optimizer state) or a tera-model directory.
+    if (auto info = read_checkpoint_info(path); info) {
       auto reader = CheckpointReader::open(path, /*verify_crc=*/true);
       if (!reader) return reader.status();
       if (const std::string d = model_config_diff(reader->info().model, cfg_.model); !d.empty()) {
@@ -326,14 +323,21 @@ Status Trainer::init_weights_from(const std::string& path) {
       }
       return load_engine_checkpoint(*engine_, *reader, /*with_optimizer=*/false);
     }
-    auto meta = read_checkpoint_meta(path);
-    if (!meta) return meta.status();
-    if (const std::string d = model_config_diff(meta->model, cfg_.model); !d.empty()) {
+    ModelConfig model;
+    auto weights = read_global_weights(path, &model);
+    if (!weights) return Status::error("ckpt.init = " + path + ": " + weights.error());
+    if (const std::string d = model_config_diff(model, cfg_.model); !d.empty()) {
       return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
     }
-    auto st = SafetensorsFile::open((fs::path(path) / "model.safetensors").string());
-    if (!st) return st.status();
-    return load_engine_weights(*engine_, [&](const ParamInfo& p, float* out) { return read_named_tensor(*st, p, out); });
+    return load_engine_weights(*engine_, [&](const ParamInfo& p, float* out) {
+      for (const GlobalTensor& t : *weights) {
+        if (t.name == p.name) {
+          std::copy(t.data.begin(), t.data.end(), out);
+          return Status::ok();
+        }
+      }
+      return Status::error("ckpt.init = " + path + ": no tensor '" + p.name + "'");
+    });
   }
   // A safetensors file: tera names or Hugging Face GPT-2 names.
   auto st = SafetensorsFile::open(path);

@@ -18,6 +18,8 @@ CASE:
              with a checkpoint; --resume auto finishes with matching losses
   nonfinite  an injected NaN gradient skips the step (named group); too
              many in a row stop the run with a checkpoint
+  init       ckpt.init from a checkpoint, a final/ directory and an exported
+             Hugging Face file start from the same weights
 Exits non-zero on any failure.
 """
 import glob
@@ -281,6 +283,25 @@ def case_nonfinite(tera, config, corpus, work):
     train(tera, config, corpus, work, "after", "", resume=os.path.join(work, "c", "step-00000006"))
     after = metrics(work, "after")
     check(min(after) == 7 and all(m["loss"] == m["loss"] for m in after.values()), "the run resumes from that checkpoint")
+
+
+def case_init(tera, config, corpus, work):
+    train(tera, config, corpus, work, "trained", "", ckpt(work, "c"))
+    fresh = metrics(work, "trained")
+    src = os.path.join(work, "c", "step-00000020")
+    hf = os.path.join(work, "hf", "model.safetensors")
+    r = subprocess.run([tera, "ckpt", "export", src, "--out", hf], capture_output=True, text=True)
+    check(r.returncode == 0, "ckpt export " + r.stderr)
+    first = {}
+    for name, init in [("from_ckpt", src), ("from_final", os.path.join(work, "trained", "final")), ("from_hf", hf)]:
+        train(tera, config, corpus, work, name, "tp=2,dp=2", ["ckpt.init=" + init, "train.steps=2"])
+        first[name] = metrics(work, name)[1]["loss"]
+    same_start = max(first.values()) - min(first.values()) <= 1e-6 * first["from_ckpt"]
+    check(same_start, f"the three ckpt.init sources give the same first loss: {first}")
+    check(first["from_ckpt"] < 0.8 * fresh[1]["loss"], f"and it is the trained model's ({first['from_ckpt']:.4f} vs "
+          f"{fresh[1]['loss']:.4f} from scratch)")
+    r = train(tera, config, corpus, work, "bad", "", ["ckpt.init=" + src, "model.hidden=64"], expect=2)
+    check("another model" in r.stderr, "ckpt.init of another model shape is refused")
 
 
 def main():
