@@ -205,18 +205,22 @@ def wait_for_checkpoint(root, proc, min_step, timeout=300):
         latest = os.path.join(root, "latest")
         if os.path.exists(latest) and int(open(latest).read().strip()[5:]) >= min_step:
             return True
-        time.sleep(0.1)
+        time.sleep(0.02)
     return False
 
 
+# kill and preempt: long enough that the signal surely lands mid-run.
+LONG = 200
+
+
 # kill and preempt compare with an uninterrupted run of the same layout, which
-# a resumed run reproduces bit for bit (over 60 steps float reduction order
+# a resumed run reproduces bit for bit (over many steps float reduction order
 # makes different layouts drift apart beyond the 20-step harness tolerance).
 def case_kill(tera, config, corpus, work):
     layout = "tp=2,dp=2,zero=1"
-    train(tera, config, corpus, work, "control", layout, ["train.steps=60"])
+    train(tera, config, corpus, work, "control", layout, [f"train.steps={LONG}"])
     control = metrics(work, "control")
-    extra = ckpt(work, "c") + ["ckpt.every=5", "train.steps=60"]
+    extra = ckpt(work, "c") + ["ckpt.every=5", f"train.steps={LONG}"]
     proc = subprocess.Popen(command(tera, config, corpus, work, "run", layout, extra), env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     reached = wait_for_checkpoint(os.path.join(work, "c"), proc, 10)
@@ -235,16 +239,16 @@ def case_kill(tera, config, corpus, work):
     train(tera, config, corpus, work, "resumed", layout, extra, resume="auto")
     got = metrics(work, "resumed")
     ok, why = same(control, got, exact=True)
-    check(ok and max(got) == 60, f"--resume auto finishes the run from step {min(got) - 1} ({why})")
+    check(ok and max(got) == LONG, f"--resume auto finishes the run from step {min(got) - 1} ({why})")
 
 
 def case_preempt(tera, config, corpus, work):
     layout = "pp=2,dp=2,zero=2"
-    train(tera, config, corpus, work, "control", layout, ["train.steps=60"])
+    train(tera, config, corpus, work, "control", layout, [f"train.steps={LONG}"])
     control = metrics(work, "control")
     for how in ("sigterm-ranks", "sigusr1-mpirun"):
         root = os.path.join(work, how)
-        extra = ["ckpt.dir=" + root, "ckpt.every=5", "train.steps=60"]
+        extra = ["ckpt.dir=" + root, "ckpt.every=5", f"train.steps={LONG}"]
         proc = subprocess.Popen(command(tera, config, corpus, work, how, layout, extra), env=ENV,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         check(wait_for_checkpoint(root, proc, 5), f"{how}: the run is under way")
@@ -255,12 +259,12 @@ def case_preempt(tera, config, corpus, work):
             os.kill(proc.pid, signal.SIGUSR1)  # mpirun forwards SIGUSR1 to every rank
         out, err = proc.communicate(timeout=120)
         stopped = int(open(os.path.join(root, "latest")).read().strip()[5:])
-        check(proc.returncode == 0 and "preempted at step" in out and stopped < 60,
+        check(proc.returncode == 0 and "preempted at step" in out and stopped < LONG,
               f"{how}: exit 0 with a checkpoint at step {stopped} (rc {proc.returncode}) {err[-300:]}")
         train(tera, config, corpus, work, how + "-resumed", layout, extra, resume="auto")
         got = metrics(work, how + "-resumed")
         ok, why = same(control, got, exact=True)
-        check(ok and min(got) == stopped + 1 and max(got) == 60, f"{how}: resume finishes from step {stopped} ({why})")
+        check(ok and min(got) == stopped + 1 and max(got) == LONG, f"{how}: resume finishes from step {stopped} ({why})")
 
 
 def case_nonfinite(tera, config, corpus, work):

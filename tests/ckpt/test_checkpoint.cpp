@@ -81,7 +81,11 @@ TEST(ModelCheckpoint, SaveLoadRoundTripAndReplace) {
   Tiny t;
   Gpt a(ModelSpec(t.cfg), cpu_backend(), 1), b(ModelSpec(t.cfg), cpu_backend(), 1);
   a.init_parameters(1);
-  const std::string dir = temp_path("model");
+  // Its own parent directory: the temporaries check below must not see other
+  // tests' files in the shared temp directory (ctest -j runs them beside it).
+  const std::string parent = temp_path("replace_parent");
+  fs::create_directories(parent);
+  const std::string dir = parent + "/model";
   CheckpointMeta meta{.model = t.cfg, .step = 7};
   ASSERT_TRUE(save_model_checkpoint(dir, a.table(), a.params(), meta).is_ok());
   // Saving again replaces the directory atomically.
