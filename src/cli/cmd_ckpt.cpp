@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "core/file_util.h"
 #include "core/format.h"
 #include "model/stage_plan.h"
+#include "plan/layout.h"
 
 namespace tera::cli {
 
@@ -184,35 +184,13 @@ int run_import(const CkptArgs& a) {
   return kExitOk;
 }
 
-// "tp=2,pp=2,dp=1,zero=1,vpp=1" -> values (missing keys keep their defaults).
-Expected<std::map<std::string, int>> parse_layout(const std::string& s) {
-  std::map<std::string, int> v = {{"tp", 1}, {"pp", 1}, {"dp", 1}, {"zero", 0}, {"vpp", 1}};
-  size_t pos = 0;
-  while (pos < s.size()) {
-    const size_t comma = s.find(',', pos);
-    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || !v.count(item.substr(0, eq))) {
-      return Status::error("--layout: '" + item + "' is not key=value with key tp, pp, dp, zero or vpp");
-    }
-    try {
-      size_t used = 0;
-      const int x = std::stoi(item.substr(eq + 1), &used);
-      if (used != item.size() - eq - 1 || x < 0) throw std::invalid_argument("");
-      v[item.substr(0, eq)] = x;
-    } catch (...) {
-      return Status::error("--layout: '" + item + "' needs a non-negative integer value");
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return v;
-}
-
 int run_reshard(const CkptArgs& a) {
-  auto layout = parse_layout(a.layout);
+  // The planner's layout strings; dp and zero are only recorded (the files
+  // depend on tp and pp), so dp may be left out.
+  const bool has_dp = ("," + a.layout).find(",dp=") != std::string::npos;
+  auto layout = parse_layout(has_dp ? a.layout : a.layout + ",dp=1", /*gpus=*/0);
   if (!layout) {
-    print_error(layout.error());
+    print_error("--layout: " + layout.error());
     return kExitBadInput;
   }
   auto reader = CheckpointReader::open(a.dir, /*verify_crc=*/true);
@@ -222,8 +200,8 @@ int run_reshard(const CkptArgs& a) {
   }
   const CheckpointInfo& src = reader->info();
   const ModelSpec& spec = reader->spec();
-  const int tp = (*layout)["tp"], pp = (*layout)["pp"], vpp = (*layout)["vpp"];
-  if (tp < 1 || pp < 1 || vpp < 1 || spec.config().heads % tp != 0 || spec.config().hidden % tp != 0) {
+  const int tp = layout->tp, pp = layout->pp, vpp = layout->vpp;
+  if (spec.config().heads % tp != 0 || spec.config().hidden % tp != 0) {
     print_error(fmt::format("--layout: tp = {} must divide the model's heads ({}) and hidden ({})", tp,
                             spec.config().heads, spec.config().hidden));
     return kExitBadInput;
@@ -239,7 +217,7 @@ int run_reshard(const CkptArgs& a) {
   }
   CheckpointInfo info = src;
   info.files.clear();
-  info.layout = {{"tp", tp}, {"pp", pp}, {"dp", (*layout)["dp"]}, {"zero", (*layout)["zero"]}, {"vpp", vpp},
+  info.layout = {{"tp", tp}, {"pp", pp}, {"dp", layout->dp}, {"zero", layout->zero}, {"vpp", vpp},
                  {"resharded_from", src.layout}};
   const bool moments = src.optimizer_state;
   info.optimizer_state = moments;

@@ -111,7 +111,7 @@ Expected<Setup> load_setup(const SimulateArgs& a) {
   return s;
 }
 
-Expected<Layout> layout_from_args(const SimulateArgs& a, int64_t gpus) {
+Expected<PlanLayout> layout_from_args(const SimulateArgs& a, int64_t gpus) {
   auto l = parse_layout(a.layout, static_cast<int>(gpus));
   if (!l.ok()) return Status::error("--layout: " + l.error());
   if (!a.schedule.empty()) {
@@ -201,7 +201,7 @@ std::string sweep_table(const SweepResult& r, const Cluster& cl, bool failures, 
   if (ttt) s += fmt::format("  {:>13}", "time to train");
   s += "\n";
   for (const SweepPoint& p : r.points) {
-    const Layout& l = p.eval.layout;
+    const PlanLayout& l = p.eval.layout;
     s += fmt::format("{:>7} {:>6}  {:>3} {:>3} {:>6} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>7}  {:>10.3f}  {:>12.0f}  {:>8.1f}  "
                      "{:>4.1f}%  {:>5.1f}%  {:>5.1f}%  {:>4}",
                      p.gpus, (p.gpus + cl.node.gpus - 1) / cl.node.gpus, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, l.zero,

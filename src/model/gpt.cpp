@@ -219,15 +219,21 @@ const float* Gpt::gathered(const float* x_tokens, int64_t N) {
   return ws_.full;
 }
 
+float* Gpt::partial_sum_buffer(float* out) { return opts_.sequence_parallel ? ws_.full : out; }
+
+void Gpt::reduce_partial_sum(float* out, int64_t N) {
+  const int64_t C = spec_.config().hidden;
+  if (opts_.sequence_parallel) {
+    tp_.scatter_forward(ws_.full, out, rows(N) * C);  // sp_scatter: reduce-scatter into this rank's token shard
+  } else {
+    tp_.reduce_forward(out, N * C);  // tp_reduce: all-reduce in place
+  }
+}
+
 void Gpt::embed_forward(const Weights& w, Slot& s, int64_t B, int64_t T) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
-  if (opts_.sequence_parallel) {
-    be_.embedding_lookup(ws_.full, s.tokens, w.wte, v0_, v0_ + Vl_, N, C);
-    tp_.scatter_forward(ws_.full, s.input, Nt * C);  // sp_scatter
-  } else {
-    be_.embedding_lookup(s.input, s.tokens, w.wte, v0_, v0_ + Vl_, N, C);
-    tp_.reduce_forward(s.input, N * C);  // tp_reduce
-  }
+  be_.embedding_lookup(partial_sum_buffer(s.input), s.tokens, w.wte, v0_, v0_ + Vl_, N, C);
+  reduce_partial_sum(s.input, N);
   be_.position_add(s.input, w.wpe, first_token(N), Nt, T, C);
 }
 
@@ -245,30 +251,19 @@ void Gpt::embed_backward(const Weights& w, const Weights& g, const Slot& s, cons
 
 void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* x, int64_t B, int64_t T) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
-  const bool sp = opts_.sequence_parallel;
   // Attention: column-parallel QKV over local heads, row-parallel output projection.
   be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt, C);
   be_.linear_forward(a.qkv, gathered(a.ln1, N), w.qkv_w, w.qkv_b, N, C, 3 * Cl_);
   be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Cl_, Hl_);
-  if (sp) {
-    be_.linear_forward(ws_.full, a.atty, w.proj_w, nullptr, N, Cl_, C);
-    tp_.scatter_forward(ws_.full, a.res1, Nt * C);
-  } else {
-    be_.linear_forward(a.res1, a.atty, w.proj_w, nullptr, N, Cl_, C);
-    tp_.reduce_forward(a.res1, N * C);
-  }
+  be_.linear_forward(partial_sum_buffer(a.res1), a.atty, w.proj_w, nullptr, N, Cl_, C);
+  reduce_partial_sum(a.res1, N);
   be_.bias_residual(a.res1, a.res1, w.proj_b, x, Nt, C);
   // MLP: column-parallel FC, row-parallel projection.
   be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt, C);
   be_.linear_forward(a.fch, gathered(a.ln2, N), w.fc_w, w.fc_b, N, C, Fl_);
   be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
-  if (sp) {
-    be_.linear_forward(ws_.full, a.fch_gelu, w.fcp_w, nullptr, N, Fl_, C);
-    tp_.scatter_forward(ws_.full, a.out, Nt * C);
-  } else {
-    be_.linear_forward(a.out, a.fch_gelu, w.fcp_w, nullptr, N, Fl_, C);
-    tp_.reduce_forward(a.out, N * C);
-  }
+  be_.linear_forward(partial_sum_buffer(a.out), a.fch_gelu, w.fcp_w, nullptr, N, Fl_, C);
+  reduce_partial_sum(a.out, N);
   be_.bias_residual(a.out, a.out, w.fcp_b, a.res1, Nt, C);
 }
 

@@ -150,6 +150,12 @@ class Gpt {
   void release_wte_io(Pass pass);
   // sp_gather of a stored token shard into ws.full (or the tensor itself without sp).
   const float* gathered(const float* x_tokens, int64_t N);
+  // A tensor-parallel partial sum over all N tokens (row-parallel linear,
+  // vocab-parallel embedding) is computed into partial_sum_buffer(out) and
+  // then reduced into out: all-reduced in place, or under sp reduce-scattered
+  // from ws.full into this rank's token shard.
+  float* partial_sum_buffer(float* out);
+  void reduce_partial_sum(float* out, int64_t N);
   void embed_forward(const Weights& w, Slot& s, int64_t B, int64_t T);
   void embed_backward(const Weights& w, const Weights& g, const Slot& s, const float* dres, int64_t B, int64_t T);
   void block_forward(const BlockActs& a, const BlockWeights& w, const float* x, int64_t B, int64_t T);

@@ -64,7 +64,7 @@ namespace {
 
 // ZeRO-2/3 traffic of one pass over `params` local parameters, overlapped
 // with the pass's own work: only what exceeds it is exposed.
-double zero_exposed(const Layout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
+double zero_exposed(const PlanLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
                     double pass_time) {
   if (l.dp <= 1 || l.zero < 2) return 0;
   const Group dp{l.dp, l.tp};
@@ -78,7 +78,7 @@ double zero_exposed(const Layout& l, const PrecisionBytes& pb, const Cluster& cl
 
 }  // namespace
 
-PartCosts price_parts(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl) {
+PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
   const PrecisionBytes pb = precision_bytes(w.precision);
   PartCosts pc;
   pc.peak_flops = peak_flops(cl, w.precision).value();
@@ -103,11 +103,11 @@ PartCosts price_parts(const ModelSpec& spec, const Layout& l, const Workload& w,
   return pc;
 }
 
-StepCosts price_step(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl) {
+StepCosts price_step(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
   return price_step(price_parts(spec, l, w, cl), param_split(spec, l.tp), spec.config().layers, l, w, cl);
 }
 
-StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const Layout& l,
+StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const PlanLayout& l,
                      const Workload& w, const Cluster& cl) {
   const PrecisionBytes pb = precision_bytes(w.precision);
   StepCosts sc;

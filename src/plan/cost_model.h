@@ -50,7 +50,7 @@ PassCost price_pass(const PassOps& p, const Cluster& cl, double peak_flops, int 
 // Peak FLOP/s for the workload's precision; fails if the GPU lacks it.
 Expected<double> peak_flops(const Cluster& cl, Precision p);
 
-StepCosts price_step(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl);
+StepCosts price_step(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
 
 // The same in two parts, so a search can reuse the first: the passes of a
 // block, the embedding and the head (compute and tensor-parallel
@@ -61,8 +61,8 @@ struct PartCosts {
   double peak_flops = 0;
   double act_bytes = 0;  // one activation [B, T, C]
 };
-PartCosts price_parts(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl);
-StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const Layout& l,
+PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
+StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const PlanLayout& l,
                      const Workload& w, const Cluster& cl);
 
 }  // namespace tera

@@ -1,6 +1,8 @@
 // Layout strings, checks and the layer split over virtual stages.
 #include "plan/layout.h"
 
+#include "core/strings.h"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -23,25 +25,20 @@ PrecisionBytes precision_bytes(Precision p) {
 
 int64_t grad_bytes(const PrecisionBytes& pb, int zero) { return zero >= 2 ? pb.param : pb.grad; }
 
-int64_t micro_batches(const Layout& l, const Workload& w) {
+int64_t micro_batches(const PlanLayout& l, const Workload& w) {
   return w.global_batch / (static_cast<int64_t>(l.dp) * l.micro_batch);
 }
 
-std::string layout_string(const Layout& l) {
+std::string layout_string(const PlanLayout& l) {
   return fmt::format("tp={},pp={},dp={},vpp={},mb={},zero={},sp={},recompute={},schedule={}", l.tp, l.pp, l.dp,
                      l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0, recompute_name(l.recompute),
                      schedule_kind_name(l.schedule));
 }
 
-Expected<Layout> parse_layout(const std::string& text, int gpus) {
-  Layout l;
+Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
+  PlanLayout l;
   std::map<std::string, std::string> kv;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& item : split(text, ',')) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     if (eq == std::string::npos) {
@@ -105,7 +102,7 @@ Expected<Layout> parse_layout(const std::string& text, int gpus) {
   return l;
 }
 
-Status check_layout(const Layout& l, const Workload& w, int gpus) {
+Status check_layout(const PlanLayout& l, const Workload& w, int gpus) {
   const ModelConfig& m = w.model;
   if (gpus > 0 && l.gpus() != gpus) {
     return Status::error(fmt::format("tp({}) * pp({}) * dp({}) = {} != gpus {}", l.tp, l.pp, l.dp, l.gpus(), gpus));
@@ -153,7 +150,7 @@ Status check_layout(const Layout& l, const Workload& w, int gpus) {
   return Status::ok();
 }
 
-int64_t layers_in_virtual_stage(const Layout& l, int64_t layers, int v) {
+int64_t layers_in_virtual_stage(const PlanLayout& l, int64_t layers, int v) {
   const int64_t V = static_cast<int64_t>(l.pp) * l.vpp;
   return layers / V + (v < layers % V ? 1 : 0);
 }

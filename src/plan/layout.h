@@ -41,7 +41,10 @@ struct Workload {
   Precision precision = Precision::mixed;
 };
 
-struct Layout {
+// A parallel layout as the planner prices it. (comm/layout.h's Layout is the
+// runtime's rank arithmetic; a distinct name keeps the two types, both in
+// namespace tera and linked into one binary, from colliding.)
+struct PlanLayout {
   int tp = 1;
   int pp = 1;
   int dp = 1;
@@ -53,26 +56,26 @@ struct Layout {
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
 
   int gpus() const { return tp * pp * dp; }
-  bool operator==(const Layout&) const = default;
+  bool operator==(const PlanLayout&) const = default;
 };
 
 // Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
-int64_t micro_batches(const Layout& l, const Workload& w);
+int64_t micro_batches(const PlanLayout& l, const Workload& w);
 
 // "tp=8,pp=4,dp=2,vpp=2,mb=1,zero=1,sp=1,recompute=selective,schedule=interleaved"
-std::string layout_string(const Layout& l);
+std::string layout_string(const PlanLayout& l);
 // Parses the same keys in any order; absent keys keep their defaults, dp may
 // be left out when gpus > 0 (dp = gpus / (tp * pp)); the schedule follows vpp
 // unless given. Messages name the key and the fix.
-Expected<Layout> parse_layout(const std::string& text, int gpus);
+Expected<PlanLayout> parse_layout(const std::string& text, int gpus);
 
 // Checks a layout can run the workload; the message names every factor
 // involved, e.g. "tp(2) * pp(4) * dp(3) = 24 != gpus 16".
-Status check_layout(const Layout& l, const Workload& w, int gpus);
+Status check_layout(const PlanLayout& l, const Workload& w, int gpus);
 
 // Layers of virtual stage v (0 .. pp*vpp-1): the runtime's balanced split
 // (model/stage_plan.h layers_per_virtual_stage, which a test holds it equal
 // to), as a closed form the search can call without allocating.
-int64_t layers_in_virtual_stage(const Layout& l, int64_t layers, int v);
+int64_t layers_in_virtual_stage(const PlanLayout& l, int64_t layers, int v);
 
 }  // namespace tera

@@ -42,7 +42,7 @@ ParamSplit param_split(const ModelSpec& spec, int tp) {
   return t;
 }
 
-double stage_params(const ParamSplit& p, const Layout& l, int64_t layers, int stage) {
+double stage_params(const ParamSplit& p, const PlanLayout& l, int64_t layers, int stage) {
   const bool first = stage == 0, last = stage == l.pp - 1;
   double stage_layers = 0;
   for (int c = 0; c < l.vpp; ++c) stage_layers += static_cast<double>(layers_in_virtual_stage(l, layers, c * l.pp + stage));
@@ -50,11 +50,11 @@ double stage_params(const ParamSplit& p, const Layout& l, int64_t layers, int st
   return stage_layers * p.block + (first ? p.wte + p.wpe : 0) + (last ? p.lnf : 0) + (last && !first ? p.wte : 0);
 }
 
-int64_t stage_params(const ModelSpec& spec, const Layout& l, int stage) {
+int64_t stage_params(const ModelSpec& spec, const PlanLayout& l, int stage) {
   return static_cast<int64_t>(stage_params(param_split(spec, l.tp), l, spec.config().layers, stage));
 }
 
-ActivationOptions activation_options(const Layout& l, const Workload& w, const Cluster& cl) {
+ActivationOptions activation_options(const PlanLayout& l, const Workload& w, const Cluster& cl) {
   ActivationOptions o;
   o.tp = l.tp;
   o.sequence_parallel = l.sequence_parallel && l.tp > 1;
@@ -69,7 +69,7 @@ namespace {
 
 }  // namespace
 
-LayoutTables layout_tables(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl) {
+LayoutTables layout_tables(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
   const ActivationOptions ao = activation_options(l, w, cl);
   const int64_t B = l.micro_batch, T = spec.config().seq_len;
   LayoutTables t;
@@ -91,7 +91,7 @@ LayoutTables layout_tables(const ModelSpec& spec, const Layout& l, const Workloa
 
 namespace {
 
-MemoryBreakdown stage_memory_from(const LayoutTables& t, const Layout& l, const Workload& w, const Cluster& cl,
+MemoryBreakdown stage_memory_from(const LayoutTables& t, const PlanLayout& l, const Workload& w, const Cluster& cl,
                                   int64_t layers, int stage, int in_flight) {
   const PrecisionBytes pb = precision_bytes(w.precision);
   const bool first = stage == 0, last = stage == l.pp - 1;
@@ -124,7 +124,7 @@ MemoryBreakdown stage_memory_from(const LayoutTables& t, const Layout& l, const 
 }
 
 template <typename InFlight>
-MemoryBreakdown worst_stage(const LayoutTables& t, const Layout& l, const Workload& w, const Cluster& cl,
+MemoryBreakdown worst_stage(const LayoutTables& t, const PlanLayout& l, const Workload& w, const Cluster& cl,
                             InFlight in_flight) {
   MemoryBreakdown worst;
   for (int s = 0; s < l.pp; ++s) {
@@ -136,21 +136,21 @@ MemoryBreakdown worst_stage(const LayoutTables& t, const Layout& l, const Worklo
 
 }  // namespace
 
-MemoryBreakdown stage_memory(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl, int stage,
+MemoryBreakdown stage_memory(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl, int stage,
                              int in_flight) {
   return stage_memory_from(layout_tables(spec, l, w, cl), l, w, cl, spec.config().layers, stage, in_flight);
 }
 
-MemoryBreakdown memory_per_gpu(const LayoutTables& t, const Layout& l, const Workload& w, const Cluster& cl) {
+MemoryBreakdown memory_per_gpu(const LayoutTables& t, const PlanLayout& l, const Workload& w, const Cluster& cl) {
   const int M = static_cast<int>(std::min<int64_t>(micro_batches(l, w), 1 << 30));
   return worst_stage(t, l, w, cl, [&](int s) { return promised_in_flight(l.schedule, l.pp, M, l.vpp, s); });
 }
 
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl) {
+MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
   return memory_per_gpu(layout_tables(spec, l, w, cl), l, w, cl);
 }
 
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const Layout& l, const Workload& w, const Cluster& cl,
+MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl,
                                const Schedule& sch) {
   return worst_stage(layout_tables(spec, l, w, cl), l, w, cl, [&](int s) { return sch.max_in_flight(s); });
 }

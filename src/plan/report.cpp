@@ -12,7 +12,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
 
-std::string short_layout(const Layout& l) {
+std::string short_layout(const PlanLayout& l) {
   return fmt::format("tp={} pp={} dp={} vpp={} mb={} zero={} sp={} rc={}", l.tp, l.pp, l.dp, l.vpp, l.micro_batch,
                      l.zero, l.sequence_parallel ? 1 : 0, recompute_name(l.recompute));
 }
@@ -20,7 +20,7 @@ std::string short_layout(const Layout& l) {
 }  // namespace
 
 nlohmann::json evaluation_json(const Evaluation& e) {
-  const Layout& l = e.layout;
+  const PlanLayout& l = e.layout;
   const MemoryBreakdown& m = e.memory;
   return {
       {"tp", l.tp},
@@ -53,7 +53,7 @@ std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster
                               "tokens/s", "TFLOP/s", "MFU", "bubble");
   for (size_t i = 0; i < best.size(); ++i) {
     const Evaluation& e = best[i];
-    const Layout& l = e.layout;
+    const PlanLayout& l = e.layout;
     s += fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9.3f}  {:>10.0f}  {:>7.1f}  {:>4.1f}%  {:>5.1f}%\n",
                      i + 1, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0,
                      recompute_name(l.recompute), gib(e.memory.total()), e.step_time_s, e.tokens_per_s,
@@ -83,7 +83,7 @@ std::string memory_text(const MemoryBreakdown& m, const Cluster& cl) {
 }
 
 std::string explain_text(const Evaluation& e, const Workload& w, const Cluster& cl, const Schedule& sch) {
-  const Layout& l = e.layout;
+  const PlanLayout& l = e.layout;
   const StageTimeline& st = e.sim.stages[static_cast<size_t>(e.sim.critical_stage)];
   const double T = e.step_time_s;
   auto line = [&](const char* what, double t) { return fmt::format("  {:<48} {:>10.4f} s  {:>5.1f}%\n", what, t, 100 * t / T); };
@@ -129,7 +129,7 @@ std::string validation_table(const ValidationReport& rep) {
 nlohmann::json validation_json(const ValidationReport& rep) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : rep.rows) {
-    const Layout& l = r.layout;
+    const PlanLayout& l = r.layout;
     a.push_back({{"row_id", r.row_id},
                  {"model", r.model},
                  {"cluster", r.cluster},

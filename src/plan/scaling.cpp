@@ -1,6 +1,8 @@
 // Scaling sweeps (see scaling.h).
 #include "plan/scaling.h"
 
+#include "core/strings.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,12 +24,7 @@ Expected<std::vector<int64_t>> doubling_points(int64_t from, int64_t to, int64_t
 
 Expected<std::vector<int64_t>> parse_points(const std::string& text) {
   std::vector<int64_t> p;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& item : split(text, ',')) {
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || v < 1) {
@@ -48,7 +45,7 @@ Expected<Evaluation> run_point(const ModelSpec& spec, const Workload& w, const C
   if (gpus > (int64_t{1} << 30)) return Status::error("more than 2^30 GPUs");
   const int n = static_cast<int>(gpus);
   if (o.layout) {
-    Layout l = *o.layout;
+    PlanLayout l = *o.layout;
     const int mp = l.tp * l.pp;
     if (n % mp != 0) return Status::error(fmt::format("tp({}) * pp({}) = {} does not divide {} GPUs", l.tp, l.pp, mp, n));
     l.dp = n / mp;

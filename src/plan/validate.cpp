@@ -258,7 +258,7 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
   const bool complete = space.tp && space.pp && space.dp && space.micro_batch && space.vpp && space.zero &&
                         space.sequence_parallel && space.recompute;
   if (complete) {
-    Layout l;
+    PlanLayout l;
     l.tp = *space.tp;
     l.pp = *space.pp;
     l.dp = *space.dp;
@@ -281,7 +281,7 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
       e = evaluate_layout(spec, *sr.smallest, w, cl);
     } else {
       // Say which of the row's own settings rules everything out.
-      Layout given;
+      PlanLayout given;
       given.tp = space.tp.value_or(1);
       given.pp = space.pp.value_or(1);
       given.dp = space.dp.value_or(p.gpus / (given.tp * given.pp));

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/check.h"
+#include "core/strings.h"
 #include "optim/grad_clip.h"
 
 namespace tera {
@@ -41,14 +42,8 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   // Test hook: "3,5" poisons world rank 0's embedding gradient at (1-based)
   // steps 3 and 5 so tests can drive the non-finite skip path end to end.
   if (const char* env = std::getenv("TERA_TEST_NONFINITE_STEPS"); env != nullptr) {
-    std::string v(env);
-    size_t pos = 0;
-    while (pos < v.size()) {
-      const size_t comma = v.find(',', pos);
-      const std::string item = v.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    for (const std::string& item : split(env, ',')) {
       if (!item.empty()) poison_steps_.push_back(std::atoll(item.c_str()));
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
     }
   }
 }

@@ -316,7 +316,8 @@ Status Trainer::init_weights_from(const std::string& path) {
   if (fs::is_directory(path, ec)) {
     // A training checkpoint (weights, no optimizer state) or a tera-model directory.
     if (auto info = read_checkpoint_info(path); info) {
-      auto reader = CheckpointReader::open(path, /*verify_crc=*/true);
+      // One rank checks the CRCs (start() shares its verdict); all read.
+      auto reader = CheckpointReader::open(path, /*verify_crc=*/is_first_rank());
       if (!reader) return reader.status();
       if (const std::string d = model_config_diff(reader->info().model, cfg_.model); !d.empty()) {
         return Status::error("ckpt.init = " + path + ": another model (" + d + ")");

@@ -11,29 +11,15 @@ logits with tera's: max |difference| <= 1e-4 * max |tera logit|.
 import json
 import math
 import os
-import struct
 import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from safetensors_torch import read_safetensors  # noqa: E402
+
 torch.set_default_dtype(torch.float64)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    base = 8 + n
-    dtypes = {"F32": torch.float32, "I32": torch.int32}
-    out = {}
-    for name, v in header.items():
-        b, e = v["data_offsets"]
-        t = torch.frombuffer(bytearray(data[base + b:base + e]), dtype=dtypes[v["dtype"]])
-        out[name] = t.reshape(v["shape"]).clone()
-    return out
 
 
 def gpt2_lm_head_forward(P, cfg, tokens):
@@ -66,7 +52,7 @@ def gpt2_lm_head_forward(P, cfg, tokens):
 
 def main():
     exported, dump = sys.argv[1], sys.argv[2]
-    P = read_safetensors(exported)
+    P, _ = read_safetensors(exported)
     cfg = json.load(open(os.path.join(os.path.dirname(os.path.abspath(exported)), "config.json")))
     assert cfg["model_type"] == "gpt2" and cfg["architectures"] == ["GPT2LMHeadModel"], cfg
     expected = {"transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"}
@@ -75,7 +61,7 @@ def main():
     C = cfg["n_embd"]
     w = P["transformer.h.0.attn.c_attn.weight"]
     assert list(w.shape) == [C, 3 * C], f"c_attn must be Conv1D (in, out) = [{C}, {3*C}], got {list(w.shape)}"
-    D = read_safetensors(dump)
+    D, _ = read_safetensors(dump)
     ref = D["logits"].double()
     got = gpt2_lm_head_forward(P, cfg, D["tokens"])
     err = (got - ref).abs().max().item() / ref.abs().max().item()

@@ -9,32 +9,18 @@ in float64 from tera's initial weights, and checks:
     with AdamW, global-norm clipping and warmup + cosine decay (<= 1e-4 relative).
 Exits non-zero on any mismatch.
 """
-import json
 import math
-import struct
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from safetensors_torch import read_safetensors  # noqa: E402
+
 torch.set_default_dtype(torch.float64)
 torch.manual_seed(0)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + n])
-    meta = header.pop("__metadata__", {})
-    base = 8 + n
-    dtypes = {"F32": torch.float32, "I32": torch.int32}
-    out = {}
-    for name, v in header.items():
-        b, e = v["data_offsets"]
-        t = torch.frombuffer(bytearray(data[base + b : base + e]), dtype=dtypes[v["dtype"]])
-        out[name] = t.reshape(v["shape"]).clone()
-    return out, meta
 
 
 def gpt2_forward(P, tokens, L, H):

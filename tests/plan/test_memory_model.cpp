@@ -40,7 +40,7 @@ TEST(MemoryModel, BlockParamsSplitLikeMegatron) {
   // wte is vocab-parallel over the padded vocabulary (1000 -> 1000, align 8).
   EXPECT_DOUBLE_EQ(param_split(spec, 4).wte, 1000.0 * 64 / 4);
   // Stages: first has wte + wpe, last ln_f + the tied wte copy; pp = 1 counts wte once.
-  Layout l;
+  PlanLayout l;
   l.pp = 1;
   EXPECT_EQ(stage_params(spec, l, 0), spec.num_params_alloc());
   l.pp = 2;
@@ -59,7 +59,7 @@ TEST(MemoryModel, ZeroStagesHandWorked) {
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
   Workload w{small_gpt(), 16, Precision::mixed};
-  Layout l;
+  PlanLayout l;
   l.dp = 4;
   const double P = static_cast<double>(spec.num_params_alloc());
   const double expect[4] = {18 * P, 9 * P, 5.5 * P, 4 * P};
@@ -87,7 +87,7 @@ TEST(MemoryModel, SingleProcessMatchesModelSpecTables) {
   for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
     for (Precision prec : {Precision::fp32, Precision::mixed}) {
       Workload w{small_gpt(), 12, prec};
-      Layout l;
+      PlanLayout l;
       l.micro_batch = 3;
       l.recompute = rc;
       const MemoryBreakdown m = memory_per_gpu(spec, l, w, cl);
@@ -112,7 +112,7 @@ TEST(MemoryModel, PipelineInFlightFromSchedule) {
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
   Workload w{small_gpt(), 16, Precision::mixed};
-  Layout l;
+  PlanLayout l;
   l.pp = 4;
   ActivationOptions o;
   o.dtype = DType::bf16;
@@ -140,7 +140,7 @@ TEST(MemoryModel, AllowancesOnTop) {
   const ModelSpec spec(small_gpt());
   Cluster cl = plain_cluster();
   Workload w{small_gpt(), 4, Precision::mixed};
-  Layout l;
+  PlanLayout l;
   const double bare = memory_per_gpu(spec, l, w, cl).total();
   cl.memory.fragmentation = 0.1;
   cl.memory.reserved_bytes = 1e9;
@@ -155,7 +155,7 @@ TEST(MemoryModel, SequenceParallelAndTensorParallelShrinkActivations) {
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
   Workload w{small_gpt(), 8, Precision::mixed};
-  Layout a, b, c;
+  PlanLayout a, b, c;
   b.tp = 4;
   c.tp = 4;
   c.sequence_parallel = true;

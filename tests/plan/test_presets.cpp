@@ -82,13 +82,13 @@ TEST(Layout, ParseAndCheckNameEveryFactor) {
   EXPECT_FALSE(parse_layout("tp=2,bogus=1", 8).ok());
   EXPECT_FALSE(parse_layout("tp=3,pp=2", 16).ok());  // 6 does not divide 16
   const Workload w{ModelConfig{.layers = 8, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::mixed};
-  Layout bad{2, 4, 3, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  PlanLayout bad{2, 4, 3, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   EXPECT_EQ(check_layout(bad, w, 16).message(), "tp(2) * pp(4) * dp(3) = 24 != gpus 16");
-  Layout heads{3, 1, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  PlanLayout heads{3, 1, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   EXPECT_NE(check_layout(heads, w, 3).message().find("tp(3) must divide heads(8)"), std::string::npos);
-  Layout batch{1, 1, 3, 1, 2, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  PlanLayout batch{1, 1, 3, 1, 2, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   EXPECT_NE(check_layout(batch, w, 3).message().find("dp(3) * micro_batch(2)"), std::string::npos);
-  Layout inter{1, 4, 1, 2, 8, 0, false, Recompute::none, ScheduleKind::interleaved};
+  PlanLayout inter{1, 4, 1, 2, 8, 0, false, Recompute::none, ScheduleKind::interleaved};
   EXPECT_NE(check_layout(inter, w, 4).message().find("micro_batches % pp"), std::string::npos);
 }
 
@@ -99,7 +99,7 @@ TEST(Layout, LayerSplitIsTheRuntimes) {
         if (L < pp * vpp) continue;
         auto runtime = layers_per_virtual_stage(L, pp, vpp);
         ASSERT_TRUE(runtime.ok()) << runtime.error();
-        Layout l;
+        PlanLayout l;
         l.pp = pp;
         l.vpp = vpp;
         for (int v = 0; v < pp * vpp; ++v) {
