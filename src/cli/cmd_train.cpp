@@ -16,6 +16,7 @@
 #include "comm/world.h"
 #include "config/config.h"
 #include "core/format.h"
+#include "kernels/profiling_backend.h"
 #include "train/trainer.h"
 
 namespace tera::cli {
@@ -31,6 +32,7 @@ struct TrainArgs {
   std::string trace;    // Chrome trace path, empty: none
   std::string resume;   // "", "auto" or a checkpoint directory
   bool quiet = false;
+  bool profile = false;  // time every compute op; each rank prints a table at the end
 };
 
 // OpenMP threads per rank: OMP_NUM_THREADS if set, else the cores of this
@@ -60,7 +62,8 @@ int run_train(const TrainArgs& args) {
     if (first) print_error("--metrics " + args.metrics + ": cannot open for writing");
     return kExitBadInput;
   }
-  auto trainer = Trainer::create(*cfg, cpu_backend(), comm, args.trace);
+  const Backend& backend = args.profile ? profiling_backend(cpu_backend()) : cpu_backend();
+  auto trainer = Trainer::create(*cfg, backend, comm, args.trace);
   if (!trainer) {
     // Every rank fails together; the rank that saw the problem prints it.
     if (first || trainer.error().rfind("another rank", 0) != 0) print_error(trainer.error());
@@ -111,12 +114,16 @@ int run_train(const TrainArgs& args) {
     std::fflush(stdout);
   }
   double elapsed = 0, first_loss = 0, last_loss = 0;
+  double profiled_seconds = 0;  // step time since the profile was reset (after the first step)
   std::optional<double> last_val;
   std::vector<double> bubble_sum(static_cast<size_t>(g.layout.pp), 0.0);
   int64_t bubble_steps = 0;
   const Status st = tr.run([&](const StepStats& s) {
     elapsed += s.seconds;
     if (s.step == start_step + 1) first_loss = s.loss;
+    // The first step includes page faults and one-time setup: profile the rest.
+    if (args.profile && s.step == start_step + 1) profiling_reset();
+    if (s.step > start_step + 1) profiled_seconds += s.seconds;
     if (s.skipped && first) {
       std::string groups;
       for (const auto& b : s.bad_groups) groups += (groups.empty() ? "" : ", ") + b;
@@ -169,6 +176,16 @@ int run_train(const TrainArgs& args) {
                "(p-1)/(v*m+p-1) = {:.1f}%\n",
                per, 100 * tr.theoretical_bubble());
   }
+  if (args.profile) {
+    // Rank by rank, so the tables do not interleave.
+    for (int r = 0; r < comm.size(); ++r) {
+      comm.barrier();
+      if (r != comm.rank()) continue;
+      fmt::print("profile rank {} (steps after the first; wall clock in each compute op):\n{}{:<20} {:>8} {:>10.1f}\n",
+                 r, profiling_report(), "step total", "", profiled_seconds * 1e3);
+      std::fflush(stdout);
+    }
+  }
   if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
   if (tr.end() == RunEnd::preempted) {
     if (first) fmt::print("preempted at step {}; continue with --resume auto\n", tr.next_step());
@@ -196,6 +213,9 @@ Command add_train_command(CLI::App& parent) {
   sub->add_option("--set", args->overrides, "Override a config value: --set section.key=value (repeatable)");
   sub->add_option("--metrics", args->metrics, "Write one JSON object per step to this JSONL file");
   sub->add_option("--trace", args->trace, "Write a Chrome trace (one track per rank) to this JSON file");
+  sub->add_flag("--profile", args->profile,
+                "Time every compute op; at the end each rank prints ms per op kind and the step total (the "
+                "difference is communication wait and framework time)");
   sub->add_option("--resume", args->resume,
                   "Continue a run: 'auto' (the newest valid checkpoint under ckpt.dir; none: start fresh) or a "
                   "checkpoint directory (ckpt.dir/step-N); any layout can resume any other's checkpoint");

@@ -28,6 +28,41 @@ void check_reduce_scatter(Communicator& c) {
   for (int j = 0; j < p * n; ++j) send[static_cast<size_t>(j)] = static_cast<float>(r * 1000 + j);
   c.reduce_scatter(send.data(), recv.data(), n, CommType::f32);
   for (int i = 0; i < n; ++i) ASSERT_EQ(recv[static_cast<size_t>(i)], static_cast<float>(1000 * p * (p - 1) / 2 + p * (r * n + i)));
+  // In place: the result replaces this rank's own block of send.
+  std::vector<float> buf = send;
+  c.reduce_scatter(buf.data(), buf.data() + r * n, n, CommType::f32);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(buf[static_cast<size_t>(r * n + i)], recv[static_cast<size_t>(i)]);
+  // Max, in doubles.
+  std::vector<double> dsend(static_cast<size_t>(p * n)), dmax(n);
+  for (int j = 0; j < p * n; ++j) dsend[static_cast<size_t>(j)] = (j + r) % p == 0 ? 100.0 + j : static_cast<double>(-r);
+  c.reduce_scatter(dsend.data(), dmax.data(), n, CommType::f64, ReduceOp::max);
+  for (int i = 0; i < n; ++i) {
+    const int j = r * n + i;
+    // Rank (p - j % p) % p holds 100 + j there; every other rank holds <= 0.
+    ASSERT_EQ(dmax[static_cast<size_t>(i)], 100.0 + j);
+  }
+}
+
+void check_concurrent_reduce_scatters(Communicator& c) {
+  // Several non-blocking reduce-scatters in flight on one communicator,
+  // completed in the reverse of their start order: each must match its own
+  // messages. Large enough blocks that the transport cannot buffer them eagerly.
+  const int p = c.size(), r = c.rank();
+  const int n = 50000, k = 3;
+  std::vector<std::vector<float>> send(k, std::vector<float>(static_cast<size_t>(p * n)));
+  std::vector<std::vector<float>> recv(k, std::vector<float>(n, -1.0f));
+  std::vector<Request> reqs;
+  for (int op = 0; op < k; ++op) {
+    for (int j = 0; j < p * n; ++j) send[static_cast<size_t>(op)][static_cast<size_t>(j)] = static_cast<float>((op + 1) * (r + 1)) + static_cast<float>(j % 7);
+    reqs.push_back(c.ireduce_scatter(send[static_cast<size_t>(op)].data(), recv[static_cast<size_t>(op)].data(), n, CommType::f32, ReduceOp::sum));
+  }
+  for (int op = k; op-- > 0;) c.wait(reqs[static_cast<size_t>(op)]);
+  for (int op = 0; op < k; ++op) {
+    for (int i = 0; i < n; ++i) {
+      const int j = r * n + i;
+      ASSERT_EQ(recv[static_cast<size_t>(op)][static_cast<size_t>(i)], static_cast<float>((op + 1) * p * (p + 1) / 2 + p * (j % 7)));
+    }
+  }
 }
 
 void check_all_gather(Communicator& c) {

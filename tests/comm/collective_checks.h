@@ -9,6 +9,7 @@ namespace tera::testing {
 
 void check_all_reduce(Communicator& c);
 void check_reduce_scatter(Communicator& c);
+void check_concurrent_reduce_scatters(Communicator& c);
 void check_all_gather(Communicator& c);
 void check_broadcast(Communicator& c);
 void check_send_recv_ring(Communicator& c);
@@ -19,6 +20,7 @@ void check_byte_accounting(Communicator& c);
 inline void check_everything(Communicator& c) {
   check_all_reduce(c);
   check_reduce_scatter(c);
+  check_concurrent_reduce_scatters(c);
   check_all_gather(c);
   check_broadcast(c);
   check_send_recv_ring(c);
