@@ -10,7 +10,11 @@ orders. Target (issue 9): every layout within 15%, the same order.
 This is a benchmark, never a test: on a small shared machine the measurements
 move with whatever else runs. Exit 1 only with --fail-above PCT.
 
-usage: sim_fidelity.py [--tera build/tera] [--ranks 2] [--steps 12] [--cluster FILE]
+Each layout is measured --repeat times (default 2), in passes over all
+layouts, keeping its fastest step overall: a slow minute on the machine then
+spoils one pass, not a layout's figure.
+
+usage: sim_fidelity.py [--tera build/tera] [--ranks 2] [--steps 12] [--repeat 2] [--cluster FILE]
                        [--fail-above PCT] [--json]
   --cluster FILE   use this preset instead of calibrating first"""
 import argparse
@@ -115,6 +119,24 @@ def ranks_of(values):
     return rank
 
 
+# Two layouts whose measured times differ by less than this are a tie on this
+# machine: repeated runs of one layout move their fastest step by a few percent.
+SEPARATION = 0.05
+
+
+def separated_pairs(meas, pred, sep):
+    """Pairs (i, j) with measured times more than `sep` apart, and how many of them the prediction orders alike."""
+    total = agree = 0
+    for i in range(len(meas)):
+        for j in range(i + 1, len(meas)):
+            lo, hi = sorted((meas[i], meas[j]))
+            if hi <= lo * (1 + sep):
+                continue
+            total += 1
+            agree += (meas[i] < meas[j]) == (pred[i] < pred[j])
+    return total, agree
+
+
 def spearman(a, b):
     n = len(a)
     ra, rb = ranks_of(a), ranks_of(b)
@@ -126,6 +148,7 @@ def main():
     ap.add_argument("--tera", default=os.path.join(ROOT, "build", "tera"))
     ap.add_argument("--ranks", type=int, default=2, choices=[2])
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cluster", default="")
     ap.add_argument("--fail-above", type=float, default=0)
     ap.add_argument("--json", action="store_true")
@@ -144,9 +167,15 @@ def main():
                 for line in r.stdout.splitlines():
                     if "fit" in line or "MPI" in line or "triad" in line:
                         print("  " + line.strip())
+        best = {}
+        for _ in range(a.repeat):
+            for lay in LAYOUTS_2:
+                fastest, median, cfg = measure(tera, a.ranks, lay, a.steps, tmp)
+                if lay[0] not in best or fastest < best[lay[0]][0]:
+                    best[lay[0]] = (fastest, median, cfg)
         rows = []
         for lay in LAYOUTS_2:
-            measured, median, cfg = measure(tera, a.ranks, lay, a.steps, tmp)
+            measured, median, cfg = best[lay[0]]
             predicted = predict(tera, cluster, cfg, lay)
             rows.append({"layout": lay[0], "measured_s": measured, "measured_median_s": median,
                          "predicted_s": predicted, "error": predicted / measured - 1})
@@ -161,7 +190,9 @@ def main():
     worst = max(abs(r["error"]) for r in rows)
     rho = spearman(meas, pred)
     if a.json:
-        print(json.dumps({"rows": rows, "max_abs_error": worst, "spearman": rho}, indent=2))
+        sep, agree = separated_pairs(meas, pred, SEPARATION)
+        print(json.dumps({"rows": rows, "max_abs_error": worst, "spearman": rho, "separated_pairs": sep,
+                          "separated_pairs_agreeing": agree}, indent=2))
     else:
         print(f"\n{'layout':<28} {'measured':>10} {'predicted':>10} {'error':>7}  {'rank meas/pred':>14}")
         for r in rows:
@@ -170,6 +201,9 @@ def main():
         within = sum(abs(r["error"]) <= 0.15 for r in rows)
         print(f"\n{within}/{len(rows)} layouts within 15%; max |error| {100 * worst:.1f}%; "
               f"rank order {'identical' if rm == rp else 'differs'} (Spearman {rho:.3f})")
+        sep, agree = separated_pairs(meas, pred, SEPARATION)
+        print(f"pairs whose measured step times differ by more than {100 * SEPARATION:.0f}% (beyond this machine's "
+              f"step-to-step noise): {agree}/{sep} ordered the same by the simulator")
     if a.fail_above > 0 and 100 * worst > a.fail_above:
         sys.exit(1)
 

@@ -1,6 +1,9 @@
-// `tera calibrate`: measures this machine into a `local` cluster preset: fp32
-// GEMM rates over transformer-like shapes (fitted to the planner's GEMM
-// efficiency curve) and streaming memory bandwidth. Run alone, one process
+// `tera calibrate`: measures this machine into a `local` cluster preset by
+// timing the CPU runtime's own kernels at transformer-block shapes
+// (runtime_calibration.h): linear layers fitted to the planner's GEMM
+// efficiency curve, memory-bound ops to a per-op overhead plus an effective
+// bandwidth (a fraction of the STREAM triad figure), attention to a fraction
+// of peak on its matmul FLOPs. Run alone, one process
 // using every core is one "GPU" and the link keys hold shared-memory
 // estimates (mpi_measured = false). Run under `mpirun -n K` (K >= 2), every
 // rank is one "GPU" with the threads `tera train` would give it (cores / K),
@@ -12,7 +15,11 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <memory>
@@ -24,7 +31,10 @@
 #include "core/timer.h"
 #include "kernels/backend.h"
 #include "plan/calibration_fit.h"
+#include "plan/cost_model.h"
 #include "plan/hardware.h"
+#include "plan/layer_ops.h"
+#include "cli/runtime_calibration.h"
 #include "plan/presets.h"
 
 namespace tera::cli {
@@ -35,23 +45,6 @@ struct CalibrateArgs {
   std::string out;
   double seconds_per_shape = 0.2;
 };
-
-// Best-of-repeats GEMM rate C[m,n] = A[m,k] B[k,n] (FLOP/s): other load on the
-// machine only ever slows a repeat down, so the fastest is the capability.
-double gemm_rate(int64_t m, int64_t n, int64_t k, double budget) {
-  std::vector<float> A(static_cast<size_t>(m * k), 0.5f), B(static_cast<size_t>(k * n), 0.25f), C(static_cast<size_t>(m * n));
-  const Backend& be = cpu_backend();
-  auto once = [&] { be.gemm(false, false, m, n, k, 1.0f, A.data(), k, B.data(), n, 0.0f, C.data(), n); };
-  once();  // warm-up
-  std::vector<double> rates;
-  Stopwatch total;
-  while (total.seconds() < budget || rates.size() < 3) {
-    Stopwatch t;
-    once();
-    rates.push_back(2.0 * static_cast<double>(m * n * k) / t.seconds());
-  }
-  return *std::max_element(rates.begin(), rates.end());
-}
 
 // STREAM-style triad a = b + s c over arrays far larger than the caches;
 // bytes counted as STREAM does (two reads, one write); best of the repeats.
@@ -129,6 +122,96 @@ MpiLink measure_mpi_link(Communicator& world, double budget) {
   return link;
 }
 
+// What the cost model counts for one training step of `model` on one GPU
+// (micro-batches of `mb`, `m` of them): its GEMM-class time under `c`, and
+// the ingredients of the memory-bound and attention classes, so either
+// efficiency can be solved for from a measured class time.
+struct StepOps {
+  double gemm_s = 0;                                // GEMM-class time under the cluster
+  double memory_ops = 0, memory_bytes = 0;          // memory-bound ops outside attention
+  double attention_ops = 0, attention_flops = 0, attention_bytes = 0;  // matmul FLOPs, softmax bytes
+};
+
+StepOps count_step_ops(const ModelConfig& mc, int64_t mb, int64_t m, const Cluster& c) {
+  const ModelSpec spec(mc);
+  OpsOptions o;
+  o.B = mb;
+  o.T = mc.seq_len;
+  o.act_bytes = 4;
+  StepOps s;
+  auto add = [&](const PartOps& p, double times) {
+    for (const PassOps* pass : {&p.fwd, &p.bwd}) {
+      s.gemm_s += times * price_pass(*pass, c, c.gpu.peak_flops_32, 1).gemm;
+      for (const Op& op : pass->ops) {
+        if (op.cls == OpClass::memory) {
+          s.memory_ops += times;
+          s.memory_bytes += times * op.bytes;
+        } else if (op.cls == OpClass::attention) {
+          s.attention_ops += times;
+          if (op.m > 0) s.attention_flops += times * op.flops;
+          else s.attention_bytes += times * op.bytes;
+        }
+      }
+    }
+  };
+  const double mbs = static_cast<double>(m);
+  add(block_ops(spec, o), mbs * static_cast<double>(mc.layers));
+  add(embedding_ops(spec, o), mbs);
+  add(head_ops(spec, o), mbs);
+  return s;
+}
+
+// A deterministic text corpus (words from a small list) for the in-training
+// calibration runs: the byte vocabulary needs no tokenizer.
+Status write_calibration_corpus(const std::string& path) {
+  static const char* kWords[] = {"the", "model", "trains", "on", "a", "cluster", "of", "many", "ranks", "and",
+                                 "every", "layer", "is", "split", "across", "them", "while", "data", "flows", "through"};
+  std::string text;
+  uint64_t x = 88172645463325252ull;
+  while (text.size() < (256u << 10)) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    text += kWords[x % (sizeof(kWords) / sizeof(kWords[0]))];
+    text += (x >> 20) % 11 == 0 ? ".\n" : " ";
+  }
+  auto f = AtomicFile::create(path);
+  if (!f.ok()) return f.status();
+  Status st = f->write(text.data(), text.size());
+  if (st) st = f->commit();
+  return st;
+}
+
+// Blocking all-reduces over the whole world, as tensor parallelism issues
+// them (back to back, every rank at once), at sizes from 4 KiB to 4 MiB: the
+// median time per size (seconds, valid on every rank), fitted later to
+// latency + bytes / bus bandwidth.
+std::vector<TimedBytes> time_all_reduces(Communicator& world, double budget) {
+  std::vector<TimedBytes> out;
+  for (int64_t bytes : {int64_t{4} << 10, int64_t{64} << 10, int64_t{256} << 10, int64_t{1} << 20, int64_t{4} << 20}) {
+    std::vector<float> buf(static_cast<size_t>(bytes / 4), 1.0f);
+    std::vector<double> t;
+    world.barrier();
+    Stopwatch total;
+    for (int rep = 0;; ++rep) {
+      // Rank 0 decides when to stop (the same count on every rank).
+      double go = world.rank() == 0 && (total.seconds() < budget || rep < 20) ? 1.0 : 0.0;
+      world.broadcast(&go, 1, CommType::f64, 0);
+      if (go == 0) break;
+      Stopwatch w;
+      world.all_reduce(buf.data(), static_cast<int64_t>(buf.size()), CommType::f32, ReduceOp::sum);
+      t.push_back(w.seconds());
+      std::fill(buf.begin(), buf.end(), 1.0f);
+    }
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    double med = t[t.size() / 2];
+    // The slowest rank's median: a collective ends when its last rank does.
+    med = world.all_reduce_max(med);
+    out.push_back({static_cast<double>(bytes), med});
+  }
+  return out;
+}
+
 int run_calibrate(const CalibrateArgs& a) {
   auto world = CommWorld::init();
   Communicator& comm = world->world();
@@ -145,43 +228,84 @@ int run_calibrate(const CalibrateArgs& a) {
                mpi ? fmt::format(" per rank, {} MPI ranks measuring at once", comm.size()) : "",
                cpu_backend().gemm_library);
   }
-  // Square GEMMs and GPT-2-small-like training GEMMs (tokens x width x width).
-  const std::vector<std::array<int64_t, 3>> shapes = {
-      {64, 64, 64},      {128, 128, 128},   {256, 256, 256},   {512, 512, 512},  {1024, 1024, 1024},
-      {1024, 768, 768},  {1024, 2304, 768}, {1024, 3072, 768}, {1024, 768, 3072}, {256, 768, 768},
-      {4096, 768, 768},  {768, 768, 1024},  {64, 768, 768},    {1024, 64, 1024}};
-  // Rounds over all shapes, keeping each shape's best: a burst of load from
-  // other processes then spoils one round of a shape, not its figure.
-  constexpr int kRounds = 3;
-  std::vector<double> best(shapes.size(), 0.0);
-  for (int round = 0; round < kRounds; ++round) {
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      const auto& s = shapes[i];
-      best[i] = std::max(best[i], gemm_rate(s[0], s[1], s[2], a.seconds_per_shape / kRounds));
+  // The runtime's own kernels at transformer-block shapes; with MPI every
+  // rank measures at once (they share the cores as training ranks do) and
+  // the mean over ranks is what a rank gets.
+  RuntimeTimings rt = time_runtime_ops(cpu_backend(), a.seconds_per_shape, 3);
+  if (mpi) {
+    std::vector<double> flat = rt.flat();
+    comm.all_reduce(flat.data(), static_cast<int64_t>(flat.size()), CommType::f64, ReduceOp::sum);
+    for (double& x : flat) x /= comm.size();
+    rt.set_flat(flat);
+  }
+  // GEMM curve: a linear layer's forward is the cost model's GEMM (m=N, n=O,
+  // k=I); its backward two GEMMs of the same dims (the curve is symmetric).
+  std::vector<GemmSample> samples;
+  std::string record = "linear = [\n";
+  for (const LinearTiming& l : rt.linear) {
+    const double flops = 2.0 * static_cast<double>(l.N * l.I * l.O);
+    const double m = static_cast<double>(l.N), n = static_cast<double>(l.O), k = static_cast<double>(l.I);
+    samples.push_back({m, n, k, flops / l.forward_s});
+    samples.push_back({m, n, k, 2 * flops / l.backward_s});
+    if (first) {
+      fmt::print("  linear N={:<5} in={:<5} out={:<5} forward {:6.1f} GFLOP/s, backward {:6.1f} GFLOP/s\n", l.N, l.I, l.O,
+                 flops / l.forward_s / 1e9, 2 * flops / l.backward_s / 1e9);
     }
+    record += fmt::format("  [{}, {}, {}, {:.4g}, {:.4g}],\n", l.N, l.I, l.O, flops / l.forward_s / 1e9,
+                          2 * flops / l.backward_s / 1e9);
+  }
+  record += "]  # N, in, out, forward GFLOP/s, backward GFLOP/s\n";
+  const GemmFit fit = fit_gemm_curve(samples);
+  // The same kernels inside real training steps (one rank each; with MPI all
+  // ranks at once), on two reference shapes unlike any benchmark's.
+  const std::filesystem::path work = std::filesystem::temp_directory_path() /
+                                     fmt::format("tera-calibrate-{}-{}", static_cast<long>(getpid()), comm.rank());
+  std::filesystem::create_directories(work);
+  const std::string corpus = (work / "corpus.txt").string();
+  std::string failure;
+  if (Status st = write_calibration_corpus(corpus); !st) failure = "cannot write " + corpus + ": " + st.message();
+  std::vector<InSituTimes> insitu;
+  for (const auto& [layers, hidden, heads, seq, mb] : {std::array<int64_t, 5>{2, 96, 3, 128, 2}, {2, 384, 6, 256, 1}}) {
+    if (!failure.empty()) break;
+    ModelConfig mc;
+    mc.layers = layers;
+    mc.hidden = hidden;
+    mc.heads = heads;
+    mc.seq_len = seq;
+    mc.vocab = 256;
+    auto t = time_training(cpu_backend(), mc, mb, 2, 2, 6, corpus, (work / "out").string());
+    if (!t) failure = "the in-training run failed: " + t.error();
+    else insitu.push_back(*t);
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(work, ignored);
+  // Every rank stops together (a lone early return would leave the others in a collective).
+  if (comm.all_reduce_max(failure.empty() ? 0.0 : 1.0) > 0) {
+    if (!failure.empty()) print_error("calibrate: " + failure);
+    return kExitFailure;
   }
   if (mpi) {
-    // Every rank measured while the others did: their mean is what a rank gets.
-    comm.all_reduce(best.data(), static_cast<int64_t>(best.size()), CommType::f64, ReduceOp::sum);
-    for (double& b : best) b /= comm.size();
+    for (InSituTimes& t : insitu) {
+      double v[4] = {t.gemm_s, t.attention_s, t.memory_s, t.step_s};
+      comm.all_reduce(v, 4, CommType::f64, ReduceOp::sum);
+      t.gemm_s = v[0] / comm.size();
+      t.attention_s = v[1] / comm.size();
+      t.memory_s = v[2] / comm.size();
+      t.step_s = v[3] / comm.size();
+    }
   }
-  std::vector<GemmSample> samples;
-  std::string record = "gemm = [\n";
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const auto& s = shapes[i];
-    samples.push_back({static_cast<double>(s[0]), static_cast<double>(s[1]), static_cast<double>(s[2]), best[i]});
-    if (first) fmt::print("  sgemm m={:<5} n={:<5} k={:<5} {:8.1f} GFLOP/s\n", s[0], s[1], s[2], best[i] / 1e9);
-    record += fmt::format("  [{}, {}, {}, {:.4g}],\n", s[0], s[1], s[2], best[i] / 1e9);
-  }
-  record += "]  # m, n, k, GFLOP/s\n";
-  const GemmFit fit = fit_gemm_curve(samples);
   double bw = triad_bandwidth(4 * a.seconds_per_shape);
   MpiLink link;
+  std::vector<TimedBytes> all_reduces;
   if (mpi) {
     bw = comm.all_reduce_sum(bw) / comm.size();
     link = measure_mpi_link(comm, 2 * a.seconds_per_shape);
+    all_reduces = time_all_reduces(comm, a.seconds_per_shape);
   }
   if (!first) return kExitOk;
+  for (const MemoryOpTiming& m : rt.memory) {
+    record += fmt::format("# {} {:.0f} bytes: {:.2f} us\n", m.op, m.bytes, m.seconds * 1e6);
+  }
   if (mpi) {
     fmt::print("  MPI ping-pong rank 0 <-> 1: latency {:.2f} us, bandwidth {:.2f} GB/s\n", link.alpha * 1e6, link.bw / 1e9);
   }
@@ -202,24 +326,88 @@ int run_calibrate(const CalibrateArgs& a) {
   c.node.intra_bw = c.node.package_bw = mpi ? link.bw : bw / 2;
   c.node.nics = 1;
   c.node.nic_bw = (mpi ? link.bw : bw / 2) * ranks;  // per GPU: nic_bw * nics / gpus = the link
-  c.eff.gemm_max = 1.0;  // the fitted rate is already what GEMMs achieve
   c.eff.gemm_half_dim = fit.half_dim;
-  c.eff.hbm = 1.0;       // measured, not nominal
-  c.eff.flash = 0.5;
+  c.eff.flash = 0.5;  // unused: the CPU runtime has no fused attention kernel
   c.eff.intra_link = c.eff.inter_link = 1.0;
   c.eff.alpha_intra = c.eff.alpha_inter = mpi ? link.alpha : 2e-6;
-  c.eff.kernel_overhead = 2e-6;
+  if (mpi) {
+    // What a real all-reduce costs beyond the ping-pong (the reduction, its
+    // synchronisation): the cost model's all-reduce over the K ranks is
+    // 2 (K-1) alpha + 2 (K-1)/K bytes / (intra_gb_s * intra_link).
+    const MemoryFit ar = fit_memory_ops(all_reduces);
+    const double steps = 2.0 * (ranks - 1), factor = 2.0 * (ranks - 1) / ranks;
+    c.eff.alpha_intra = c.eff.alpha_inter = std::max(link.alpha, ar.overhead / steps);
+    const double busbw = ar.bytes_per_s * factor;
+    c.eff.intra_link = c.eff.inter_link = std::clamp(busbw / link.bw, 0.01, 1.0);
+    for (const TimedBytes& t : all_reduces) {
+      fmt::print("  all-reduce over {} ranks, {:>7.0f} KiB: {:8.1f} us\n", ranks, t.bytes / 1024, t.seconds * 1e6);
+    }
+    fmt::print("  all-reduce fit: {:.1f} us + bytes / {:.2f} GB/s (rms error {:.1f}%): alpha {:.2f} us, link "
+               "efficiency {:.3g} of the ping-pong bandwidth\n",
+               ar.overhead * 1e6, ar.bytes_per_s / 1e9, 100 * ar.rms_rel_error, c.eff.alpha_intra * 1e6,
+               c.eff.intra_link);
+  }
+  c.eff.gemm_max = 1.0;  // until the in-training runs below set it
+  // Memory-bound ops in isolation: the per-op overhead (the intercept).
+  std::vector<TimedBytes> mem;
+  for (const MemoryOpTiming& m : rt.memory) mem.push_back({m.bytes, m.seconds});
+  const MemoryFit mfit = fit_memory_ops(mem);
+  c.eff.kernel_overhead = mfit.overhead;
+  c.eff.hbm = std::clamp(mfit.bytes_per_s / bw, 0.01, 1.0);
+  fmt::print("  memory-bound kernels alone: {:.2f} us per op + bytes / {:.1f} GB/s (rms error {:.1f}%)\n",
+             mfit.overhead * 1e6, mfit.bytes_per_s / 1e9, 100 * mfit.rms_rel_error);
+  // Inside training steps, per op class, summed over the reference runs:
+  //   GEMMs:     gemm_max = what the curve predicts / what the steps took (<= 1)
+  //   memory:    hbm from the bytes and the time left after the per-op overhead
+  //   attention: fraction of peak on its matmul FLOPs, after softmax and overheads
+  double gemm_pred = 0, gemm_meas = 0, mem_ops = 0, mem_bytes = 0, mem_meas = 0;
+  std::vector<AttentionSample> att;
+  for (const InSituTimes& t : insitu) {
+    const StepOps ops = count_step_ops(t.model, t.micro_batch, t.micro_batches, c);
+    gemm_pred += ops.gemm_s;
+    gemm_meas += t.gemm_s;
+    mem_ops += ops.memory_ops;
+    mem_bytes += ops.memory_bytes;
+    mem_meas += t.memory_s;
+    att.push_back({ops.attention_flops, ops.attention_ops * c.eff.kernel_overhead, t.attention_s});
+    fmt::print("  in training ({} layers, hidden {}, seq {}, micro-batch {}): GEMMs {:.2f} ms (curve {:.2f}), "
+               "attention {:.2f} ms, memory-bound {:.2f} ms, whole step {:.2f} ms\n",
+               t.model.layers, t.model.hidden, t.model.seq_len, t.micro_batch, t.gemm_s * 1e3, ops.gemm_s * 1e3,
+               t.attention_s * 1e3, t.memory_s * 1e3, t.step_s * 1e3);
+  }
+  c.eff.gemm_max = std::clamp(gemm_pred / gemm_meas, 0.05, 1.0);
+  const double mem_transfer = mem_meas - mem_ops * c.eff.kernel_overhead;
+  if (mem_transfer > 0) c.eff.hbm = std::clamp(mem_bytes / (bw * mem_transfer), 0.01, 1.0);
+  std::vector<AttentionSample2> att2;
+  for (size_t i = 0; i < insitu.size(); ++i) {
+    const StepOps ops = count_step_ops(insitu[i].model, insitu[i].micro_batch, insitu[i].micro_batches, c);
+    att2.push_back({ops.attention_flops, ops.attention_bytes, att[i].other_seconds, insitu[i].attention_s});
+    att[i].other_seconds += ops.attention_bytes / (c.gpu.hbm_bw * c.eff.hbm);
+  }
+  // Matmul efficiency and per-score (softmax) cost together; if the two
+  // references cannot separate them, the matmuls carry it all.
+  if (!fit_attention_two(att2, c.gpu.peak_flops_32, c.gpu.hbm_bw, &c.eff.attention, &c.eff.softmax) ||
+      c.eff.attention > 1 || c.eff.softmax > 1) {
+    c.eff.softmax = 0;
+    c.eff.attention = fit_attention_efficiency(att, c.gpu.peak_flops_32);
+  }
+  fmt::print("  fitted: gemm_max {:.3g}, hbm {:.3g} of triad, kernel overhead {:.2f} us, attention {:.3g} of peak, "
+             "softmax {:.3g} of triad{}\n",
+             c.eff.gemm_max, c.eff.hbm, c.eff.kernel_overhead * 1e6, c.eff.attention, c.eff.softmax,
+             c.eff.softmax > 0 ? "" : " (not separable: as hbm)");
   c.stack.flash_attention = false;
   c.stack.dropout = false;  // tera's CPU runtime has no dropout
   c.memory.reserved_bytes = 0.25 * (1 << 30);
   c.memory.fragmentation = 0.05;
   const std::string header = fmt::format(
-      "# This machine, measured by `tera calibrate` ({} threads{}, {}): fp32 GEMM rates fitted to\n"
-      "# the planner's curve (peak_tflops_32 = the fitted asymptotic rate, gemm_max = 1), STREAM\n"
-      "# triad bandwidth as hbm_tb_s, system memory as memory_gib. {}\n"
+      "# This machine, measured by `tera calibrate` ({} threads{}, {}). The runtime's linear\n"
+      "# layers fitted to the planner's GEMM curve (peak_tflops_32 = its asymptotic rate); STREAM\n"
+      "# triad as hbm_tb_s; the per-op overhead from memory-bound kernels timed alone; gemm_max, hbm,\n"
+      "# attention and softmax from two profiled training runs (kernels inside real steps); system\n"
+      "# memory as memory_gib (docs/plan.md, \"Cluster presets\"). {}\n"
       "# Regenerate with: {}build/tera calibrate\n",
       threads, mpi ? fmt::format(" per rank, {} ranks", ranks) : "", cpu_backend().gemm_library,
-      mpi ? "One MPI rank is one \"GPU\"; link bandwidth\n# and alpha_* from an MPI ping-pong between ranks 0 and 1 (mpi_measured = true below)."
+      mpi ? "One MPI rank is one \"GPU\"; link bandwidth\n# from an MPI ping-pong between ranks 0 and 1, alpha_* and intra_link from all-reduces over\n# every rank (mpi_measured = true below)."
           : "One process using every core\n# is one \"GPU\". Link bandwidths and alpha_* are placeholders until MPI is measured\n"
             "# (mpi_measured = false below; run under mpirun -n 2 to measure them).",
       mpi ? fmt::format("mpirun -n {} ", ranks) : "");

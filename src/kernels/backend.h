@@ -11,7 +11,7 @@
 
 namespace tera {
 
-enum class Op { gemm, linear, layernorm, gelu, attention, residual, cross_entropy, embedding, adamw, sum_squares };
+enum class KernelOp { gemm, linear, layernorm, gelu, attention, residual, cross_entropy, embedding, adamw, sum_squares };
 
 struct Backend {
   const char* name;
@@ -39,7 +39,7 @@ struct Backend {
   AdamWFn adamw;
   SumSquaresFn sum_squares;
   // optional: which (op, dtype) pairs run natively; null means fp32 only.
-  bool (*supports)(Op op, DType dtype);
+  bool (*supports)(KernelOp op, DType dtype);
 };
 
 const Backend& cpu_backend();

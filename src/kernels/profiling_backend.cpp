@@ -115,6 +115,13 @@ const Backend& profiling_backend(const Backend& inner) {
 
 void profiling_reset() { g_counters = Counters{}; }
 
+double profiling_seconds(const std::string& op) {
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    if (op == kNames[i]) return g_counters.seconds[i];
+  }
+  return 0;
+}
+
 std::string profiling_report() {
   double total = 0;
   for (double s : g_counters.seconds) total += s;

@@ -15,5 +15,8 @@ const Backend& profiling_backend(const Backend& inner);
 void profiling_reset();
 // One line per op with calls, total ms and share, sorted by time.
 std::string profiling_report();
+// Seconds spent in one op kind since the last reset ("linear_forward", the
+// names of the report); 0 for a name it does not know.
+double profiling_seconds(const std::string& op);
 
 }  // namespace tera

@@ -2,6 +2,7 @@
 // error is relative (each sample weighs the same whatever its rate).
 #include "plan/calibration_fit.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -32,6 +33,70 @@ GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples) {
     }
   }
   return best;
+}
+
+MemoryFit fit_memory_ops(const std::vector<TimedBytes>& samples) {
+  TERA_ASSERT(!samples.empty(), "fit_memory_ops needs samples");
+  // Minimise sum ((o + beta b_i - t_i) / t_i)^2: rows x_i = (1/t_i, b_i/t_i), target 1.
+  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
+  for (const auto& s : samples) {
+    const double x1 = 1 / s.seconds, x2 = s.bytes / s.seconds;
+    s11 += x1 * x1;
+    s12 += x1 * x2;
+    s22 += x2 * x2;
+    r1 += x1;
+    r2 += x2;
+  }
+  const double det = s11 * s22 - s12 * s12;
+  double o = det != 0 ? (r1 * s22 - r2 * s12) / det : 0;
+  double beta = det != 0 ? (s11 * r2 - s12 * r1) / det : 0;
+  if (o < 0 || beta <= 0) {
+    o = 0;
+    beta = r2 / s22;
+  }
+  MemoryFit f;
+  f.overhead = o;
+  f.bytes_per_s = 1 / beta;
+  double err = 0;
+  for (const auto& s : samples) err += std::pow((o + beta * s.bytes - s.seconds) / s.seconds, 2);
+  f.rms_rel_error = std::sqrt(err / static_cast<double>(samples.size()));
+  return f;
+}
+
+double fit_attention_efficiency(const std::vector<AttentionSample>& samples, double peak) {
+  std::vector<double> eff;
+  for (const auto& s : samples) {
+    const double matmul = s.measured_seconds - s.other_seconds;
+    if (matmul > 0 && s.flops > 0) eff.push_back(s.flops / (peak * matmul));
+  }
+  if (eff.empty()) return 0;
+  std::sort(eff.begin(), eff.end());
+  const size_t n = eff.size();
+  return n % 2 == 1 ? eff[n / 2] : 0.5 * (eff[n / 2 - 1] + eff[n / 2]);
+}
+
+bool fit_attention_two(const std::vector<AttentionSample2>& samples, double peak, double bandwidth, double* attention,
+                       double* softmax) {
+  if (samples.size() < 2) return false;
+  // Relative least squares: rows (f/y, b/y) . (u, v) = 1 with y the time left after overheads.
+  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
+  for (const auto& s : samples) {
+    const double y = s.measured_seconds - s.overhead_seconds;
+    if (y <= 0) return false;
+    const double x1 = s.flops / y, x2 = s.softmax_bytes / y;
+    s11 += x1 * x1;
+    s12 += x1 * x2;
+    s22 += x2 * x2;
+    r1 += x1;
+    r2 += x2;
+  }
+  const double det = s11 * s22 - s12 * s12;
+  if (!(std::fabs(det) > 1e-12 * s11 * s22)) return false;  // the shapes do not separate the two costs
+  const double u = (r1 * s22 - r2 * s12) / det, v = (s11 * r2 - s12 * r1) / det;
+  if (u <= 0 || v <= 0) return false;
+  *attention = 1 / (peak * u);
+  *softmax = 1 / (bandwidth * v);
+  return true;
 }
 
 }  // namespace tera

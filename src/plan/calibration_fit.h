@@ -21,4 +21,42 @@ struct GemmFit {
 
 GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples);
 
+// Memory-bound ops as the cost model prices them: t = overhead + bytes / bw.
+// Weighted least squares on the relative error (small and large ops count
+// alike); a negative intercept is clamped to 0 and bw refitted alone.
+struct TimedBytes {
+  double bytes;    // bytes the cost model counts for the op
+  double seconds;  // measured
+};
+struct MemoryFit {
+  double overhead = 0;     // seconds per op
+  double bytes_per_s = 0;  // effective bandwidth
+  double rms_rel_error = 0;
+};
+MemoryFit fit_memory_ops(const std::vector<TimedBytes>& samples);
+
+// Attention without a fused kernel: the cost model prices its matmuls at
+// `efficiency * peak`, the rest (softmax, per-op overhead) separately. Per
+// sample the efficiency that explains the measured time,
+//   flops / (peak * eff) + other_seconds = measured_seconds,
+// and the median over samples (robust to one disturbed measurement). Samples
+// measured faster than their other work alone are skipped; 0 if none is left.
+struct AttentionSample {
+  double flops;          // attention matmul FLOPs in the cost model's op table
+  double other_seconds;  // the cost model's time for everything else in the same kernels
+  double measured_seconds;
+};
+double fit_attention_efficiency(const std::vector<AttentionSample>& samples, double peak);
+
+// Attention with a per-score cost as well: from two or more samples of
+// different shapes (head sizes), least squares for u and v in
+//   measured - overhead = flops * u + softmax_bytes * v,
+// u = 1 / (peak * attention), v = 1 / (bandwidth * softmax). Returns false
+// (outputs untouched) when the samples do not determine both positively.
+struct AttentionSample2 {
+  double flops, softmax_bytes, overhead_seconds, measured_seconds;
+};
+bool fit_attention_two(const std::vector<AttentionSample2>& samples, double peak, double bandwidth, double* attention,
+                       double* softmax);
+
 }  // namespace tera

@@ -32,7 +32,10 @@ double gemm_efficiency(const Op& op, const Efficiency& e) {
 double op_time(const Op& op, const Cluster& cl, double peak) {
   double t = cl.eff.kernel_overhead;
   if (op.fused_attention) t += op.flops / (peak * cl.eff.flash);
+  else if (op.m > 0 && op.cls == OpClass::attention && cl.eff.attention > 0)
+    t += std::max(op.flops / (peak * cl.eff.attention), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
   else if (op.m > 0) t += std::max(op.flops / (peak * gemm_efficiency(op, cl.eff)), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
+  else if (op.cls == OpClass::attention && cl.eff.softmax > 0) t += op.bytes / (cl.gpu.hbm_bw * cl.eff.softmax);
   else t += op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm);
   return t;
 }

@@ -56,6 +56,8 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   TERA_RETURN_IF_ERROR(f.number("efficiency.gemm_half_dim", &e.gemm_half_dim, false, 0, 1e6));
   TERA_RETURN_IF_ERROR(f.number("efficiency.hbm", &e.hbm, false, 0.01, 1));
   TERA_RETURN_IF_ERROR(f.number("efficiency.flash", &e.flash, false, 0.01, 1));
+  TERA_RETURN_IF_ERROR(f.number("efficiency.attention", &e.attention, false, 0, 1));
+  TERA_RETURN_IF_ERROR(f.number("efficiency.softmax", &e.softmax, false, 0, 1));
   TERA_RETURN_IF_ERROR(f.number("efficiency.intra_link", &e.intra_link, false, 0.01, 1));
   TERA_RETURN_IF_ERROR(f.number("efficiency.inter_link", &e.inter_link, false, 0.01, 1));
   v = e.alpha_intra / kUs;
@@ -102,10 +104,10 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
                    c.node.gpus, c.node.package_gpus, c.node.intra_bw / 1e9, c.node.package_bw / 1e9, c.node.nics,
                    c.node.nic_bw / 1e9);
   const Efficiency& e = c.eff;
-  s += fmt::format("[efficiency]\ngemm_max = {:.4g}\ngemm_half_dim = {:.4g}\nhbm = {:.4g}\nflash = {:.4g}\n"
+  s += fmt::format("[efficiency]\ngemm_max = {:.4g}\ngemm_half_dim = {:.4g}\nhbm = {:.4g}\nflash = {:.4g}\nattention = {:.4g}\nsoftmax = {:.4g}\n"
                    "intra_link = {:.4g}\ninter_link = {:.4g}\nalpha_intra_us = {:.4g}\nalpha_inter_us = {:.4g}\n"
                    "kernel_overhead_us = {:.4g}\noverlap_loss = {:.4g}\nstep_overhead_ms = {:.4g}\n\n",
-                   e.gemm_max, e.gemm_half_dim, e.hbm, e.flash, e.intra_link, e.inter_link, e.alpha_intra * 1e6,
+                   e.gemm_max, e.gemm_half_dim, e.hbm, e.flash, e.attention, e.softmax, e.intra_link, e.inter_link, e.alpha_intra * 1e6,
                    e.alpha_inter * 1e6, e.kernel_overhead * 1e6, e.overlap_loss, e.step_overhead * 1e3);
   s += fmt::format("[stack]\nflash_attention = {}\ntp_comm_overlap = {}\ndp_overlap = {}\np2p_overlap = {}\ndropout = {}\n\n",
                    c.stack.flash_attention, c.stack.tp_comm_overlap, c.stack.dp_overlap, c.stack.p2p_overlap,

@@ -37,6 +37,13 @@ struct Efficiency {
   double gemm_half_dim = 128;   // a GEMM dim d contributes d / (d + gemm_half_dim)
   double hbm = 0.8;             // achievable fraction of HBM bandwidth
   double flash = 0.5;           // fused attention: fraction of peak on the FLOPs it performs
+  // Unfused attention matmuls (scores, context): fraction of peak; 0 prices
+  // them on the GEMM curve like any GEMM. Set by `tera calibrate` for a
+  // runtime whose attention kernel is not a GEMM library call.
+  double attention = 0;
+  // Unfused softmax / mask / dropout over the attention scores: fraction of
+  // HBM bandwidth on the bytes they move; 0: `hbm`, as any memory-bound op.
+  double softmax = 0;
   double intra_link = 0.8;      // achievable fraction of intra-node link bandwidth (bus bandwidth)
   double inter_link = 0.8;      // achievable fraction of NIC bandwidth
   double alpha_intra = 5e-6;    // seconds per collective step inside a node

@@ -410,8 +410,8 @@ TEST(Conformance, AdamWFirstStepClosedForm) {
 TEST(Conformance, BackendTableIsComplete) {
   const Backend& be = cpu_backend();
   EXPECT_STREQ(be.name, "cpu");
-  EXPECT_TRUE(be.supports(Op::gemm, DType::f32));
-  EXPECT_FALSE(be.supports(Op::gemm, DType::bf16));
+  EXPECT_TRUE(be.supports(KernelOp::gemm, DType::f32));
+  EXPECT_FALSE(be.supports(KernelOp::gemm, DType::bf16));
   EXPECT_EQ(find_backend("cpu"), &be);
   EXPECT_EQ(find_backend("tpu"), nullptr);
 }

@@ -5,6 +5,7 @@ Usage: test_plan_cli.py TERA_BINARY [CALIBRATION_CSV]"""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,31 @@ class PlanCli(unittest.TestCase):
             self.assertEqual(json.loads(p.stdout)[0]["tp"], 1)
             self.bad(["plan", "--model", "gpt2-124m", "--cluster", out, "--gpus", "1", "--global-batch", "8"],
                      "no 16-bit peak")
+            # Every efficiency it fits is inside the parser's range and was measured.
+            with open(out) as f:
+                eff = tomllib.loads(f.read())["efficiency"]
+            self.assertTrue(0 < eff["gemm_max"] <= 1 and 0 < eff["hbm"] <= 1, eff)
+            self.assertTrue(0 < eff["attention"] <= 1, eff)
+            self.assertGreater(eff["kernel_overhead_us"], 0)
+
+    @unittest.skipUnless(shutil.which("mpirun"), "no mpirun")
+    def test_calibrate_under_mpi_measures_the_links(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "local.toml")
+            r = subprocess.run(["mpirun", "--oversubscribe", "-n", "2", TERA, "calibrate", "--out", out, "--seconds",
+                                "0.02"], capture_output=True, text=True, env=env, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("all-reduce fit", r.stdout)
+            with open(out) as f:
+                preset = tomllib.loads(f.read())
+            self.assertTrue(preset["calibration"]["mpi_measured"])
+            self.assertEqual(preset["node"]["gpus"], 2)
+            self.assertTrue(0 < preset["efficiency"]["intra_link"] <= 1)
+            self.assertGreater(preset["efficiency"]["alpha_intra_us"], 0)
+            p = run("simulate", "--model", "gpt2-124m", "--cluster", out, "--layout", "tp=2,dp=1", "--global-batch", "8",
+                    "--seq", "256", "--precision", "fp32", "--no-memory-check")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
 if __name__ == "__main__":

@@ -125,5 +125,43 @@ TEST(CalibrationFit, RecoversAKnownCurve) {
   EXPECT_LT(f.rms_rel_error, 1e-9);
 }
 
+TEST(CalibrationFit, MemoryOpsRecoverOverheadAndBandwidth) {
+  // t = 3 us + bytes / 20 GB/s, sizes from 4 KB to 64 MB.
+  std::vector<TimedBytes> s;
+  for (double b = 4096; b <= 64e6; b *= 4) s.push_back({b, 3e-6 + b / 20e9});
+  const MemoryFit f = fit_memory_ops(s);
+  EXPECT_NEAR(f.overhead, 3e-6, 1e-12);
+  EXPECT_NEAR(f.bytes_per_s, 20e9, 1e-3 * 20e9);
+  EXPECT_LT(f.rms_rel_error, 1e-9);
+  // A negative intercept is clamped: the overhead is never below zero.
+  std::vector<TimedBytes> fast = {{1e3, 0.5e-6}, {1e6, 1e-4}, {1e7, 1.01e-3}};
+  const MemoryFit g = fit_memory_ops(fast);
+  EXPECT_GE(g.overhead, 0);
+  EXPECT_GT(g.bytes_per_s, 0);
+}
+
+TEST(CalibrationFit, AttentionEfficiencyIsTheMedianThatExplainsEachTime) {
+  // Each sample: 1 GFLOP of attention matmuls at 100 GFLOP/s peak plus 2 ms
+  // of other work; measured 2 ms + 1e9 / (100e9 * 0.25) = 42 ms -> 0.25.
+  std::vector<AttentionSample> s = {{1e9, 2e-3, 42e-3}, {2e9, 1e-3, 81e-3}, {1e9, 2e-3, 1.0}};
+  EXPECT_NEAR(fit_attention_efficiency(s, 100e9), 0.25, 1e-12);
+  // Measured faster than the rest alone (noise): that sample cannot be solved and is skipped.
+  std::vector<AttentionSample> bad = {{1e9, 5e-3, 4e-3}};
+  EXPECT_EQ(fit_attention_efficiency(bad, 100e9), 0.0);
+}
+
+TEST(CalibrationFit, AttentionTwoParametersRecoverMatmulAndScoreCosts) {
+  // Peak 100 GFLOP/s at 0.2 (u = 5e-11 s/FLOP); 50 GB/s at 0.1 (v = 2e-10 s/byte); 10 us overhead.
+  auto t = [](double f, double b) { return 1e-5 + f * 5e-11 + b * 2e-10; };
+  std::vector<AttentionSample2> s = {{1e9, 1e6, 1e-5, t(1e9, 1e6)}, {4e8, 4e6, 1e-5, t(4e8, 4e6)}};
+  double a = 0, sm = 0;
+  ASSERT_TRUE(fit_attention_two(s, 100e9, 50e9, &a, &sm));
+  EXPECT_NEAR(a, 0.2, 1e-9);
+  EXPECT_NEAR(sm, 0.1, 1e-9);
+  // Proportional samples (same shape twice) cannot separate the costs.
+  std::vector<AttentionSample2> same = {{1e9, 1e6, 1e-5, t(1e9, 1e6)}, {2e9, 2e6, 2e-5, 2 * t(1e9, 1e6)}};
+  EXPECT_FALSE(fit_attention_two(same, 100e9, 50e9, &a, &sm));
+}
+
 }  // namespace
 }  // namespace tera

@@ -7,7 +7,7 @@
 namespace tera {
 
 namespace {
-bool cpu_supports(Op, DType dtype) { return dtype == DType::f32; }
+bool cpu_supports(KernelOp, DType dtype) { return dtype == DType::f32; }
 }  // namespace
 
 const Backend& cpu_backend() {
