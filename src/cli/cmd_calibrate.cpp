@@ -442,9 +442,13 @@ int run_calibrate(const CalibrateArgs& a) {
 Command add_calibrate_command(CLI::App& parent) {
   auto a = std::make_shared<CalibrateArgs>();
   a->out = config_dir() + "/clusters/local.toml";
-  auto* sub = parent.add_subcommand("calibrate", "Measure this machine (GEMM rates, memory bandwidth) into the local cluster preset");
+  auto* sub = parent.add_subcommand("calibrate",
+                                    "Measure this machine (the runtime's kernels alone and inside training steps, "
+                                    "memory bandwidth; under mpirun the MPI links) into the local cluster preset");
   sub->add_option("--out", a->out, "Where to write the preset")->capture_default_str();
-  sub->add_option("--seconds", a->seconds_per_shape, "Measuring time per GEMM shape")->capture_default_str()
+  sub->add_option("--seconds", a->seconds_per_shape,
+                  "Measuring time per kernel shape (the in-training runs take a fixed few seconds)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   return {sub, [a] { return run_calibrate(*a); }};
 }

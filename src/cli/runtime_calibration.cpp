@@ -27,7 +27,7 @@ std::vector<float> filled(int64_t n, float scale) {
 // Median time of one call within `budget` seconds (at least 3 calls after a
 // warm-up). The median, not the best: a training step is a sum of typical
 // calls, and the best of many back-to-back repeats is a lucky one.
-double best_time(const std::function<void()>& once, double budget) {
+double typical_time(const std::function<void()>& once, double budget) {
   once();
   std::vector<double> t;
   Stopwatch total;
@@ -100,8 +100,10 @@ RuntimeTimings time_runtime_ops(const Backend& be, double seconds_per_op, int ro
       const auto dy = filled(l.N * l.O, 0.01f);
       std::vector<float> y(static_cast<size_t>(l.N * l.O)), dx(static_cast<size_t>(l.N * l.I));
       std::vector<float> dW(static_cast<size_t>(l.O * l.I)), db(static_cast<size_t>(l.O));
-      l.forward_s = std::min(l.forward_s, best_time([&] { be.linear_forward(y.data(), x.data(), W.data(), b.data(), l.N, l.I, l.O); }, budget));
-      l.backward_s = std::min(l.backward_s, best_time([&] {
+      l.forward_s = std::min(l.forward_s, typical_time([&] {
+        be.linear_forward(y.data(), x.data(), W.data(), b.data(), l.N, l.I, l.O);
+      }, budget));
+      l.backward_s = std::min(l.backward_s, typical_time([&] {
         be.linear_backward(dx.data(), dW.data(), db.data(), dy.data(), x.data(), W.data(), l.N, l.I, l.O);
       }, budget));
     }
@@ -123,7 +125,7 @@ RuntimeTimings time_runtime_ops(const Backend& be, double seconds_per_op, int ro
           [&] { be.bias_residual(y.data(), x.data(), bias.data(), dy.data(), rows, kRow); },
       };
       for (const auto& op : ops) {
-        out.memory[k].seconds = std::min(out.memory[k].seconds, best_time(op, budget));
+        out.memory[k].seconds = std::min(out.memory[k].seconds, typical_time(op, budget));
         ++k;
       }
     }

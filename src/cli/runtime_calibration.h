@@ -38,8 +38,8 @@ struct RuntimeTimings {
 };
 
 // `rounds` passes over every shape, each op given `seconds_per_op / rounds`
-// per pass (at least 3 repeats); the best time of all passes is kept, so a
-// burst of load from elsewhere spoils one pass, not the figure.
+// per pass (at least 3 calls) and timed by its median call; the fastest pass
+// is kept, so a burst of load from elsewhere spoils one pass, not the figure.
 RuntimeTimings time_runtime_ops(const Backend& be, double seconds_per_op, int rounds);
 
 // Kernel time per training step of a real (single-rank) training run, split
