@@ -1,16 +1,16 @@
 // `tera calibrate`: measures this machine into a `local` cluster preset by
 // timing the CPU runtime's own kernels at transformer-block shapes
 // (runtime_calibration.h): linear layers fitted to the planner's GEMM
-// efficiency curve, memory-bound ops to a per-op overhead plus an effective
-// bandwidth (a fraction of the STREAM triad figure), attention to a fraction
-// of peak on its matmul FLOPs. Run alone, one process
+// efficiency curve, memory-bound ops to a per-op overhead, and two profiled
+// training runs for the in-training GEMM, memory-bound and attention
+// efficiencies (docs/plan.md, "Cluster presets"). Run alone, one process
 // using every core is one "GPU" and the link keys hold shared-memory
 // estimates (mpi_measured = false). Run under `mpirun -n K` (K >= 2), every
 // rank is one "GPU" with the threads `tera train` would give it (cores / K),
-// all ranks measure GEMMs at once (they share the cores as training ranks
-// do), ranks 0 and 1 ping-pong through the Communicator for MPI latency and
-// bandwidth (alpha-beta: t(n) = alpha + n / bw), and rank 0 writes the preset
-// with node.gpus = K (mpi_measured = true).
+// all ranks measure at once (they share the cores as training ranks do),
+// ranks 0 and 1 ping-pong through the Communicator for the link bandwidth,
+// all-reduces over every rank give alpha and the link efficiency, and rank 0
+// writes the preset with node.gpus = K (mpi_measured = true).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <omp.h>
@@ -30,11 +30,11 @@
 #include "core/file_util.h"
 #include "core/timer.h"
 #include "kernels/backend.h"
+#include "cli/runtime_calibration.h"
 #include "plan/calibration_fit.h"
 #include "plan/cost_model.h"
 #include "plan/hardware.h"
 #include "plan/layer_ops.h"
-#include "cli/runtime_calibration.h"
 #include "plan/presets.h"
 
 namespace tera::cli {
