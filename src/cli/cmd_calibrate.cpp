@@ -334,7 +334,7 @@ int run_calibrate(const CalibrateArgs& a) {
     // What a real all-reduce costs beyond the ping-pong (the reduction, its
     // synchronisation): the cost model's all-reduce over the K ranks is
     // 2 (K-1) alpha + 2 (K-1)/K bytes / (intra_gb_s * intra_link).
-    const MemoryFit ar = fit_memory_ops(all_reduces);
+    const OverheadBandwidthFit ar = fit_overhead_bandwidth(all_reduces);
     const double steps = 2.0 * (ranks - 1), factor = 2.0 * (ranks - 1) / ranks;
     c.eff.alpha_intra = c.eff.alpha_inter = std::max(link.alpha, ar.overhead / steps);
     const double busbw = ar.bytes_per_s * factor;
@@ -351,7 +351,7 @@ int run_calibrate(const CalibrateArgs& a) {
   // Memory-bound ops in isolation: the per-op overhead (the intercept).
   std::vector<TimedBytes> mem;
   for (const MemoryOpTiming& m : rt.memory) mem.push_back({m.bytes, m.seconds});
-  const MemoryFit mfit = fit_memory_ops(mem);
+  const OverheadBandwidthFit mfit = fit_overhead_bandwidth(mem);
   c.eff.kernel_overhead = mfit.overhead;
   c.eff.hbm = std::clamp(mfit.bytes_per_s / bw, 0.01, 1.0);
   fmt::print("  memory-bound kernels alone: {:.2f} us per op + bytes / {:.1f} GB/s (rms error {:.1f}%)\n",
@@ -361,15 +361,15 @@ int run_calibrate(const CalibrateArgs& a) {
   //   memory:    hbm from the bytes and the time left after the per-op overhead
   //   attention: fraction of peak on its matmul FLOPs, after softmax and overheads
   double gemm_pred = 0, gemm_meas = 0, mem_ops = 0, mem_bytes = 0, mem_meas = 0;
-  std::vector<AttentionSample> att;
+  std::vector<StepOps> counted;  // op counts do not depend on the efficiencies fitted here
   for (const InSituTimes& t : insitu) {
     const StepOps ops = count_step_ops(t.model, t.micro_batch, t.micro_batches, c);
+    counted.push_back(ops);
     gemm_pred += ops.gemm_s;
     gemm_meas += t.gemm_s;
     mem_ops += ops.memory_ops;
     mem_bytes += ops.memory_bytes;
     mem_meas += t.memory_s;
-    att.push_back({ops.attention_flops, ops.attention_ops * c.eff.kernel_overhead, t.attention_s});
     fmt::print("  in training ({} layers, hidden {}, seq {}, micro-batch {}): GEMMs {:.2f} ms (curve {:.2f}), "
                "attention {:.2f} ms, memory-bound {:.2f} ms, whole step {:.2f} ms\n",
                t.model.layers, t.model.hidden, t.model.seq_len, t.micro_batch, t.gemm_s * 1e3, ops.gemm_s * 1e3,
@@ -378,11 +378,14 @@ int run_calibrate(const CalibrateArgs& a) {
   c.eff.gemm_max = std::clamp(gemm_pred / gemm_meas, 0.05, 1.0);
   const double mem_transfer = mem_meas - mem_ops * c.eff.kernel_overhead;
   if (mem_transfer > 0) c.eff.hbm = std::clamp(mem_bytes / (bw * mem_transfer), 0.01, 1.0);
-  std::vector<AttentionSample2> att2;
+  std::vector<AttentionSample2> att2;  // matmuls and softmax apart
+  std::vector<AttentionSample> att;    // softmax priced at hbm, matmuls carry the rest
   for (size_t i = 0; i < insitu.size(); ++i) {
-    const StepOps ops = count_step_ops(insitu[i].model, insitu[i].micro_batch, insitu[i].micro_batches, c);
-    att2.push_back({ops.attention_flops, ops.attention_bytes, att[i].other_seconds, insitu[i].attention_s});
-    att[i].other_seconds += ops.attention_bytes / (c.gpu.hbm_bw * c.eff.hbm);
+    const StepOps& ops = counted[i];
+    const double overhead = ops.attention_ops * c.eff.kernel_overhead;
+    att2.push_back({ops.attention_flops, ops.attention_bytes, overhead, insitu[i].attention_s});
+    att.push_back({ops.attention_flops, overhead + ops.attention_bytes / (c.gpu.hbm_bw * c.eff.hbm),
+                   insitu[i].attention_s});
   }
   // Matmul efficiency and per-score (softmax) cost together; if the two
   // references cannot separate them, the matmuls carry it all.
@@ -408,7 +411,7 @@ int run_calibrate(const CalibrateArgs& a) {
       "# Regenerate with: {}build/tera calibrate\n",
       threads, mpi ? fmt::format(" per rank, {} ranks", ranks) : "", cpu_backend().gemm_library,
       mpi ? "One MPI rank is one \"GPU\"; link bandwidth\n# from an MPI ping-pong between ranks 0 and 1, alpha_* and intra_link from all-reduces over\n# every rank (mpi_measured = true below)."
-          : "One process using every core\n# is one \"GPU\". Link bandwidths and alpha_* are placeholders until MPI is measured\n"
+          : "One process using every core\n# is one \"GPU\". Link bandwidths and alpha_* are shared-memory estimates, not measured\n"
             "# (mpi_measured = false below; run under mpirun -n 2 to measure them).",
       mpi ? fmt::format("mpirun -n {} ", ranks) : "");
   std::string text = cluster_to_toml(c, header);

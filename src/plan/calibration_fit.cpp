@@ -3,6 +3,7 @@
 #include "plan/calibration_fit.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "core/check.h"
@@ -35,26 +36,46 @@ GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples) {
   return best;
 }
 
-MemoryFit fit_memory_ops(const std::vector<TimedBytes>& samples) {
-  TERA_ASSERT(!samples.empty(), "fit_memory_ops needs samples");
-  // Minimise sum ((o + beta b_i - t_i) / t_i)^2: rows x_i = (1/t_i, b_i/t_i), target 1.
+namespace {
+
+// Least squares for (u, v) in  u x1_i + v x2_i = 1  over rows (x1_i, x2_i):
+// the relative-error fits below divide each equation by its measured time.
+// False when the rows do not determine both (singular normal equations).
+bool solve_two(const std::vector<std::array<double, 2>>& rows, double* u, double* v) {
   double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
-  for (const auto& s : samples) {
-    const double x1 = 1 / s.seconds, x2 = s.bytes / s.seconds;
-    s11 += x1 * x1;
-    s12 += x1 * x2;
-    s22 += x2 * x2;
-    r1 += x1;
-    r2 += x2;
+  for (const auto& x : rows) {
+    s11 += x[0] * x[0];
+    s12 += x[0] * x[1];
+    s22 += x[1] * x[1];
+    r1 += x[0];
+    r2 += x[1];
   }
   const double det = s11 * s22 - s12 * s12;
-  double o = det != 0 ? (r1 * s22 - r2 * s12) / det : 0;
-  double beta = det != 0 ? (s11 * r2 - s12 * r1) / det : 0;
-  if (o < 0 || beta <= 0) {
+  if (!(std::fabs(det) > 1e-12 * s11 * s22)) return false;
+  *u = (r1 * s22 - r2 * s12) / det;
+  *v = (s11 * r2 - s12 * r1) / det;
+  return true;
+}
+
+}  // namespace
+
+OverheadBandwidthFit fit_overhead_bandwidth(const std::vector<TimedBytes>& samples) {
+  TERA_ASSERT(!samples.empty(), "fit_overhead_bandwidth needs samples");
+  // Minimise sum ((o + beta b_i - t_i) / t_i)^2: rows (1/t_i, b_i/t_i), target 1.
+  std::vector<std::array<double, 2>> rows;
+  for (const auto& s : samples) rows.push_back({1 / s.seconds, s.bytes / s.seconds});
+  double o = 0, beta = 0;
+  if (!solve_two(rows, &o, &beta) || o < 0 || beta <= 0) {
+    // No (or a negative) intercept: beta alone.
+    double num = 0, den = 0;
+    for (const auto& x : rows) {
+      num += x[1];
+      den += x[1] * x[1];
+    }
     o = 0;
-    beta = r2 / s22;
+    beta = num / den;
   }
-  MemoryFit f;
+  OverheadBandwidthFit f;
   f.overhead = o;
   f.bytes_per_s = 1 / beta;
   double err = 0;
@@ -79,21 +100,14 @@ bool fit_attention_two(const std::vector<AttentionSample2>& samples, double peak
                        double* softmax) {
   if (samples.size() < 2) return false;
   // Relative least squares: rows (f/y, b/y) . (u, v) = 1 with y the time left after overheads.
-  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
+  std::vector<std::array<double, 2>> rows;
   for (const auto& s : samples) {
     const double y = s.measured_seconds - s.overhead_seconds;
     if (y <= 0) return false;
-    const double x1 = s.flops / y, x2 = s.softmax_bytes / y;
-    s11 += x1 * x1;
-    s12 += x1 * x2;
-    s22 += x2 * x2;
-    r1 += x1;
-    r2 += x2;
+    rows.push_back({s.flops / y, s.softmax_bytes / y});
   }
-  const double det = s11 * s22 - s12 * s12;
-  if (!(std::fabs(det) > 1e-12 * s11 * s22)) return false;  // the shapes do not separate the two costs
-  const double u = (r1 * s22 - r2 * s12) / det, v = (s11 * r2 - s12 * r1) / det;
-  if (u <= 0 || v <= 0) return false;
+  double u = 0, v = 0;
+  if (!solve_two(rows, &u, &v) || u <= 0 || v <= 0) return false;
   *attention = 1 / (peak * u);
   *softmax = 1 / (bandwidth * v);
   return true;

@@ -21,19 +21,20 @@ struct GemmFit {
 
 GemmFit fit_gemm_curve(const std::vector<GemmSample>& samples);
 
-// Memory-bound ops as the cost model prices them: t = overhead + bytes / bw.
-// Weighted least squares on the relative error (small and large ops count
-// alike); a negative intercept is clamped to 0 and bw refitted alone.
+// t = overhead + bytes / bw, as the cost model prices memory-bound ops and
+// (with a latency for the overhead) collectives. Weighted least squares on
+// the relative error (small and large samples count alike); a negative
+// intercept is clamped to 0 and bw refitted alone.
 struct TimedBytes {
   double bytes;    // bytes the cost model counts for the op
   double seconds;  // measured
 };
-struct MemoryFit {
+struct OverheadBandwidthFit {
   double overhead = 0;     // seconds per op
   double bytes_per_s = 0;  // effective bandwidth
   double rms_rel_error = 0;
 };
-MemoryFit fit_memory_ops(const std::vector<TimedBytes>& samples);
+OverheadBandwidthFit fit_overhead_bandwidth(const std::vector<TimedBytes>& samples);
 
 // Attention without a fused kernel: the cost model prices its matmuls at
 // `efficiency * peak`, the rest (softmax, per-op overhead) separately. Per

@@ -129,13 +129,13 @@ TEST(CalibrationFit, MemoryOpsRecoverOverheadAndBandwidth) {
   // t = 3 us + bytes / 20 GB/s, sizes from 4 KB to 64 MB.
   std::vector<TimedBytes> s;
   for (double b = 4096; b <= 64e6; b *= 4) s.push_back({b, 3e-6 + b / 20e9});
-  const MemoryFit f = fit_memory_ops(s);
+  const OverheadBandwidthFit f = fit_overhead_bandwidth(s);
   EXPECT_NEAR(f.overhead, 3e-6, 1e-12);
   EXPECT_NEAR(f.bytes_per_s, 20e9, 1e-3 * 20e9);
   EXPECT_LT(f.rms_rel_error, 1e-9);
   // A negative intercept is clamped: the overhead is never below zero.
   std::vector<TimedBytes> fast = {{1e3, 0.5e-6}, {1e6, 1e-4}, {1e7, 1.01e-3}};
-  const MemoryFit g = fit_memory_ops(fast);
+  const OverheadBandwidthFit g = fit_overhead_bandwidth(fast);
   EXPECT_GE(g.overhead, 0);
   EXPECT_GT(g.bytes_per_s, 0);
 }
