@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <memory>
 
 #include "cli/commands.h"
@@ -23,15 +24,28 @@ struct PlanArgs {
   std::string model, cluster, explain, emit, precision = "mixed";
   int gpus = 0, top = 10;
   int64_t global_batch = 0, seq = 0;
+  bool seq_given = false;
   bool json = false;
   // Constraints on the search (0 / "": searched).
   int tp = 0, pp = 0, vpp = 0, mb = 0, zero = -1;
   std::string sp, recompute;
   // validate
-  std::string csv;
+  std::vector<std::string> csv;
   bool validate_json = false;
   double fail_median = 0, fail_max = 0;
 };
+
+// CLI::PositiveNumber's message prints the whole double range; this one says what is wanted.
+CLI::Validator positive_integer() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        int64_t v = 0;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || p != s.data() + s.size() || v < 1) return "must be a positive integer, got " + s;
+        return {};
+      },
+      "POSITIVE");
+}
 
 int bad(const std::string& msg) {
   print_error(msg);
@@ -39,16 +53,24 @@ int bad(const std::string& msg) {
 }
 
 int run_validate(const PlanArgs& a) {
-  auto bytes = read_file(a.csv);
-  if (!bytes.ok()) return bad("validate: " + a.csv + ": " + bytes.error());
-  auto table = parse_csv(std::string(bytes->begin(), bytes->end()), a.csv);
-  if (!table.ok()) return bad(table.error());
-  auto rep = validate_runs(*table, a.csv, &load_cluster);
+  // A calibration file is a few hundred kB; a device (/dev/zero), FIFO or huge file is refused before reading.
+  constexpr uint64_t kMaxCsvBytes = uint64_t{64} << 20;
+  std::vector<CsvTable> tables;
+  for (const std::string& file : a.csv) {
+    auto bytes = read_regular_file(file, "validate: file", kMaxCsvBytes);
+    if (!bytes.ok()) return bad(bytes.error());
+    auto table = parse_csv(std::string(bytes->begin(), bytes->end()), file);
+    if (!table.ok()) return bad(table.error());
+    tables.push_back(std::move(*table));
+  }
+  auto rep = validate_runs(tables, a.csv, &load_cluster);
   if (!rep.ok()) return bad(rep.error());
   if (a.validate_json) {
     fmt::print("{}\n", validation_json(*rep).dump(2));
   } else {
-    fmt::print("tera plan validate {}\n\n{}", a.csv, validation_table(*rep));
+    std::string files;
+    for (const std::string& f : a.csv) files += " " + f;
+    fmt::print("tera plan validate{}\n\n{}", files, validation_table(*rep));
   }
   if ((a.fail_median > 0 && 100 * rep->median_abs_error > a.fail_median) ||
       (a.fail_max > 0 && 100 * rep->max_abs_error > a.fail_max)) {
@@ -110,7 +132,7 @@ int run_plan(const PlanArgs& a) {
   if (!cluster.ok()) return bad("--cluster: " + cluster.error());
   Workload w;
   w.model = *model;
-  if (a.seq > 0) w.model.seq_len = a.seq;
+  if (a.seq_given) w.model.seq_len = a.seq;
   w.global_batch = a.global_batch;
   auto prec = parse_precision(a.precision);
   if (!prec.ok()) return bad("--precision: " + prec.error());
@@ -168,28 +190,32 @@ Command add_plan_command(CLI::App& parent) {
   sub->add_option("--cluster", a->cluster, "Cluster preset name (configs/clusters) or TOML file");
   sub->add_option("--gpus", a->gpus, "Number of GPUs");
   sub->add_option("--global-batch", a->global_batch, "Sequences per optimizer step");
-  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)");
-  sub->add_option("--top", a->top, "How many layouts to list")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")->check(positive_integer());
+  sub->add_option("--top", a->top, "How many layouts to list")->capture_default_str()->check(positive_integer());
   sub->add_flag("--json", a->json, "Print a JSON array, best first");
   sub->add_option("--explain", a->explain, "Break down one layout's step, e.g. tp=8,pp=4,vpp=2,mb=1,zero=1,sp=1,recompute=selective");
   sub->add_option("--emit", a->emit, "Print the best (or --explain) layout as a tera config or Megatron-LM arguments")
       ->check(CLI::IsMember({"tera", "megatron"}));
   sub->add_option("--precision", a->precision, "mixed (16-bit, fp32 master weights) or fp32")->capture_default_str();
-  sub->add_option("--tp", a->tp, "Fix the tensor-parallel degree")->check(CLI::PositiveNumber);
-  sub->add_option("--pp", a->pp, "Fix the pipeline-parallel degree")->check(CLI::PositiveNumber);
-  sub->add_option("--vpp", a->vpp, "Fix the virtual chunks per stage")->check(CLI::PositiveNumber);
-  sub->add_option("--mb", a->mb, "Fix the micro-batch size")->check(CLI::PositiveNumber);
+  sub->add_option("--tp", a->tp, "Fix the tensor-parallel degree")->check(positive_integer());
+  sub->add_option("--pp", a->pp, "Fix the pipeline-parallel degree")->check(positive_integer());
+  sub->add_option("--vpp", a->vpp, "Fix the virtual chunks per stage")->check(positive_integer());
+  sub->add_option("--mb", a->mb, "Fix the micro-batch size")->check(positive_integer());
   sub->add_option("--zero", a->zero, "Fix the ZeRO stage")->check(CLI::Range(0, 3));
   sub->add_option("--sp", a->sp, "Fix sequence parallelism")->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--recompute", a->recompute, "Fix activation recompute")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   auto* val = sub->add_subcommand("validate", "Predict published runs (CSV in the calibration schema) and report errors");
-  val->add_option("file", a->csv, "CSV file, e.g. configs/calibration/published_runs.csv")->required();
+  val->add_option("files", a->csv, "CSV files, e.g. configs/calibration/published_runs.csv published_runs_more.csv")
+      ->required();
   val->add_flag("--json", a->validate_json, "Print a JSON array of per-row predictions");
   val->add_option("--fail-above-median", a->fail_median, "Exit 1 if the median |error| exceeds this many percent");
   val->add_option("--fail-above-max", a->fail_max, "Exit 1 if the max |error| exceeds this many percent");
   sub->require_subcommand(0, 1);
-  return {sub, [a, val] { return val->parsed() ? run_validate(*a) : run_plan(*a); }};
+  return {sub, [a, val, sub] {
+    a->seq_given = sub->count("--seq") > 0;
+    return val->parsed() ? run_validate(*a) : run_plan(*a);
+  }};
 }
 
 }  // namespace tera::cli

@@ -6,6 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
 #include <memory>
 
 #include "cli/commands.h"
@@ -29,7 +31,7 @@ struct SimulateArgs {
   // Sweeps.
   std::string sweep, points;
   int64_t from = 0, to = 0;
-  bool replan = false;
+  bool replan = false, seq_given = false;
   double node_mtbf_hours = 0, ckpt_write_s = 0, restart_s = 0, train_tokens = 0;
 };
 
@@ -101,7 +103,7 @@ Expected<Setup> load_setup(const SimulateArgs& a) {
   if (!cluster.ok()) return Status::error("--cluster: " + cluster.error());
   Setup s;
   s.w.model = *model;
-  if (a.seq > 0) s.w.model.seq_len = a.seq;
+  if (a.seq_given) s.w.model.seq_len = a.seq;
   s.w.global_batch = a.global_batch;
   auto prec = parse_precision(a.precision);
   if (!prec.ok()) return Status::error("--precision: " + prec.error());
@@ -330,6 +332,16 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
 }
 
 int run_simulate(const SimulateArgs& a) {
+  // Negative durations are refused, never read as "not given" (0 means not given).
+  for (const auto& [v, flag] : {std::pair{a.node_mtbf_hours, "--node-mtbf-hours"}, std::pair{a.ckpt_write_s, "--ckpt-write-s"},
+                                std::pair{a.restart_s, "--restart-s"}, std::pair{a.train_tokens, "--train-tokens"}}) {
+    if (v < 0 || !std::isfinite(v)) return bad(fmt::format("{} {} must be a positive number", flag, v));
+  }
+  // Output paths are checked before any work, so a sweep never fails at its end.
+  for (const auto& [path, flag] : {std::pair{&a.trace, "--trace"}, std::pair{&a.plot, "--plot"}}) {
+    if (path->empty()) continue;
+    if (Status s = probe_output_file(*path, flag); !s) return bad(s.message());
+  }
   auto st = load_setup(a);
   if (!st.ok()) return bad("simulate: " + st.error());
   const bool sweep_flags = !a.points.empty() || a.from || a.to || a.replan || !a.plot.empty() || a.node_mtbf_hours > 0 ||
@@ -353,7 +365,15 @@ Command add_simulate_command(CLI::App& parent) {
   sub->add_option("--layout", a->layout, "tp=..,pp=..,dp=..[,vpp=..,mb=..,zero=..,sp=..,recompute=..,schedule=..]");
   sub->add_option("--global-batch", a->global_batch, "Sequences per optimizer step (a sweep: at its first point)");
   sub->add_option("--gpus", a->gpus, "GPU count (optional: dp then defaults to gpus / (tp * pp))");
-  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)");
+  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            int64_t v = 0;
+            auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+            return ec != std::errc() || p != s.data() + s.size() || v < 1 ? "must be a positive integer, got " + s
+                                                                          : std::string();
+          },
+          "POSITIVE"));
   sub->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b or interleaved (default: from vpp)");
   sub->add_option("--precision", a->precision, "mixed (16-bit, fp32 master weights) or fp32")->capture_default_str();
   sub->add_option("--trace", a->trace, "Write the simulated step as a Chrome trace (the format of tera train --trace)");
@@ -369,7 +389,10 @@ Command add_simulate_command(CLI::App& parent) {
   sub->add_option("--ckpt-write-s", a->ckpt_write_s, "Failure model: seconds to write one checkpoint");
   sub->add_option("--restart-s", a->restart_s, "Failure model: seconds to restart after a failure (default 0)");
   sub->add_option("--train-tokens", a->train_tokens, "Tokens to train: prints the expected time to train per point");
-  return {sub, [a] { return run_simulate(*a); }};
+  return {sub, [a, sub] {
+    a->seq_given = sub->count("--seq") > 0;
+    return run_simulate(*a);
+  }};
 }
 
 }  // namespace tera::cli

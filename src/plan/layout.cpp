@@ -44,7 +44,10 @@ Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
     if (eq == std::string::npos) {
       return Status::error("layout item '" + item + "' is not key=value; write e.g. tp=8,pp=4,dp=2,mb=1");
     }
-    kv[item.substr(0, eq)] = item.substr(eq + 1);
+    const std::string key = item.substr(0, eq);
+    if (!kv.emplace(key, item.substr(eq + 1)).second) {
+      return Status::error("layout key " + key + " is given twice in '" + text + "'; give each key once");
+    }
   }
   auto integer = [&](const std::string& key, int* out) -> Status {
     auto it = kv.find(key);

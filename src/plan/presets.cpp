@@ -52,8 +52,10 @@ Expected<std::pair<std::string, std::string>> read_preset(const std::string& kin
                                        what, name_or_file, names.empty() ? "(none found)" : names, config_dir(), kind));
     }
   }
-  auto bytes = read_file(path);
-  if (!bytes.ok()) return Status::error(fmt::format("{} file {}: {}", what, path, bytes.error()));
+  // A preset is a few kB of TOML; a device (/dev/zero), FIFO or huge file is refused before reading.
+  constexpr uint64_t kMaxPresetBytes = uint64_t{1} << 20;
+  auto bytes = read_regular_file(path, what + " file", kMaxPresetBytes);
+  if (!bytes.ok()) return bytes.status();
   return std::make_pair(path, std::string(bytes->begin(), bytes->end()));
 }
 

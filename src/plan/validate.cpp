@@ -319,26 +319,34 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
 
 }  // namespace
 
-Expected<ValidationReport> validate_runs(const CsvTable& table, const std::string& where, ClusterLoader load) {
-  for (const char* col : {"row_id", "layers", "hidden", "heads", "seq_len", "num_gpus", "gpu_type"}) {
-    if (std::find(table.header.begin(), table.header.end(), col) == table.header.end()) {
-      return Status::error(fmt::format("{}: missing column '{}'; the schema is shared/calibration/published_runs.csv's",
-                                       where, col));
-    }
-  }
+Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
+                                         ClusterLoader load) {
   ValidationReport rep;
   std::vector<double> errs;
-  for (size_t i = 0; i < table.rows.size(); ++i) {
-    const auto& row = table.rows[i];
-    RowReader r{row, fmt::format("{}:{} (row_id {})", where, table.row_lines[i], row.at("row_id"))};
-    auto p = predict_row(r, load);
-    if (!p.ok()) return p.status();
-    if (!p->skip_reason.empty()) {
-      rep.skipped.push_back("row_id " + p->row_id + ": " + p->skip_reason);
-      continue;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const CsvTable& table = tables[t];
+    const std::string& where = wheres.at(t);
+    for (const char* col : {"row_id", "layers", "hidden", "heads", "seq_len", "num_gpus", "gpu_type"}) {
+      if (std::find(table.header.begin(), table.header.end(), col) == table.header.end()) {
+        return Status::error(fmt::format("{}: missing column '{}'; the schema is shared/calibration/published_runs.csv's",
+                                         where, col));
+      }
     }
-    errs.push_back(std::fabs(p->rel_error));
-    rep.rows.push_back(std::move(*p));
+    for (size_t i = 0; i < table.rows.size(); ++i) {
+      const auto& row = table.rows[i];
+      RowReader r{row, fmt::format("{}:{} (row_id {})", where, table.row_lines[i], row.at("row_id"))};
+      auto p = predict_row(r, load);
+      if (!p.ok()) {  // the message names the file, line, row id and column
+        rep.skipped.push_back(p.error());
+        continue;
+      }
+      if (!p->skip_reason.empty()) {
+        rep.skipped.push_back("row_id " + p->row_id + " (" + where + "): " + p->skip_reason);
+        continue;
+      }
+      errs.push_back(std::fabs(p->rel_error));
+      rep.rows.push_back(std::move(*p));
+    }
   }
   if (!errs.empty()) {
     std::sort(errs.begin(), errs.end());
@@ -347,6 +355,10 @@ Expected<ValidationReport> validate_runs(const CsvTable& table, const std::strin
     rep.max_abs_error = errs.back();
   }
   return rep;
+}
+
+Expected<ValidationReport> validate_runs(const CsvTable& table, const std::string& where, ClusterLoader load) {
+  return validate_runs(std::vector<CsvTable>{table}, std::vector<std::string>{where}, load);
 }
 
 }  // namespace tera

@@ -46,13 +46,17 @@ struct ValidationReport {
   double max_abs_error = 0;
 };
 
-// `load` maps a preset name to a cluster (the CLI passes load_cluster). A
-// malformed value (text where a number belongs, a missing model dimension)
-// fails the whole run with a message naming the row and column; a row that is
-// well formed but cannot be priced (no preset for its hardware, context
-// parallelism, a layout inconsistent with its own model or batch) is skipped
-// with the reason.
+// `load` maps a preset name to a cluster (the CLI passes load_cluster). Only a
+// file that is not the schema at all (a required column missing) fails the
+// run. Every row that cannot be priced is listed in `skipped` with its row id
+// and the reason, and the rest are predicted: a malformed value (text where a
+// number belongs, e.g. "6 or 12"; the message names the column), a missing
+// outcome, no preset for its hardware, a layout inconsistent with its own
+// model or batch. Several files are validated together (rows keep their file
+// in messages).
 using ClusterLoader = Expected<Cluster> (*)(const std::string&);
+Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
+                                         ClusterLoader load);
 Expected<ValidationReport> validate_runs(const CsvTable& table, const std::string& where, ClusterLoader load);
 
 }  // namespace tera
