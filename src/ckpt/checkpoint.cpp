@@ -206,10 +206,19 @@ Expected<std::string> commit_checkpoint_dir(const std::string& root, const Check
   TERA_RETURN_IF_ERROR(fsync_dir(root));
   if (had_old) fs::remove_all(old, ec);
   TERA_RETURN_IF_ERROR(write_text_atomic((fs::path(root) / "latest").string(), step_dir_name(info.step) + "\n"));
-  // Retention: the newest `keep` stay.
-  const auto all = list_checkpoints(root);
-  for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) {
-    fs::remove_all(fs::path(root) / all[i].second, ec);
+  // Retention: the one just written and the `keep` - 1 before it stay.
+  // A later step than this one can only be left from a continuation that
+  // the user abandoned by resuming from an earlier checkpoint (a fresh run
+  // into a directory with checkpoints is refused): it goes too, so that
+  // `latest` and --resume auto name this run's newest state.
+  int64_t kept = 1;
+  for (const auto& [step, name] : list_checkpoints(root)) {
+    if (step == info.step) continue;
+    if (step < info.step && kept < keep) {
+      ++kept;
+      continue;
+    }
+    fs::remove_all(fs::path(root) / name, ec);
   }
   return final_dir.string();
 }

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "comm/world.h"
 #include "config/config.h"
+#include "core/file_util.h"
 #include "core/format.h"
 #include "kernels/profiling_backend.h"
 #include "train/trainer.h"
@@ -33,7 +34,35 @@ struct TrainArgs {
   std::string resume;   // "", "auto" or a checkpoint directory
   bool quiet = false;
   bool profile = false;  // time every compute op; each rank prints a table at the end
+  bool start_over = false;       // delete an earlier run's checkpoints in ckpt.dir
+  bool change_schedule = false;  // resume with other train.steps / lr / min_lr / warmup
 };
+
+// Keeps the lines of a JSONL metrics file whose "step" is at most `step`
+// (what a run resumed at `step` has already reported) and rewrites it
+// atomically; the run then appends. A missing file is fine.
+Status truncate_metrics(const std::string& path, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status::ok();
+  auto data = read_regular_file(path, "--metrics", uint64_t{1} << 32);
+  if (!data) return data.status();
+  std::string kept;
+  std::string_view text(reinterpret_cast<const char*>(data->data()), data->size());
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step) continue;
+    if (j.is_discarded()) continue;  // a torn last line of a killed run
+    kept.append(line);
+    kept.push_back('\n');
+  }
+  auto f = AtomicFile::create(path);
+  if (!f) return f.status();
+  TERA_RETURN_IF_ERROR(f->write(kept.data(), kept.size()));
+  return f->commit();
+}
 
 // OpenMP threads per rank: OMP_NUM_THREADS if set, else the cores of this
 // node shared evenly among the job's ranks on it (never oversubscribe).
@@ -50,20 +79,25 @@ int run_train(const TrainArgs& args) {
     return kExitBadInput;
   }
   auto world = CommWorld::init();
+  world->set_comm_timeout(cfg->train.comm_timeout_s);
   Communicator& comm = world->world();
   const bool first = comm.rank() == 0;
   omp_set_num_threads(threads_per_rank(*world));
-  std::ofstream metrics;
-  if (first && !args.metrics.empty()) {
-    metrics.open(args.metrics, std::ios::out | std::ios::trunc);
+  // Every output this run writes is checked before any work (out.dir and
+  // ckpt.dir by the trainer, which also locks them).
+  Status outputs = Status::ok();
+  if (first) {
+    for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics", args.metrics}, {"--trace", args.trace}}) {
+      if (!path.empty() && outputs) outputs = probe_output_file(path, flag);
+    }
   }
-  const double metrics_failed = comm.all_reduce_max(first && !args.metrics.empty() && !metrics ? 1.0 : 0.0);
-  if (metrics_failed > 0) {
-    if (first) print_error("--metrics " + args.metrics + ": cannot open for writing");
+  if (comm.all_reduce_max(outputs ? 0.0 : 1.0) > 0) {
+    if (first) print_error(outputs.message());
     return kExitBadInput;
   }
   const Backend& backend = args.profile ? profiling_backend(cpu_backend()) : cpu_backend();
-  auto trainer = Trainer::create(*cfg, backend, comm, args.trace);
+  auto trainer = Trainer::create(*cfg, backend, comm, TrainerOptions{.trace_path = args.trace,
+                                                                     .ranks_on_node = world->local_size()});
   if (!trainer) {
     // Every rank fails together; the rank that saw the problem prints it.
     if (first || trainer.error().rfind("another rank", 0) != 0) print_error(trainer.error());
@@ -74,8 +108,24 @@ int run_train(const TrainArgs& args) {
     fmt::print("{}\n", m);
     std::fflush(stdout);
   });
-  if (Status s = tr.start(args.resume); !s) {
+  if (Status s = tr.start(StartOptions{.resume = args.resume, .start_over = args.start_over,
+                                       .change_schedule = args.change_schedule});
+      !s) {
     if (first || s.message().rfind("another rank", 0) != 0) print_error(s.message());
+    return kExitBadInput;
+  }
+  // Metrics: a resumed run keeps the lines up to its step and appends.
+  std::ofstream metrics;
+  Status metrics_st = Status::ok();
+  if (first && !args.metrics.empty()) {
+    if (tr.resumed()) metrics_st = truncate_metrics(args.metrics, tr.next_step());
+    if (metrics_st) {
+      metrics.open(args.metrics, tr.resumed() ? std::ios::out | std::ios::app : std::ios::out | std::ios::trunc);
+      if (!metrics) metrics_st = Status::error("--metrics " + args.metrics + ": cannot open for writing");
+    }
+  }
+  if (comm.all_reduce_max(metrics_st ? 0.0 : 1.0) > 0) {
+    if (first) print_error(metrics_st.message());
     return kExitBadInput;
   }
   const int64_t start_step = tr.next_step();
@@ -127,7 +177,7 @@ int run_train(const TrainArgs& args) {
     if (s.skipped && first) {
       std::string groups;
       for (const auto& b : s.bad_groups) groups += (groups.empty() ? "" : ", ") + b;
-      fmt::print("step {}: non-finite loss or gradient (in {}); skipped, parameters unchanged\n", s.step,
+      fmt::print("step {}: non-finite values (in {}); skipped, parameters unchanged\n", s.step,
                  groups.empty() ? "the loss" : groups);
     }
     last_loss = s.loss;
@@ -147,6 +197,7 @@ int run_train(const TrainArgs& args) {
                  comm.size() > 1 ? fmt::format(" | comm {:.0f} ms {}", s.comm_seconds * 1e3, human_bytes(s.comm_bytes)) : "",
                  human_duration(eta));
       if (s.val_loss) fmt::print("  val_loss {:.4f}\n", *s.val_loss);
+      if (s.interrupted) fmt::print("  evaluation interrupted by a stop signal\n");
       std::fflush(stdout);
     }
     if (metrics.is_open()) {
@@ -163,10 +214,12 @@ int run_train(const TrainArgs& args) {
     print_error(st.message());
     world->abort(kExitFailure);
   }
-  if (Status s = tr.write_trace(); !s) {
-    if (first) print_error(s.message());
-    return kExitFailure;
-  }
+  // The weights first: an output that fails late must never cost them.
+  const RunEnd end = tr.end();
+  Status final_st = Status::ok();
+  if (end == RunEnd::completed) final_st = tr.save_final();
+  Status trace_st = tr.write_trace();
+  if (!trace_st && first) print_error("could not write the trace: " + trace_st.message());
   if (first && g.layout.pp > 1 && bubble_steps > 0 && !args.quiet) {
     std::string per;
     for (size_t i = 0; i < bubble_sum.size(); ++i) {
@@ -187,13 +240,18 @@ int run_train(const TrainArgs& args) {
     }
   }
   if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
-  if (tr.end() == RunEnd::preempted) {
-    if (first) fmt::print("preempted at step {}; continue with --resume auto\n", tr.next_step());
-    return kExitOk;
+  if (end == RunEnd::preempted) {
+    if (first) fmt::print("stopped at step {}; continue with --resume auto\n", tr.next_step());
+    return trace_st ? kExitOk : kExitFailure;
   }
-  if (tr.end() == RunEnd::bad_steps) return kExitFailure;
-  if (Status s = tr.save_final(); !s) {
-    if (first) print_error(s.message());
+  if (end == RunEnd::bad_steps) return kExitFailure;
+  if (!final_st) {
+    if (first) print_error(final_st.message());
+    return kExitFailure;
+  }
+  if (!trace_st) {
+    if (first) fmt::print("done, but the trace was not written (see above); weights {}\n",
+                          (std::filesystem::path(cfg->out.dir) / "final").string());
     return kExitFailure;
   }
   const std::string out = (std::filesystem::path(cfg->out.dir) / "final").string();
@@ -219,6 +277,12 @@ Command add_train_command(CLI::App& parent) {
   sub->add_option("--resume", args->resume,
                   "Continue a run: 'auto' (the newest valid checkpoint under ckpt.dir; none: start fresh) or a "
                   "checkpoint directory (ckpt.dir/step-N); any layout can resume any other's checkpoint");
+  sub->add_flag("--start-over", args->start_over,
+                "Start a fresh run even though ckpt.dir holds an earlier run's checkpoints: they are deleted first "
+                "(without it such a run is refused)");
+  sub->add_flag("--change-schedule", args->change_schedule,
+                "With --resume: accept a train.steps, lr, min_lr or warmup that differs from the checkpoint's (the "
+                "change is printed; without it such a resume is refused)");
   sub->add_flag("-q,--quiet", args->quiet, "Print only the summary");
   return {sub, [args] { return run_train(*args); }};
 }

@@ -2,6 +2,7 @@
 // app, parses, and runs the one the user named.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <new>
 #include <fmt/format.h>
 #include <vector>
 
@@ -41,7 +42,16 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitBadInput;
   }
   for (const auto& c : commands) {
-    if (c.app->parsed()) return c.run();
+    if (!c.app->parsed()) continue;
+    try {
+      return c.run();
+    } catch (const std::bad_alloc& e) {
+      // An arena (AllocationError names the buffer class) or any other allocation.
+      print_error(fmt::format("out of memory: {}; the run needs more memory than this machine gives it (see "
+                              "`tera plan` for a layout that fits)",
+                              std::string(e.what()) == "std::bad_alloc" ? "an allocation failed" : e.what()));
+      return kExitFailure;
+    }
   }
   return kExitBadInput;
 }

@@ -8,13 +8,16 @@
 
 #include <climits>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <vector>
 #include <fmt/format.h>
 
 #include "comm/fake_comm.h"
 #include "comm/world.h"
 #include "core/check.h"
+#include "core/timer.h"
 
 #define TERA_MPI_CHECK(expr)                                                                      \
   do {                                                                                            \
@@ -49,15 +52,64 @@ int as_int(int64_t n) {
   return static_cast<int>(n);
 }
 
+// The hang watchdog's setting, shared by the world and every communicator
+// split from it.
+struct WatchdogPolicy {
+  double timeout_s = 600;
+};
+
+// What a wait is for, so that a wait that times out can say what hung.
+struct WaitContext {
+  std::shared_ptr<const WatchdogPolicy> policy;
+  std::string group;    // "dp (world ranks 1, 3)"
+  int world_rank = 0;
+  int peer = -1;        // world rank waited for (point-to-point, ring neighbour); -1: any of the group
+};
+
+[[noreturn]] void report_hang(const WaitContext& c, const std::string& op, double waited) {
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  const std::string peer = c.peer >= 0 ? fmt::format("world rank {}", c.peer) : "one of the ranks of the group";
+  std::fprintf(stderr,
+               "tera: error: rank %d (host %s, pid %d): %s has waited %.0f s for %s, past train.comm_timeout_s = "
+               "%g; group %s. That rank is stopped, hung or dead (or much slower); ending the job\n",
+               c.world_rank, host, static_cast<int>(getpid()), op.c_str(), waited, peer.c_str(), c.policy->timeout_s,
+               c.group.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+// MPI_Waitall with a deadline: spins on MPI_Testall (what MPI_Wait does
+// inside Open MPI), yielding the core after half a second, so a long wait
+// (a pipeline bubble, a slow rank) costs no latency and a hung one ends.
+void wait_all(int n, MPI_Request* reqs, const WaitContext& c, const std::string& op) {
+  int done = 0;
+  TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+  if (done != 0) return;
+  const double t0 = now_seconds();
+  for (;;) {
+    TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+    if (done != 0) return;
+    const double waited = now_seconds() - t0;
+    if (waited > c.policy->timeout_s) report_hang(c, op, waited);
+    if (waited > 0.5) usleep(200);
+  }
+}
+
 class MpiRequest final : public Request::Impl {
  public:
+  explicit MpiRequest(WaitContext ctx) : ctx_(std::move(ctx)) {}
   MPI_Request req = MPI_REQUEST_NULL;
   bool test() override {
     int done = 0;
     TERA_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     return done != 0;
   }
-  void wait() override { TERA_MPI_CHECK(MPI_Wait(&req, MPI_STATUS_IGNORE)); }
+  void wait() override { wait_all(1, &req, ctx_, label); }
+
+ private:
+  WaitContext ctx_;
 };
 
 // Reduce-scatter as a ring of point-to-point messages (Patarasuk & Yuan
@@ -74,9 +126,10 @@ class MpiRequest final : public Request::Impl {
 // Steps advance whenever the owner tests or waits (like libnbc's schedules).
 class RingReduceScatter final : public Request::Impl {
  public:
-  RingReduceScatter(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int tag)
+  RingReduceScatter(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int tag,
+                    WaitContext ctx)
       : send_(static_cast<const uint8_t*>(send)), recv_(static_cast<uint8_t*>(recv)), count_(count), type_(type),
-        op_(op), comm_(comm), tag_(tag) {
+        op_(op), comm_(comm), tag_(tag), ctx_(std::move(ctx)) {
     TERA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     TERA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
     int type_bytes = 0;
@@ -105,7 +158,7 @@ class RingReduceScatter final : public Request::Impl {
   }
   void wait() override {
     while (!done_) {
-      TERA_MPI_CHECK(MPI_Waitall(2, reqs_, MPI_STATUSES_IGNORE));
+      wait_all(2, reqs_, ctx_, label + " (ring: receiving from the left neighbour)");
       finish_step();
     }
   }
@@ -151,15 +204,30 @@ class RingReduceScatter final : public Request::Impl {
   size_t block_bytes_ = 0;
   bool aliased_ = false, done_ = false;
   int step_ = 0;
+  WaitContext ctx_;  // peer: the left neighbour (world rank)
   std::unique_ptr<uint8_t[]> scratch_;  // two running sums (p > 2), the aliased last block
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
 
 class MpiComm final : public Communicator {
  public:
-  MpiComm(MPI_Comm comm, std::string name, bool owned) : comm_(comm), name_(std::move(name)), owned_(owned) {
+  MpiComm(MPI_Comm comm, std::string name, bool owned, std::shared_ptr<WatchdogPolicy> policy)
+      : comm_(comm), name_(std::move(name)), owned_(owned), policy_(std::move(policy)) {
     TERA_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
     TERA_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+    // World ranks of this group's members, for the watchdog's messages.
+    MPI_Group mine, world;
+    TERA_MPI_CHECK(MPI_Comm_group(comm_, &mine));
+    TERA_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    std::vector<int> local(static_cast<size_t>(size_));
+    for (int i = 0; i < size_; ++i) local[static_cast<size_t>(i)] = i;
+    world_ranks_.resize(static_cast<size_t>(size_));
+    TERA_MPI_CHECK(MPI_Group_translate_ranks(mine, size_, local.data(), world, world_ranks_.data()));
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
+    std::string members;
+    for (int r : world_ranks_) members += (members.empty() ? "" : ", ") + std::to_string(r);
+    group_ = fmt::format("{} (world ranks {})", name_, members);
     // Collectives built from point-to-point messages get their own context,
     // so their tags never meet the caller's send/recv.
     TERA_MPI_CHECK(MPI_Comm_dup(comm_, &coll_comm_));
@@ -173,7 +241,7 @@ class MpiComm final : public Communicator {
   std::string name() const override { return name_; }
 
   Request iall_reduce(void* buf, int64_t count, CommType t, ReduceOp op) override {
-    auto r = std::make_shared<MpiRequest>();
+    auto r = std::make_shared<MpiRequest>(context(-1));
     TERA_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, as_int(count), mpi_type(t), mpi_op(op), comm_, &r->req));
     r->label = label("all_reduce", count * comm_type_bytes(t));
     count_ring(2 * (size_ - 1) * count * comm_type_bytes(t) / size_);
@@ -182,13 +250,14 @@ class MpiComm final : public Communicator {
   Request ireduce_scatter(const void* send, void* recv, int64_t recv_count, CommType t, ReduceOp op) override {
     // A tag per operation: several may be in flight between the same ranks.
     const int tag = static_cast<int>(coll_seq_++ % 32768);
-    auto r = std::make_shared<RingReduceScatter>(send, recv, as_int(recv_count), mpi_type(t), mpi_op(op), coll_comm_, tag);
+    auto r = std::make_shared<RingReduceScatter>(send, recv, as_int(recv_count), mpi_type(t), mpi_op(op), coll_comm_, tag,
+                                                 context((rank_ + size_ - 1) % size_));
     r->label = label("reduce_scatter", size_ * recv_count * comm_type_bytes(t));
     count_ring((size_ - 1) * recv_count * comm_type_bytes(t));
     return Request(r);
   }
   Request iall_gather(const void* send, void* recv, int64_t send_count, CommType t) override {
-    auto r = std::make_shared<MpiRequest>();
+    auto r = std::make_shared<MpiRequest>(context(-1));
     const int64_t b = send_count * comm_type_bytes(t);
     const bool in_place = send == static_cast<const uint8_t*>(recv) + rank_ * b;
     TERA_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, as_int(send_count), mpi_type(t), recv,
@@ -198,39 +267,51 @@ class MpiComm final : public Communicator {
     return Request(r);
   }
   Request ibroadcast(void* buf, int64_t count, CommType t, int root) override {
-    auto r = std::make_shared<MpiRequest>();
+    auto r = std::make_shared<MpiRequest>(context(rank_ == root ? -1 : root));
     TERA_MPI_CHECK(MPI_Ibcast(buf, as_int(count), mpi_type(t), root, comm_, &r->req));
     r->label = label("broadcast", count * comm_type_bytes(t));
     count_ring(rank_ == root ? count * comm_type_bytes(t) : 0);
     return Request(r);
   }
   Request isend(const void* buf, int64_t bytes, int dst, int tag) override {
-    auto r = std::make_shared<MpiRequest>();
+    auto r = std::make_shared<MpiRequest>(context(dst));
     TERA_MPI_CHECK(MPI_Isend(buf, as_int(bytes), MPI_BYTE, dst, tag, comm_, &r->req));
     r->label = label("send", bytes);
     count_ring(bytes);
     return Request(r);
   }
   Request irecv(void* buf, int64_t bytes, int src, int tag) override {
-    auto r = std::make_shared<MpiRequest>();
+    auto r = std::make_shared<MpiRequest>(context(src));
     TERA_MPI_CHECK(MPI_Irecv(buf, as_int(bytes), MPI_BYTE, src, tag, comm_, &r->req));
     r->label = label("recv", bytes);
     return Request(r);
   }
-  void barrier() override { TERA_MPI_CHECK(MPI_Barrier(comm_)); }
+  void barrier() override {
+    MPI_Request req;
+    TERA_MPI_CHECK(MPI_Ibarrier(comm_, &req));
+    wait_all(1, &req, context(-1), "barrier " + name_);
+  }
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override {
     MPI_Comm out;
     TERA_MPI_CHECK(MPI_Comm_split(comm_, color, key, &out));
-    return std::make_unique<MpiComm>(out, name, true);
+    return std::make_unique<MpiComm>(out, name, true, policy_);
   }
 
  private:
   void count_ring(int64_t b) { count(b); }
+  // peer: a rank of this communicator, or -1 for "any of the group".
+  WaitContext context(int peer) const {
+    return WaitContext{policy_, group_, world_ranks_[static_cast<size_t>(rank_)],
+                       peer >= 0 ? world_ranks_[static_cast<size_t>(peer)] : -1};
+  }
   MPI_Comm comm_;
   MPI_Comm coll_comm_ = MPI_COMM_NULL;
   int64_t coll_seq_ = 0;
   std::string name_;
   bool owned_;
+  std::shared_ptr<WatchdogPolicy> policy_;
+  std::vector<int> world_ranks_;
+  std::string group_;
   int rank_ = 0, size_ = 1;
 };
 
@@ -257,7 +338,7 @@ class MpiWorld final : public CommWorld {
     int provided = 0;
     TERA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
     TERA_ASSERT(provided >= MPI_THREAD_FUNNELED, "MPI does not provide MPI_THREAD_FUNNELED");
-    world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", false);
+    world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", false, policy_);
     MPI_Comm node;
     TERA_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     TERA_MPI_CHECK(MPI_Comm_size(node, &local_size_));
@@ -279,8 +360,10 @@ class MpiWorld final : public CommWorld {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::_Exit(code);
   }
+  void set_comm_timeout(double seconds) override { policy_->timeout_s = seconds; }
 
  private:
+  std::shared_ptr<WatchdogPolicy> policy_ = std::make_shared<WatchdogPolicy>();
   std::unique_ptr<Communicator> world_;
   int local_size_ = 1;
   std::string host_;

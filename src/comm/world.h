@@ -23,6 +23,10 @@ class CommWorld {
   // Ends every rank of the job with `code` (MPI_Abort); the only way out for
   // a rank that cannot continue while others may be waiting on it.
   [[noreturn]] virtual void abort(int code) = 0;
+  // The hang watchdog: a communication that waits longer than `seconds`
+  // prints the rank, the operation, the group and the peer it waits for,
+  // and ends the job (MPI only; one process never waits on another).
+  virtual void set_comm_timeout(double seconds) {}
 };
 
 // True when an MPI launcher started this process (environment of mpirun,

@@ -4,6 +4,8 @@
 #include "config/config.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <fmt/format.h>
@@ -11,9 +13,13 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "core/file_util.h"
+
 namespace tera {
 
 namespace {
+
+constexpr uint64_t kMaxConfigBytes = 16u << 20;  // a run config is a few hundred bytes
 
 enum class Kind { integer, number, string, boolean, integer_array };
 
@@ -115,6 +121,7 @@ std::vector<Field> schema() {
       {"parallel.zero", Kind::integer, [](R c, const toml::node& n) { c.parallel.zero = static_cast<int>(n.value<int64_t>().value()); }},
       {"out.dir", Kind::string, str([](R c) -> std::string& { return c.out.dir; })},
       {"train.max_bad_steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.max_bad_steps; })},
+      {"train.comm_timeout_s", Kind::number, f64([](R c) -> double& { return c.train.comm_timeout_s; })},
       {"ckpt.dir", Kind::string, str([](R c) -> std::string& { return c.ckpt.dir; })},
       {"ckpt.every", Kind::integer, i64([](R c) -> int64_t& { return c.ckpt.every; })},
       {"ckpt.keep", Kind::integer, i64([](R c) -> int64_t& { return c.ckpt.keep; })},
@@ -199,6 +206,16 @@ Status apply_override(toml::table& root, const std::string& kv) {
   }
   if (!root.contains(section)) root.insert(section, toml::table{});
   toml::table& t = *root[section].as_table();
+  if (!as_toml) {
+    // A bare word is a string, but a bare number TOML refused is a number out
+    // of range: say so instead of "got a string" later.
+    const bool numeric = !value.empty() && value.find_first_not_of("+-0123456789_") == std::string::npos &&
+                         value.find_first_of("0123456789") != std::string::npos;
+    if (numeric) {
+      return Status::error("--set '" + kv + "': " + value + " does not fit in a 64-bit integer (the largest is " +
+                           std::to_string(std::numeric_limits<int64_t>::max()) + ")");
+    }
+  }
   if (as_toml) {
     // Copy the parsed node (whatever its type) into the config table.
     parsed.get("v")->visit([&](auto&& v) { t.insert_or_assign(name, v); });
@@ -295,6 +312,10 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
         "tp, or turn sequence parallelism off",
         m.seq_len, p.tp));
   }
+  if (!(t.comm_timeout_s > 0)) {
+    return err(fmt::format("train.comm_timeout_s = {} must be positive (seconds a communication may wait before the "
+                           "job is ended as hung)", t.comm_timeout_s));
+  }
   if (c.out.dir.empty()) return err("out.dir must not be empty");
   if (c.train.max_bad_steps < 1) return err("train.max_bad_steps must be at least 1 (consecutive skipped steps before stopping)");
   if (c.ckpt.every < 0) return err("ckpt.every must be >= 0 (0: checkpoint only at the end and on preemption)");
@@ -334,6 +355,13 @@ Expected<RunConfig> parse_run_config(const std::string& text, const std::string&
       if (!kind_matches(it->kind, node)) {
         return Status::error(fmt::format("{}: {} must be {}, got {}", source, key, kind_name(it->kind), node_type(node)));
       }
+      if (it->kind == Kind::number && node.is_floating_point()) {
+        // inf and nan are TOML floats; float keys are stored in 32 bits.
+        const double v = node.value<double>().value();
+        if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max()) {
+          return Status::error(fmt::format("{}: {} = {} is not a finite number; give a finite value", source, key, v));
+        }
+      }
       it->set(cfg, node);
     }
   }
@@ -352,14 +380,13 @@ Expected<RunConfig> parse_run_config(const std::string& text, const std::string&
 Expected<RunConfig> load_run_config(const std::string& path, const std::vector<std::string>& overrides,
                                     bool check_files) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
+  if (!std::filesystem::exists(path, ec)) {
     return Status::error(path + ": config file not found; pass an existing TOML file to --config");
   }
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (!f) return Status::error(path + ": cannot read the config file");
-  return parse_run_config(ss.str(), path, overrides, check_files);
+  // A directory, FIFO or device is refused by name, never read (a FIFO would block).
+  auto text = read_regular_file(path, "--config", kMaxConfigBytes);
+  if (!text) return text.status();
+  return parse_run_config(std::string(text->begin(), text->end()), path, overrides, check_files);
 }
 
 std::string run_config_to_toml(const RunConfig& c) {
@@ -384,7 +411,7 @@ std::string run_config_to_toml(const RunConfig& c) {
       "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_sequences = {}\nrecompute = \"{}\"\n",
       t.steps, t.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
       t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(t.recompute));
-  s += fmt::format("max_bad_steps = {}\n", t.max_bad_steps);
+  s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\n", t.max_bad_steps, t.comm_timeout_s);
   s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);

@@ -26,6 +26,7 @@ struct TrainConfig {
   std::string recompute_name_error;       // set by the parser for an unknown value
   int64_t eval_sequences = 32;  // validation windows per evaluation (the same set whatever the layout)
   int64_t max_bad_steps = 5;    // consecutive non-finite steps (skipped) before the run stops
+  double comm_timeout_s = 600;  // a communication waiting longer ends the job (hung or stopped rank)
   AdamWConfig adamw;
 
   int64_t accumulation() const { return global_batch / micro_batch; }

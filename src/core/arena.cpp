@@ -22,7 +22,12 @@ void Arena::Free::operator()(float* p) const { std::free(p); }
 Arena::Arena(const ArenaLayout& layout) : bytes_(layout.total_bytes()) {
   if (bytes_ == 0) return;
   void* p = std::aligned_alloc(64, static_cast<size_t>(bytes_));
-  TERA_ASSERT(p != nullptr, "out of host memory allocating " + std::to_string(bytes_) + " bytes");
+  if (p == nullptr) {
+    std::string what = layout.name();
+    if (what.empty()) what = layout.entries().size() == 1 ? layout.entries()[0].name : "buffers";
+    throw AllocationError("cannot allocate " + std::to_string(bytes_) + " bytes of host memory for the " + what +
+                          " arena");
+  }
   std::memset(p, 0, static_cast<size_t>(bytes_));
   base_.reset(static_cast<float*>(p));
 }

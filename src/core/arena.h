@@ -8,13 +8,28 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
 namespace tera {
 
+// Thrown when an arena cannot be allocated; what() names the buffer class
+// and the bytes. cli/main.cpp turns it into a message, never a crash.
+class AllocationError : public std::bad_alloc {
+ public:
+  explicit AllocationError(std::string msg) : msg_(std::move(msg)) {}
+  const char* what() const noexcept override { return msg_.c_str(); }
+
+ private:
+  std::string msg_;
+};
+
 class ArenaLayout {
  public:
+  // name: the buffer class, for messages ("activations", "params").
+  explicit ArenaLayout(std::string name = "") : name_(std::move(name)) {}
+  const std::string& name() const { return name_; }
   static constexpr int64_t kAlignFloats = 16;  // 64 bytes: one cache line, one AVX-512 vector
 
   // Adds a buffer of `count` floats; returns its offset (in floats) in the arena.
@@ -29,6 +44,7 @@ class ArenaLayout {
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:
+  std::string name_;
   std::vector<Entry> entries_;
   int64_t total_ = 0;
 };
@@ -36,7 +52,8 @@ class ArenaLayout {
 class Arena {
  public:
   Arena() = default;
-  // Allocates layout.total_bytes(), zero-filled (pages touched once, here).
+  // Allocates layout.total_bytes(), zero-filled (pages touched once, here);
+  // throws AllocationError when the memory is not there.
   explicit Arena(const ArenaLayout& layout);
   float* base() const { return base_.get(); }
   float* at(int64_t offset_floats) const { return base_.get() + offset_floats; }

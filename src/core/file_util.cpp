@@ -98,4 +98,105 @@ Expected<uint32_t> crc32_file(const std::string& path) {
   return crc;
 }
 
+namespace {
+
+std::string describe_kind(const fs::file_status& st) {
+  switch (st.type()) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+}  // namespace
+
+Status check_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || st.type() == fs::file_type::not_found) return Status::error(what + " " + path + ": not found");
+  if (st.type() != fs::file_type::regular) {
+    return Status::error(what + " " + path + ": is " + describe_kind(st) + ", not a regular file; name a file");
+  }
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return Status::error(what + " " + path + ": cannot read its size (" + ec.message() + ")");
+  if (size > max_bytes) {
+    return Status::error(what + " " + path + ": " + std::to_string(size) + " bytes, more than the " +
+                         std::to_string(max_bytes) + " a " + what + " may have; is this the right file?");
+  }
+  return Status::ok();
+}
+
+Expected<std::vector<uint8_t>> read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  TERA_RETURN_IF_ERROR(check_regular_file(path, what, max_bytes));
+  auto data = read_file(path);
+  if (data && data->size() > max_bytes) {  // it grew between the check and the read
+    return Status::error(what + " " + path + ": larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  return data;
+}
+
+std::string resolve_beside(const std::string& container, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(container).parent_path() / path).lexically_normal().string();
+}
+
+namespace {
+
+// Creates and removes a file in dir: the only test of writability that also
+// holds for root and for read-only mounts.
+Status probe_writable(const std::string& dir, const std::string& what, const std::string& path) {
+  const std::string probe = (fs::path(dir) / (".tera-write-probe." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) {
+    return Status::error(what + " " + path + ": cannot write in " + dir + " (" + std::strerror(errno) +
+                         "); choose a path you can write to");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return Status::ok();
+}
+
+}  // namespace
+
+Status probe_output_dir(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (st.type() != fs::file_type::not_found && st.type() != fs::file_type::directory && !ec) {
+    return Status::error(what + " " + dir + ": exists and is " + describe_kind(st) + "; name a directory");
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return Status::error(what + " " + dir + ": cannot create the directory (" + ec.message() + ")");
+  return probe_writable(dir, what, dir);
+}
+
+Status probe_output_file(const std::string& path, const std::string& what, bool create_parent) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::directory) {
+    return Status::error(what + " " + path + ": is a directory; name a file");
+  }
+  fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (create_parent) {
+    fs::create_directories(parent, ec);
+    if (ec) return Status::error(what + " " + path + ": cannot create " + parent.string() + " (" + ec.message() + ")");
+  } else if (!fs::is_directory(parent, ec)) {
+    return Status::error(what + " " + path + ": directory " + parent.string() + " does not exist; create it first");
+  }
+  TERA_RETURN_IF_ERROR(probe_writable(parent.string(), what, path));
+  if (st.type() != fs::file_type::not_found && ::access(path.c_str(), W_OK) != 0) {
+    return Status::error(what + " " + path + ": exists and is not writable (" + std::strerror(errno) + ")");
+  }
+  return Status::ok();
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  const bool same = fs::equivalent(a, b, ec);
+  return !ec && same;
+}
+
 }  // namespace tera

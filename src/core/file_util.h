@@ -41,4 +41,27 @@ uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc = 0);
 // CRC-32 of a whole file, streamed (constant memory).
 Expected<uint32_t> crc32_file(const std::string& path);
 
+// Untrusted input paths (a path read from a file, or given by a user): the
+// file must be a regular file of at most max_bytes; a directory, FIFO,
+// device (/dev/zero) or an oversized file is refused with a message naming
+// the path and what it is. `what` names the role ("tokenizer", "--config").
+Status check_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes);
+// read_file, after check_regular_file.
+Expected<std::vector<uint8_t>> read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes);
+// A path named inside `container` (a meta.json, a manifest), resolved
+// relative to the directory holding that file unless it is absolute.
+std::string resolve_beside(const std::string& container, const std::string& path);
+
+// Output paths, checked before any work (so a run never fails at its end).
+// probe_output_dir: creates the directory (and parents) if needed and proves
+// it writable by creating and removing a file in it. probe_output_file: the
+// file's directory must exist and be writable (it is created if
+// create_parent), and the path must not be a directory; an existing file is
+// left untouched. `what` names the flag or key ("--trace", "out.dir").
+Status probe_output_dir(const std::string& dir, const std::string& what);
+Status probe_output_file(const std::string& path, const std::string& what, bool create_parent = false);
+// Whether two paths name the same file (after symlinks; false when either
+// does not exist): an output must never be one of the inputs.
+bool same_file(const std::string& a, const std::string& b);
+
 }  // namespace tera

@@ -66,7 +66,7 @@ void Gpt::init_buffers(const std::vector<int>& slot_counts) {
   // Activations: per chunk, per slot, the chunk's boundary buffers then its
   // layers' saved tables (ModelSpec::stage_activation_bytes counts the same);
   // then the recompute working set. Every buffer has 4-byte elements.
-  ArenaLayout acts;
+  ArenaLayout acts("activations");
   struct Pending {
     int c, k;
     std::vector<int64_t> io;                  // offsets of chunk_activations buffers
@@ -132,7 +132,7 @@ void Gpt::init_buffers(const std::vector<int>& slot_counts) {
     slots_[static_cast<size_t>(pd.c)].push_back(std::move(s));
   }
 
-  ArenaLayout work;
+  ArenaLayout work("workspace");
   for (const auto& b : spec_.workspace(B, T, opts_)) work.add(b.name, b.bytes() / 4);
   work_ = Arena(work);
   ws_.lnf = find_buffer(work_, work, "lnf");

@@ -4,6 +4,8 @@
 // LayerNorm gains 1.
 #include "model/model_spec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -28,6 +30,37 @@ Status validate_model_config(const ModelConfig& c) {
                          std::to_string(c.hidden) + "; choose heads that divide hidden (head size = hidden / heads)");
   }
   if (c.vocab > (int64_t{1} << 31) - 1) return Status::error("model.vocab is larger than 2^31 - 1");
+  // Sizes the 64-bit element and byte counts can hold: every dimension fits
+  // in 32 bits (tokens are int32, MPI counts are int) and the parameter and
+  // per-token activation counts, computed here in long double, stay far
+  // below 2^63 bytes. Whether a run fits in memory is checked separately,
+  // before allocation, against the memory the machine has.
+  // Per-layer tables (parameters, activations) are host metadata of a few
+  // KiB a layer: more layers than any model has would exhaust memory there.
+  constexpr int64_t kMaxLayers = int64_t{1} << 16;
+  if (c.layers > kMaxLayers) {
+    return Status::error("model.layers = " + std::to_string(c.layers) + " is more than tera supports (" +
+                         std::to_string(kMaxLayers) + "); the largest published models have a few hundred");
+  }
+  constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+  for (const auto& [key, v] : {std::pair<const char*, int64_t>{"layers", c.layers}, {"hidden", c.hidden},
+                               {"seq_len", c.seq_len}, {"ffn_hidden", c.ffn_hidden}, {"vocab_align", c.vocab_align}}) {
+    if (v > kMaxDim) {
+      return Status::error(std::string("model.") + key + " = " + std::to_string(v) + " is larger than 2^31 - 1");
+    }
+  }
+  const long double C = static_cast<long double>(c.hidden), F = static_cast<long double>(c.ffn());
+  const long double V = static_cast<long double>(c.vocab) + static_cast<long double>(c.vocab_align);
+  const long double params = static_cast<long double>(c.layers) * (4 * C * C + 3 * C * F + 13 * C + F) + V * C +
+                             static_cast<long double>(c.seq_len) * C;
+  constexpr long double kMaxParams = static_cast<long double>(int64_t{1} << 50);  // 4 PiB of fp32 weights
+  if (params > kMaxParams) {
+    return Status::error(fmt::format("model: {:.3g} parameters (layers {}, hidden {}, ffn {}, vocab {}) is beyond "
+                                     "what tera's 64-bit byte counts hold (at most 2^50 = {:.3g}); check model.layers, "
+                                     "model.hidden and model.vocab",
+                                     static_cast<double>(params), c.layers, c.hidden, c.ffn(), c.vocab,
+                                     static_cast<double>(kMaxParams)));
+  }
   if (c.kv_heads < 0 || c.kv_heads > c.heads || c.heads % c.kv() != 0) {
     return Status::error("model.kv_heads = " + std::to_string(c.kv_heads) + " must divide model.heads = " +
                          std::to_string(c.heads) + " (0 means kv_heads = heads); choose a divisor of heads");

@@ -40,6 +40,22 @@ class AdamW {
   // every gradient first (the clipping coefficient).
   void step(const Backend& be, const std::vector<Span>& spans, float lr, float grad_scale, int64_t step);
 
+  // Whether step() is certain to leave every parameter and moment finite,
+  // from scalars alone (no pass over memory). grad_norm is the global norm
+  // before clipping (finite). With finite moments built by this recurrence
+  // from zero, |m_t| <= (1-b1)/sqrt(1-b2) * sqrt(v_t) * sum_k (b1/sqrt(b2))^k,
+  // so when b1 < sqrt(b2) the update |lr/bc1 * m / (sqrt(v/bc2) + eps)| is at
+  // most U = lr * sqrt(bc2)/bc1 * (1-b1) / (sqrt(1-b2) (1 - b1/sqrt(b2))),
+  // whatever the gradients; v stays finite while every g^2 does (|g| is at
+  // most the clipped global norm). Certain when that norm is below 1e18,
+  // U <= 1e30, |1 - lr*wd| <= 1 and the parameters are below 1e38 in
+  // magnitude (trained weights are O(1); 3.4e38 is float's largest).
+  // Otherwise the caller runs update_is_finite, the exact check.
+  bool update_certainly_finite(float lr, float grad_scale, double grad_norm, int64_t step) const;
+  // Exact: computes every updated value as step() would (the same float
+  // arithmetic) without writing any; false if one would be non-finite.
+  bool update_is_finite(const std::vector<Span>& spans, float lr, float grad_scale, int64_t step) const;
+
   float* m() { return m_.base(); }
   float* v() { return v_.base(); }
   // Where segment i's moments start in m() and v().

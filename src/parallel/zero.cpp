@@ -12,7 +12,7 @@ namespace tera {
 
 namespace {
 ArenaLayout single(const char* name, int64_t floats) {
-  ArenaLayout l;
+  ArenaLayout l(name);
   l.add(name, floats);
   return l;
 }

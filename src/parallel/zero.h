@@ -67,6 +67,13 @@ class ZeroMemory final : public ParamMemory {
   // the whole unit (zero 0) or this rank's chunk (zero >= 1).
   float* reduced_grads(int unit, int64_t* count);
   void optimizer_step(float lr, float grad_scale, int64_t step);
+  // Whether optimizer_step would leave the parameters and moments finite:
+  // certain from scalars (the same answer on every rank), or the exact
+  // check over this rank's segments (local: the caller agrees over the world).
+  bool update_certainly_finite(float lr, float grad_scale, double grad_norm, int64_t step) const {
+    return adam_->update_certainly_finite(lr, grad_scale, grad_norm, step);
+  }
+  bool update_is_finite(float lr, float grad_scale, int64_t step) { return adam_->update_is_finite(spans(), lr, grad_scale, step); }
 
   // Full parameters (checkpoints): collective under zero 3.
   void gather_parameters(float* out);

@@ -2,6 +2,7 @@
 #include "train/checkpointing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -10,18 +11,30 @@ namespace tera {
 Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info, const std::string& root, int64_t keep) {
   const Groups& g = engine.groups();
   Communicator& world = *g.world;
-  // 1. Rank 0 makes the staging directory; everyone learns if it failed.
+  // 1. Each stage's tp shard, whole (gathered over dp under ZeRO).
+  const ParamTable& table = engine.table();
+  const size_t total = static_cast<size_t>(table.total_floats());
+  std::vector<float> p(total), m(total), v(total);
+  engine.gather_state(p.data(), m.data(), v.data());
+  // A checkpoint is only ever of finite state: a non-finite one would be
+  // the "last good" checkpoint a user resumes from.
+  int64_t bad = 0;
+  for (const std::vector<float>* x : {&p, &m, &v}) {
+    const float* d = x->data();
+#pragma omp parallel for reduction(+ : bad)
+    for (size_t i = 0; i < total; ++i) bad += !std::isfinite(d[i]);
+  }
+  if (world.all_reduce_max(static_cast<double>(bad)) > 0) {
+    return Status::error(fmt::format("not writing checkpoint step {}: {} parameter or optimizer values are not finite "
+                                     "(on some rank); the checkpoints already in {} are left as they are",
+                                     info.step, bad > 0 ? std::to_string(bad) : std::string("some"), root));
+  }
+  // 2. Rank 0 makes the staging directory; everyone learns if it failed.
   Status st = world.rank() == 0 ? begin_checkpoint_dir(root, info.step) : Status::ok();
   if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
     return st ? Status::error("rank 0 could not create the checkpoint directory (see its message)") : st;
   }
   const std::string tmp = staging_dir(root, info.step);
-
-  // 2. Each stage's tp shard, whole (gathered over dp under ZeRO).
-  const ParamTable& table = engine.table();
-  const size_t total = static_cast<size_t>(table.total_floats());
-  std::vector<float> p(total), m(total), v(total);
-  engine.gather_state(p.data(), m.data(), v.data());
 
   // 3. The first data-parallel rank of every (stage, tp rank) writes it.
   const bool writer = g.coord.dp == 0;

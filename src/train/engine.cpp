@@ -105,29 +105,52 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
     r.bad_groups = nonfinite_groups();
     return r;
   }
-  zero_->optimizer_step(lr, clip_coefficient(r.grad_norm, tc.clip), step + 1);
+  // The update itself must leave the parameters finite (an enormous
+  // learning rate overflows them from finite gradients): checked before it
+  // is applied, so a refused step leaves parameters and moments unchanged.
+  const float scale = clip_coefficient(r.grad_norm, tc.clip);
+  if (!zero_->update_certainly_finite(lr, scale, r.grad_norm, step + 1)) {
+    const bool ok = zero_->update_is_finite(lr, scale, step + 1);
+    if (g_.world->all_reduce_max(ok ? 0.0 : 1.0) > 0) {
+      r.skipped = true;
+      r.bad_groups = {"the optimizer update: the learning rate is too large for the parameters"};
+      return r;
+    }
+  }
+  zero_->optimizer_step(lr, scale, step + 1);
   return r;
 }
 
-double Engine::eval_loss_sum(int64_t sequences, const BatchFn& batch) {
+std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& batch, const EvalControl& control) {
   const int64_t mb = cfg_.train.micro_batch;
   const int64_t batches = (sequences + mb - 1) / mb;
   const int dp = g_.layout.dp;
   // Micro-batch k (sequences [k*mb, min((k+1)*mb, sequences))) goes to
   // data-parallel rank k % dp; every rank runs the same number of forwards
   // (ZeRO-3 gathers are collective) and discards its padding rounds.
-  const int rounds = static_cast<int>((batches + dp - 1) / dp);
-  const std::vector<double> per_round = executor_->run_forward(rounds, [&](int round, int32_t* tok, int32_t* tgt) {
-    const int64_t k = int64_t{round} * dp + g_.coord.dp;
-    const bool real = k < batches;
-    const int64_t first = real ? k * mb : 0;
-    const int64_t count = real ? std::min(mb, sequences - k * mb) : std::min(mb, sequences);
-    batch(first, count, tok, tgt);
-    return count;
-  }, cfg_.model.seq_len);
+  const int64_t rounds = (batches + dp - 1) / dp;
+  // Rounds run in groups, between which the world agrees whether to stop:
+  // one round without a pipeline, 2 pp rounds with one (the forwards of a
+  // group overlap across stages; the agreement drains the pipeline).
+  const int64_t group = g_.layout.pp == 1 ? 1 : 2 * int64_t{g_.layout.pp};
   double sum = 0;
-  for (int round = 0; round < rounds; ++round) {
-    if (int64_t{round} * dp + g_.coord.dp < batches) sum += per_round[static_cast<size_t>(round)];
+  for (int64_t r0 = 0; r0 < rounds; r0 += group) {
+    const int n = static_cast<int>(std::min(group, rounds - r0));
+    const std::vector<double> per_round = executor_->run_forward(n, [&](int i, int32_t* tok, int32_t* tgt) {
+      const int64_t k = (r0 + i) * dp + g_.coord.dp;
+      const bool real = k < batches;
+      const int64_t first = real ? k * mb : 0;
+      const int64_t count = real ? std::min(mb, sequences - k * mb) : std::min(mb, sequences);
+      batch(first, count, tok, tgt);
+      return count;
+    }, cfg_.model.seq_len);
+    for (int i = 0; i < n; ++i) {
+      if ((r0 + i) * dp + g_.coord.dp < batches) sum += per_round[static_cast<size_t>(i)];
+    }
+    if (r0 + n < rounds && control.stop) {
+      if (g_.world->all_reduce_max(control.stop() ? 1.0 : 0.0) > 0) return std::nullopt;
+    }
+    if (control.progress) control.progress(std::min(sequences, (r0 + n) * dp * mb));
   }
   const double mine = plan_.has_head() && g_.coord.tp == 0 ? sum : 0.0;
   return g_.world->all_reduce_sum(mine);

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,14 @@ namespace tera {
 
 // Fills tokens/targets [count, T] with global samples [first, first + count).
 using BatchFn = std::function<void(int64_t first, int64_t count, int32_t* tokens, int32_t* targets)>;
+
+// Evaluation control: stop() is asked between rounds of micro-batches
+// (agreed over the world: any rank's yes stops every rank); progress() gets
+// the sequences evaluated so far.
+struct EvalControl {
+  std::function<bool()> stop;
+  std::function<void(int64_t done)> progress;
+};
 
 struct StepResult {
   double loss = 0;       // mean over the global batch's tokens (identical on every rank)
@@ -46,8 +55,9 @@ class Engine {
   // Step `step` (0-based) at learning rate lr over global samples [step*G, (step+1)*G).
   StepResult train_step(int64_t step, float lr, const BatchFn& batch);
   // Sum of per-token losses over evaluation samples [0, sequences) from
-  // `batch`, in micro-batches of up to train.micro_batch; identical on every rank.
-  double eval_loss_sum(int64_t sequences, const BatchFn& batch);
+  // `batch`, in micro-batches of up to train.micro_batch; identical on every
+  // rank. Empty when control.stop said so (on every rank).
+  std::optional<double> eval_loss_sum(int64_t sequences, const BatchFn& batch, const EvalControl& control = {});
   std::vector<float> gather_parameters();  // this stage's, collective under ZeRO-3
   // This rank's tensor-parallel shard of parameters and both Adam moments in
   // the table's layout (checkpoints): collective over the data-parallel

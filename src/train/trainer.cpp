@@ -15,6 +15,8 @@
 #include "config/config.h"
 #include "core/format.h"
 #include "core/timer.h"
+#include "core/file_util.h"
+#include "train/memory_check.h"
 
 namespace tera {
 
@@ -56,7 +58,7 @@ Trainer::~Trainer() = default;
 Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const Backend& backend) {
   auto world = std::make_unique<FakeWorld>(1);
   auto comm = world->communicator(0);
-  auto t = create(cfg, backend, *comm);
+  auto t = create(cfg, backend, *comm, TrainerOptions{});
   if (!t) return t.status();
   (*t)->own_world_ = std::move(world);
   (*t)->own_comm_ = std::move(comm);
@@ -64,8 +66,9 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
 }
 
 Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const Backend& backend, Communicator& world,
-                                                    const std::string& trace_path) {
+                                                    const TrainerOptions& options) {
   auto t = std::unique_ptr<Trainer>(new Trainer(cfg, backend));
+  const std::string& trace_path = options.trace_path;
   // Local checks first; then every rank learns whether any rank failed, so
   // nobody is left waiting in a collective.
   Status local = Status::ok();
@@ -74,6 +77,29 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     local = Status::error(cfg.source + ": " + layout.error());
   } else {
     local = check_layout(cfg, *layout);
+  }
+  // Limits before allocation: every rank checks its own share.
+  if (local && options.ranks_on_node > 0) {
+    const RankMemoryEstimate need = estimate_rank_memory(cfg, *layout, layout->coord(world.rank()));
+    const std::string refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
+    if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
+  }
+  // Outputs before any work: rank 0 owns out.dir and the checkpoint
+  // directory for the whole run (a second run on either is refused), which
+  // also proves both writable.
+  if (local && world.rank() == 0) {
+    const std::string ckpt_root = cfg.ckpt.dir.empty() ? "" : cfg.ckpt.dir;
+    for (const auto& [what, dir] : {std::pair<std::string, std::string>{"out.dir", cfg.out.dir}, {"ckpt.dir", ckpt_root}}) {
+      if (dir.empty() || !local) continue;
+      local = probe_output_dir(dir, what);
+      if (!local) break;
+      auto lock = RunLock::acquire(dir, what);
+      if (!lock) {
+        local = lock.status();
+      } else {
+        t->locks_.push_back(std::move(*lock));
+      }
+    }
   }
   if (local) {
     auto data = open_training_data(cfg);
@@ -138,16 +164,29 @@ StepStats Trainer::step() {
   g.world->all_reduce(bubble.data(), pp, CommType::f64, ReduceOp::sum);
   st.bubble = bubble;
   const bool last = st.step == tc.steps;
-  if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) st.val_loss = evaluate();
+  if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) {
+    st.val_loss = evaluate();
+    st.interrupted = !st.val_loss.has_value();
+  }
   return st;
 }
 
-double Trainer::evaluate() {
+std::optional<double> Trainer::evaluate() {
   const int64_t T = cfg_.model.seq_len, n = cfg_.train.eval_sequences;
-  const double sum = engine_->eval_loss_sum(n, [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
-    fill_sequential_windows(*data_.val, T, first, count, tok, tgt);
-  });
-  return sum / static_cast<double>(n * T);
+  Stopwatch since_report;
+  const auto sum = engine_->eval_loss_sum(
+      n, [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
+        fill_sequential_windows(*data_.val, T, first, count, tok, tgt);
+      },
+      EvalControl{.stop = [] { return preemption_signal() != 0; },
+                  .progress =
+                      [&](int64_t done) {
+                        if (since_report.seconds() < 10) return;
+                        since_report = Stopwatch();
+                        log(fmt::format("  evaluating: {}/{} sequences ({:.0f}%)", done, n, 100.0 * done / n));
+                      }});
+  if (!sum) return std::nullopt;
+  return *sum / static_cast<double>(n * T);
 }
 
 void Trainer::log(const std::string& msg) const {
@@ -183,7 +222,10 @@ Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
                       "then resume",
                       bad_in_a_row, tc.max_bad_steps));
     }
-    if (signalled) log(fmt::format("preemption signal received: checkpointing after step {} and exiting", st.step));
+    if (signalled) {
+      log(fmt::format("{} received: checkpointing after step {} and exiting (a second signal exits at once)",
+                      signal_name(preemption_signal()), st.step));
+    }
     if (signalled || too_bad || periodic || last) {
       Stopwatch sw;
       auto dir = save_checkpoint();
@@ -225,10 +267,45 @@ Expected<std::string> Trainer::save_checkpoint() {
   return save_engine_checkpoint(*engine_, std::move(info), checkpoint_root(), cfg_.ckpt.keep);
 }
 
-Status Trainer::start(const std::string& resume) {
+Status Trainer::claim_checkpoint_root(bool start_over) {
+  // A fresh run into a directory that holds checkpoints would mix two runs:
+  // retention and `latest` would follow the other run's steps.
+  namespace fs = std::filesystem;
+  const std::string root = checkpoint_root();
+  const auto found = list_checkpoints(root);
+  if (found.empty()) return Status::ok();
+  const std::string key = cfg_.ckpt.dir.empty() ? "out.dir/checkpoints" : "ckpt.dir";
+  if (!start_over) {
+    return Status::error(fmt::format(
+        "{} {} holds {} checkpoint(s) of an earlier run (newest {}); continue that run with --resume auto, start "
+        "over with --start-over (deletes them), or give this run another {}",
+        key, root, found.size(), found.front().second, key));
+  }
+  std::error_code ec;
+  for (const auto& [step, name] : found) {
+    fs::remove_all(fs::path(root) / name, ec);
+    if (ec) return Status::error(fmt::format("--start-over: cannot delete {}/{} ({})", root, name, ec.message()));
+  }
+  fs::remove(fs::path(root) / "latest", ec);
+  log(fmt::format("--start-over: deleted {} checkpoint(s) of the earlier run in {}", found.size(), root));
+  return Status::ok();
+}
+
+Status Trainer::start(const StartOptions& options) {
   Communicator& world = *groups().world;
+  const std::string& resume = options.resume;
+  change_schedule_ = options.change_schedule;
   Stopwatch sw;
   std::string dir;
+  if (resume.empty()) {
+    const Status st = is_first_rank() ? claim_checkpoint_root(options.start_over) : Status::ok();
+    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
+      return st ? Status::error("another rank (rank 0) refused the checkpoint directory (see its message)") : st;
+    }
+  } else if (options.start_over) {
+    return Status::error("--start-over and --resume contradict each other: --start-over deletes the checkpoints "
+                         "--resume would continue; pass one of them");
+  }
   if (resume == "auto") {
     // Rank 0 picks (so every rank loads the same one) and tells the others the step.
     double step = -1;
@@ -272,6 +349,7 @@ Status Trainer::start(const std::string& resume) {
     return st ? Status::error("another rank could not load the checkpoint (see its message)") : st;
   }
   if (!dir.empty()) {
+    resumed_ = true;
     const double secs = sw.seconds();
     const int64_t bytes = is_first_rank() ? directory_bytes(dir) : 0;
     log(fmt::format("resumed from {} at step {} ({}, {:.2f} s, {:.0f} MB/s)", dir, next_step_, human_bytes(bytes), secs,
@@ -290,6 +368,7 @@ Status Trainer::resume_from(const std::string& dir) {
   if (info.tokenizer != data_.tokenizer) {
     return Status::error(dir + ": the checkpoint was trained with another tokenizer than data.tokenizer / the shards' one");
   }
+  TERA_RETURN_IF_ERROR(check_schedule(info, dir));
   if (info.step > cfg_.train.steps) {
     return Status::error(dir + fmt::format(": the checkpoint is at step {}, past train.steps = {}; raise train.steps "
                                            "to continue training",
@@ -307,6 +386,31 @@ Status Trainer::resume_from(const std::string& dir) {
   }
   TERA_RETURN_IF_ERROR(load_engine_checkpoint(*engine_, *reader, /*with_optimizer=*/true));
   next_step_ = info.step;
+  return Status::ok();
+}
+
+Status Trainer::check_schedule(const CheckpointInfo& info, const std::string& dir) {
+  // The learning-rate schedule is a function of (lr, min_lr, warmup, steps):
+  // changing any on resume reshapes the curve from this step on.
+  const nlohmann::json& was = info.lr_schedule;
+  if (!was.is_object()) return Status::ok();  // written before schedules were recorded
+  std::string changes;
+  auto compare = [&](const char* key, double now) {
+    if (!was.contains(key) || !was[key].is_number()) return;
+    const double before = was[key].get<double>();
+    const bool same = std::abs(before - now) <= 1e-6 * std::max(std::abs(before), std::abs(now));
+    if (!same) changes += fmt::format("{}train.{} {} -> {}", changes.empty() ? "" : ", ", key, before, now);
+  };
+  compare("steps", static_cast<double>(cfg_.train.steps));
+  compare("lr", cfg_.train.lr);
+  compare("min_lr", cfg_.train.min_lr);
+  compare("warmup", static_cast<double>(cfg_.train.warmup));
+  if (changes.empty()) return Status::ok();
+  if (!change_schedule_) {
+    return Status::error(dir + ": the learning-rate schedule differs from the checkpoint's (" + changes +
+                         "); resume with the same settings, or pass --change-schedule to continue on the new schedule");
+  }
+  log("--change-schedule: the learning-rate schedule continues with " + changes);
   return Status::ok();
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "ckpt/checkpoint.h"
 #include "comm/fake_comm.h"
 #include "comm/groups.h"
 #include "core/status.h"
@@ -19,6 +20,7 @@
 #include "model/gpt.h"
 #include "optim/lr_schedule.h"
 #include "train/engine.h"
+#include "train/run_lock.h"
 
 namespace tera {
 
@@ -35,6 +37,7 @@ struct StepStats {
   int64_t comm_bytes = 0;   // bytes sent (ring model, comm/communicator.h), max over ranks
   std::vector<double> bubble;  // per pipeline stage: seconds blocked in pipeline receives / step seconds
   std::optional<double> val_loss;
+  bool interrupted = false;             // a stop signal arrived during the step's evaluation
   bool skipped = false;                 // non-finite: no optimizer update (see StepResult)
   std::vector<std::string> bad_groups;  // the parameter groups with non-finite gradients
 };
@@ -46,13 +49,34 @@ enum class RunEnd {
   bad_steps,  // train.max_bad_steps consecutive non-finite steps: checkpoint of the last good state written
 };
 
+struct TrainerOptions {
+  std::string trace_path;  // write a Chrome trace of the run there (empty: none)
+  // Ranks of this job on this node: the memory each may allocate is the
+  // node's available memory over this count. 0: no memory check.
+  int ranks_on_node = 0;
+};
+
+// How start() treats what is already in the checkpoint directory.
+struct StartOptions {
+  // "" (fresh run), "auto" (newest valid checkpoint under checkpoint_root();
+  // none there: start fresh) or a checkpoint directory.
+  std::string resume;
+  // A fresh run into a checkpoint directory that holds checkpoints is
+  // refused; with start_over they are deleted first.
+  bool start_over = false;
+  // A resumed run whose train.steps, lr, min_lr or warmup differ from the
+  // checkpoint's is refused; with change_schedule the change is printed
+  // and the schedule follows the new settings.
+  bool change_schedule = false;
+};
+
 class Trainer {
  public:
   // Collective over `world`: every rank calls it. Bad input on any rank fails
-  // every rank (the rank that saw it returns its message).
-  // trace_path: write a Chrome trace of the run there (empty: none).
+  // every rank (the rank that saw it returns its message). Rank 0 locks
+  // out.dir and ckpt.dir for the trainer's lifetime (train/run_lock.h).
   static Expected<std::unique_ptr<Trainer>> create(const RunConfig& cfg, const Backend& backend, Communicator& world,
-                                                    const std::string& trace_path = "");
+                                                    const TrainerOptions& options = {});
   // One process, no launcher.
   static Expected<std::unique_ptr<Trainer>> create(const RunConfig& cfg, const Backend& backend);
   ~Trainer();
@@ -67,16 +91,19 @@ class Trainer {
   std::string checkpoint_root() const;
   // Collective: writes <root>/step-<next step>; returns its directory.
   Expected<std::string> save_checkpoint();
-  // Collective. resume: "" (none), "auto" (newest valid checkpoint under
-  // checkpoint_root(); none there: start fresh) or a checkpoint directory.
-  // Without a resumed checkpoint, ckpt.init (if set) provides the weights.
-  Status start(const std::string& resume);
+  // Collective. Without a resumed checkpoint, ckpt.init (if set) provides
+  // the weights.
+  Status start(const StartOptions& options);
+  Status start(const std::string& resume) { return start(StartOptions{.resume = resume}); }
+  // Whether start() resumed a checkpoint (next_step() is its step).
+  bool resumed() const { return resumed_; }
   int64_t next_step() const { return next_step_; }
   // Rank-0 messages (warnings, checkpoint lines); default: stderr.
   void set_log(std::function<void(const std::string&)> log) { log_ = std::move(log); }
   StepStats step();
-  // Mean validation loss over train.eval_sequences windows (collective).
-  double evaluate();
+  // Mean validation loss over train.eval_sequences windows (collective);
+  // empty when a stop signal arrived during it (the run then checkpoints).
+  std::optional<double> evaluate();
   // Writes out.dir/final (weights + config) from the first rank (collective).
   Status save_final();
   // Writes the Chrome trace if one was requested (collective).
@@ -110,7 +137,12 @@ class Trainer {
   int64_t next_step_ = 0;
   RunEnd end_ = RunEnd::completed;
   std::function<void(const std::string&)> log_;
+  std::vector<RunLock> locks_;  // rank 0: out.dir and ckpt.dir
+  bool resumed_ = false;
+  bool change_schedule_ = false;
   void log(const std::string& msg) const;
+  Status claim_checkpoint_root(bool start_over);
+  Status check_schedule(const CheckpointInfo& info, const std::string& dir);
   Status resume_from(const std::string& dir);
   Status init_weights_from(const std::string& path);
 };

@@ -80,7 +80,7 @@ LayoutRun run_layout(Layout layout, int zero, bool sp = false, int64_t layers = 
       norms.push_back(r.grad_norm);
     }
     // An evaluation over 7 sequences (not a multiple of micro-batch x dp).
-    losses.push_back(engine.eval_loss_sum(7, batch));
+    losses.push_back(*engine.eval_loss_sum(7, batch));
     const auto global = engine.gather_global_parameters();
     if (world.rank() == 0) {
       std::lock_guard<std::mutex> lk(mu);
@@ -261,7 +261,7 @@ std::vector<double> pipeline_losses(const PipeCase& pc, std::vector<double>* nor
       losses.push_back(r.loss);
       ns.push_back(r.grad_norm);
     }
-    losses.push_back(engine.eval_loss_sum(7, batch));
+    losses.push_back(*engine.eval_loss_sum(7, batch));
     if (world.rank() == 0) {
       std::lock_guard<std::mutex> lk(mu);
       out = losses;
