@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include "core/check.h"
@@ -12,6 +13,8 @@ namespace tera {
 
 Expected<std::unique_ptr<ByteDataset>> ByteDataset::open(const std::string& path, double begin_fraction,
                                                          double end_fraction) {
+  // A device (/dev/zero) or FIFO would be read without end: regular files only.
+  TERA_RETURN_IF_ERROR(check_regular_file(path, "text file", std::numeric_limits<uint64_t>::max()));
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -40,6 +40,8 @@ Expected<std::vector<std::string>> list_input_files(const std::vector<std::strin
       if (ec) return Status::error(in + ": cannot list the directory (" + ec.message() + ")");
       std::sort(found.begin(), found.end());
       out.insert(out.end(), found.begin(), found.end());
+    } else if (fs::exists(in, ec)) {
+      return Status::error(in + ": is not a regular file or a directory (a device or FIFO); name text files");
     } else {
       return Status::error(in + ": no such file or directory");
     }

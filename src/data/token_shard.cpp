@@ -133,12 +133,13 @@ Expected<uint32_t> write_shard(const std::string& path, const int32_t* tokens, i
 }
 
 Expected<TokenShard> TokenShard::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then refuses it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::error(path + ": not a regular file");
+    return Status::error(path + ": not a regular file (a directory, device or FIFO); a token shard is a file");
   }
   const auto bytes = static_cast<size_t>(st.st_size);
   if (bytes < kShardHeaderBytes) {

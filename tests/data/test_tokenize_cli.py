@@ -155,7 +155,7 @@ class TokenizeCli(unittest.TestCase):
         self.expect_bad_input(["tokenize", "encode", "--tokenizer", bad, "--input", self.text_path, "--out", "o"],
                               bad, "unsupported tokenizer version 7")
         self.expect_bad_input(["tokenize", "encode", "--tokenizer", self.path("none.json"), "--input",
-                               self.text_path, "--out", "o"], "none.json", "cannot open")
+                               self.text_path, "--out", "o"], "none.json", "not found")
         empty = self.path("empty.txt")
         open(empty, "w").close()
         self.expect_bad_input(["tokenize", "train", "--input", empty, "--vocab", "300", "--out", "t.json"],

@@ -75,6 +75,45 @@ TEST(TokenizerFile, Gpt2FilesLoadLikeTheSameVocabulary) {
   EXPECT_NE(bad2.error().find("v.json: must be a JSON object"), std::string::npos) << bad2.error();
 }
 
+TEST(TokenizerFile, Gpt2WriterRoundTripsTheSameTokenizer) {
+  const BpeTokenizer tok = small_tokenizer();
+  const std::string dir = ::testing::TempDir() + "gpt2_written";
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(save_gpt2_tokenizer(tok, dir + "/vocab.json", dir + "/merges.txt").is_ok());
+  auto back = open_tokenizer(dir);
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->fingerprint(), tok.fingerprint());  // same ids, merges and special token
+  EXPECT_EQ(back->eot(), tok.eot());
+  const std::string text = english_like(6, 400) + random_bytes(6, 40);
+  EXPECT_EQ(back->encode(text), tok.encode(text));
+}
+
+TEST(TokenizerFile, OnlyRegularFilesAreRead) {
+  // A device would be read without end; a directory without GPT-2's files is not a tokenizer.
+  for (const std::string bad : {"/dev/zero", "/dev/null"}) {
+    auto t = open_tokenizer(bad);
+    ASSERT_FALSE(t.ok()) << bad;
+    EXPECT_NE(t.error().find(bad + ": is a character device, not a regular file"), std::string::npos) << t.error();
+    auto r = tokenizer_from_reference(bad, "/ckpt", "/ckpt/meta.json");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("/ckpt/meta.json: cannot load the tokenizer it names"), std::string::npos) << r.error();
+  }
+  // A relative path in a meta.json resolves beside it.
+  const std::string dir = ::testing::TempDir() + "ref_beside";
+  std::filesystem::create_directories(dir + "/sub");
+  ASSERT_TRUE(save_tokenizer(small_tokenizer(), dir + "/sub/tok.json").is_ok());
+  auto r = tokenizer_from_reference("sub/tok.json", dir, dir + "/meta.json");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->fingerprint(), small_tokenizer().fingerprint());
+  // vocab.json without merges.txt is named, not skipped.
+  const std::string half = ::testing::TempDir() + "gpt2_half";
+  std::filesystem::create_directories(half);
+  ASSERT_TRUE(save_gpt2_tokenizer(small_tokenizer(), half + "/vocab.json", half + "/m.txt").is_ok());
+  auto h = open_tokenizer(half);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().find("merges.txt: not found"), std::string::npos) << h.error();
+}
+
 void expect_refused(const std::string& text, const std::string& needle) {
   auto t = parse_tokenizer_json(text, "bad.json");
   ASSERT_FALSE(t.ok()) << "accepted: " << text.substr(0, 80);
