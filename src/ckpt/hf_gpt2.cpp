@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,26 @@ void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
 }
 
 void copy_floats(const void* src, size_t n, float* dst) { std::memcpy(dst, src, n * sizeof(float)); }
+
+constexpr uint64_t kMaxHfConfigBytes = uint64_t{1} << 20;  // GPT2Config is a few hundred bytes
+constexpr const char* kUntiedHeadAdvice =
+    "tera ties the output head to the token embedding (wte) and has no separate lm_head, so this file cannot be "
+    "imported without losing its head";
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// The causal-mask buffers older GPT-2 files carry (not weights).
+bool is_attention_mask_buffer(const std::string& name) {
+  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+}
+
+const StTensorRef* find_lm_head(const SafetensorsFile& file) {
+  const StTensorRef* t = file.find("lm_head.weight");
+  return t != nullptr ? t : file.find("transformer.lm_head.weight");
+}
 
 }  // namespace
 
@@ -187,21 +208,107 @@ Expected<ModelConfig> infer_hf_gpt2_config(const SafetensorsFile& file, int64_t 
   m.seq_len = wpe->shape[0];
   m.ffn_hidden = fc->shape[1];
   while (find(fmt::format("h.{}.ln_1.weight", m.layers)) != nullptr) ++m.layers;
-  m.heads = heads;
-  if (m.heads <= 0) {
-    const fs::path cfg_path = fs::path(file.path()).parent_path() / "config.json";
-    auto bytes = read_file(cfg_path.string());
-    if (bytes) {
-      json j = json::parse(bytes->begin(), bytes->end(), nullptr, false);
-      if (!j.is_discarded() && j.contains("n_head") && j["n_head"].is_number_integer()) m.heads = j["n_head"].get<int64_t>();
+  // config.json beside the file (GPT2Config) must describe these tensors:
+  // a field that disagrees means the file is not the model it claims to be.
+  const std::string cfg_path = (fs::path(file.path()).parent_path() / "config.json").string();
+  std::error_code ec;
+  if (fs::exists(cfg_path, ec)) {
+    auto bytes = read_regular_file(cfg_path, "config.json", kMaxHfConfigBytes);
+    if (!bytes) return bytes.status();
+    const json j = json::parse(bytes->begin(), bytes->end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Status::error(cfg_path + ": not a JSON object (GPT2Config)");
+    const std::string tensors = fmt::format("the tensors of {}", file.path());
+    struct Field {
+      const char* key;
+      int64_t have;
+      std::string from;
+    };
+    const Field fields[] = {
+        {"n_layer", m.layers, fmt::format("{} hold {} layer{} (h.0 .. h.{})", tensors, m.layers, m.layers == 1 ? "" : "s", m.layers - 1)},
+        {"n_embd", m.hidden, fmt::format("{} have hidden size {} (wte.weight {})", tensors, m.hidden, shape_str(wte->shape))},
+        {"vocab_size", m.vocab, fmt::format("{} have {} tokens (wte.weight {})", tensors, m.vocab, shape_str(wte->shape))},
+        {"n_positions", m.seq_len,
+         fmt::format("{} have {} positions (wpe.weight {})", tensors, m.seq_len, shape_str(wpe->shape))},
+        {"n_inner", m.ffn_hidden,
+         fmt::format("{} have MLP width {} (h.0.mlp.c_fc.weight {})", tensors, m.ffn_hidden, shape_str(fc->shape))},
+    };
+    for (const Field& f : fields) {
+      if (!j.contains(f.key) || j[f.key].is_null()) continue;  // n_inner: null means 4 * n_embd
+      if (!j[f.key].is_number_integer()) return Status::error(fmt::format("{}: {} must be an integer", cfg_path, f.key));
+      const auto v = j[f.key].get<int64_t>();
+      if (v != f.have) {
+        return Status::error(fmt::format("{}: {} = {}, but {}; the config and the weights disagree", cfg_path, f.key, v,
+                                         f.from));
+      }
+    }
+    if (j.contains("n_inner") && j["n_inner"].is_null() && m.ffn_hidden != 4 * m.hidden) {
+      return Status::error(fmt::format("{}: n_inner = null means 4 * n_embd = {}, but {} have MLP width {}", cfg_path,
+                                       4 * m.hidden, tensors, m.ffn_hidden));
+    }
+    if (j.contains("n_head")) {
+      if (!j["n_head"].is_number_integer() || j["n_head"].get<int64_t>() <= 0) {
+        return Status::error(cfg_path + ": n_head must be a positive integer");
+      }
+      const auto n = j["n_head"].get<int64_t>();
+      if (heads > 0 && heads != n) {
+        return Status::error(fmt::format("--heads {} disagrees with {}: n_head = {}", heads, cfg_path, n));
+      }
+      if (m.hidden % n != 0) {
+        return Status::error(fmt::format("{}: n_head = {} does not divide the hidden size {} of {}", cfg_path, n,
+                                         m.hidden, tensors));
+      }
+      heads = n;
+    }
+    if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == false && find_lm_head(file) == nullptr) {
+      return Status::error(cfg_path + ": tie_word_embeddings = false but " + file.path() +
+                           " has no lm_head.weight; " + kUntiedHeadAdvice);
     }
   }
+  m.heads = heads;
   if (m.heads <= 0) {
     return Status::error(file.path() + ": the number of heads is not in the tensors; put GPT2Config's config.json "
                                        "beside the file or pass --heads");
   }
   if (Status s = validate_model_config(m); !s) return Status::error(file.path() + ": " + s.message());
   return m;
+}
+
+Status check_hf_gpt2_tensors(const SafetensorsFile& file, const ModelSpec& spec) {
+  const bool tera_names = [&] {
+    auto it = file.metadata().find("format");
+    return it != file.metadata().end() && it->second == "tera";
+  }();
+  std::set<std::string> used;
+  for (const ParamInfo& p : spec.params()) {
+    used.insert(p.name);
+    if (!tera_names) used.insert(hf_gpt2_name(p.name).first);
+  }
+  std::vector<std::string> unknown;
+  for (const StTensorRef& t : file.tensors()) {
+    if (used.count(t.name)) continue;
+    if (!tera_names && is_attention_mask_buffer(t.name)) continue;
+    if (t.name == "lm_head.weight" || t.name == "transformer.lm_head.weight") {
+      const StTensorRef* wte = file.find(tera_names ? "wte.weight" : "transformer.wte.weight");
+      if (wte == nullptr) wte = file.find("wte.weight");
+      const bool tied = wte != nullptr && wte->dtype == t.dtype && wte->shape == t.shape && wte->bytes == t.bytes &&
+                        std::memcmp(wte->data, t.data, t.bytes) == 0;
+      if (tied) continue;
+      return Status::error(file.path() + ": '" + t.name + "' differs from the token embedding (wte.weight): the model " +
+                           "has an untied output head; " + kUntiedHeadAdvice);
+    }
+    unknown.push_back(t.name);
+  }
+  if (!unknown.empty()) {
+    std::string names;
+    for (size_t i = 0; i < unknown.size() && i < 5; ++i) names += (i ? ", '" : "'") + unknown[i] + "'";
+    if (unknown.size() > 5) names += fmt::format(" and {} more", unknown.size() - 5);
+    return Status::error(fmt::format("{}: {} tensor{} that a {}-layer GPT-2 does not have ({}); importing would drop "
+                                     "{}; is config.json (n_layer) or the file wrong?",
+                                     file.path(), unknown.size() == 1 ? "a" : std::to_string(unknown.size()),
+                                     unknown.size() == 1 ? "" : "s", spec.config().layers, names,
+                                     unknown.size() == 1 ? "it" : "them"));
+  }
+  return Status::ok();
 }
 
 }  // namespace tera

@@ -53,7 +53,17 @@ Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfi
 
 // Model config of a Hugging Face GPT-2 safetensors file, inferred from its
 // tensor shapes (layers, hidden, vocab, positions, ffn); heads come from
-// config.json beside the file, or `heads` if given (> 0).
+// config.json beside the file, or `heads` if given (> 0). A config.json
+// beside the file must agree with the tensors: n_layer, n_embd, n_head,
+// vocab_size, n_positions and n_inner are checked, and a mismatch names the
+// field and the file.
 Expected<ModelConfig> infer_hf_gpt2_config(const SafetensorsFile& file, int64_t heads);
+
+// Every tensor of the file must be one import reads (`spec`'s parameters) or
+// one it may drop without loss: the attention-mask buffers, and an
+// lm_head.weight identical to wte.weight (a tied head stored twice). An
+// untied head is refused (tera's head is always tied to wte), and so are
+// tensors no layer of `spec` has (e.g. layers past config.json's n_layer).
+Status check_hf_gpt2_tensors(const SafetensorsFile& file, const ModelSpec& spec);
 
 }  // namespace tera

@@ -15,6 +15,12 @@ namespace tera {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
+namespace {
+// meta.json embeds the tokenizer (GPT-2's is ~2 MB as JSON); anything this
+// large is not a meta.json.
+constexpr uint64_t kMaxMetaBytes = uint64_t{1} << 30;
+}  // namespace
+
 json model_config_to_json(const ModelConfig& m) {
   return json{{"layers", m.layers},   {"hidden", m.hidden},         {"heads", m.heads},
               {"seq_len", m.seq_len}, {"vocab", m.vocab},           {"ffn_hidden", m.ffn()},
@@ -102,7 +108,7 @@ Status save_model_checkpoint(const std::string& dir, const std::vector<NamedTens
 
 Expected<CheckpointMeta> read_checkpoint_meta(const std::string& dir) {
   const std::string path = (fs::path(dir) / "meta.json").string();
-  auto bytes = read_file(path);
+  auto bytes = read_regular_file(path, "meta.json", kMaxMetaBytes);
   if (!bytes) {
     return Status::error(dir + ": not a tera checkpoint (" + bytes.error() + "); pass the directory train wrote (out.dir/final)");
   }
@@ -136,7 +142,7 @@ Expected<CheckpointMeta> read_checkpoint_meta(const std::string& dir) {
 
 Status load_model_weights(const std::string& dir, const ParamTable& table, float* params) {
   const std::string meta_path = (fs::path(dir) / "meta.json").string();
-  auto bytes = read_file(meta_path);
+  auto bytes = read_regular_file(meta_path, "meta.json", kMaxMetaBytes);
   if (!bytes) return bytes.status();
   json j;
   try {

@@ -130,12 +130,17 @@ Status parse_safetensors(const uint8_t* data, size_t size, const std::string& wh
 }
 
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular file is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     ::close(fd);
     return Status::error(path + ": cannot stat (" + std::strerror(errno) + ")");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": not a regular file (a directory, device or FIFO); name a .safetensors file");
   }
   SafetensorsFile f;
   f.path_ = path;
