@@ -11,6 +11,10 @@
 // ranks 0 and 1 ping-pong through the Communicator for the link bandwidth,
 // all-reduces over every rank give alpha and the link efficiency, and rank 0
 // writes the preset with node.gpus = K (mpi_measured = true).
+// The preset goes to the user's configuration directory by default
+// ($XDG_CONFIG_HOME/tera/clusters/local.toml, else ~/.config/tera/...), never
+// into the source tree; --out is checked before any measuring, and an
+// existing file is replaced only with --force.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <omp.h>
@@ -19,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -26,6 +31,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "comm/world.h"
 #include "core/file_util.h"
 #include "core/timer.h"
@@ -44,7 +50,19 @@ namespace {
 struct CalibrateArgs {
   std::string out;
   double seconds_per_shape = 0.2;
+  bool force = false;
 };
+
+// $XDG_CONFIG_HOME/tera/clusters/local.toml, else ~/.config/tera/clusters/local.toml
+// (empty when neither variable is set).
+std::string default_preset_path() {
+  namespace fs = std::filesystem;
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg != nullptr && *xdg && fs::path(xdg).is_absolute()) return (fs::path(xdg) / "tera/clusters/local.toml").string();
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home) return (fs::path(home) / ".config/tera/clusters/local.toml").string();
+  return "";
+}
 
 // STREAM-style triad a = b + s c over arrays far larger than the caches;
 // bytes counted as STREAM does (two reads, one write); best of the repeats.
@@ -223,6 +241,18 @@ int run_calibrate(const CalibrateArgs& a) {
     omp_set_num_threads(std::max(1, cores / std::max(1, world->local_size())));
   }
   const int threads = omp_get_max_threads();
+  // The output before any measuring (rank 0 writes it; every rank stops together).
+  std::string out_error;
+  if (first) {
+    const Status s = a.out.empty() ? Status::error("--out: no default location (neither XDG_CONFIG_HOME nor HOME is "
+                                                   "set); pass --out FILE")
+                                   : check_output_file(a.out, "--out", a.force, /*create_parent=*/true);
+    if (!s) out_error = s.message();
+  }
+  if (comm.all_reduce_max(out_error.empty() ? 0.0 : 1.0) > 0) {
+    if (first) print_error(out_error);
+    return kExitBadInput;
+  }
   if (first) {
     fmt::print("tera calibrate: {} threads{}, GEMM library {}\n", threads,
                mpi ? fmt::format(" per rank, {} MPI ranks measuring at once", comm.size()) : "",
@@ -436,7 +466,7 @@ int run_calibrate(const CalibrateArgs& a) {
     print_error("--out " + a.out + ": " + st.message());
     return kExitFailure;
   }
-  fmt::print("wrote {}\n", a.out);
+  fmt::print("wrote {}; plan with it as --cluster {}\n", a.out, a.out);
   return kExitOk;
 }
 
@@ -444,11 +474,13 @@ int run_calibrate(const CalibrateArgs& a) {
 
 Command add_calibrate_command(CLI::App& parent) {
   auto a = std::make_shared<CalibrateArgs>();
-  a->out = config_dir() + "/clusters/local.toml";
+  a->out = default_preset_path();
   auto* sub = parent.add_subcommand("calibrate",
                                     "Measure this machine (the runtime's kernels alone and inside training steps, "
                                     "memory bandwidth; under mpirun the MPI links) into the local cluster preset");
-  sub->add_option("--out", a->out, "Where to write the preset")->capture_default_str();
+  sub->add_option("--out", a->out, "Where to write the preset (default: the user's configuration directory)")
+      ->capture_default_str();
+  sub->add_flag("--force", a->force, "Replace an existing --out (atomically)");
   sub->add_option("--seconds", a->seconds_per_shape,
                   "Measuring time per kernel shape (the in-training runs take a fixed few seconds)")
       ->capture_default_str()

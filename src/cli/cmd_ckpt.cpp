@@ -1,10 +1,14 @@
 // `tera ckpt`: inspect, export, import and reshard checkpoints offline.
 //   inspect DIR                        metadata, files with checksum status, tensors
 //   export DIR --out FILE.safetensors  Hugging Face GPT-2 names + config.json
-//   import FILE --out DIR              a tera-model directory (weights) for ckpt.init
+//                                      (+ vocab.json, merges.txt for a BPE tokenizer)
+//   import FILE --out DIR              a tera-model directory (weights and the
+//                                      tokenizer beside the file) for ckpt.init
 //   reshard DIR --layout tp=..,pp=.. --out ROOT
 //                                      the checkpoint rewritten as another
 //                                      layout's shard files under ROOT/step-N
+// Outputs are checked before any work (cli/output_paths.h): an existing one
+// is replaced only with --force (atomically), and never one of the inputs.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -17,8 +21,10 @@
 #include "ckpt/hf_gpt2.h"
 #include "ckpt/model_checkpoint.h"
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "core/file_util.h"
 #include "core/format.h"
+#include "data/tokenizer_file.h"
 #include "model/stage_plan.h"
 #include "plan/layout.h"
 
@@ -35,7 +41,35 @@ struct CkptArgs {
   std::string format = "safetensors";
   std::string layout;  // reshard target
   int64_t heads = 0;   // import: when no config.json
+  std::string tokenizer;  // import: "bytes", a tokenizer file or directory (default: vocab.json beside the file)
+  bool force = false;     // replace an existing --out
 };
+
+int bad_input(const std::string& msg) {
+  print_error(msg);
+  return kExitBadInput;
+}
+
+// The tokenizer a checkpoint or tera-model directory records.
+Expected<BpeTokenizer> checkpoint_tokenizer(const std::string& dir) {
+  std::string ref = "bytes";
+  if (auto info = read_checkpoint_info(dir); info) {
+    ref = info->tokenizer;
+  } else if (auto meta = read_checkpoint_meta(dir); meta) {
+    ref = meta->tokenizer;
+  }
+  return tokenizer_from_reference(ref, dir, (fs::path(dir) / "meta.json").string());
+}
+
+// The files export writes beside --out (GPT-2's names, fixed by Hugging Face).
+struct ExportPaths {
+  std::string config, vocab, merges;
+};
+
+ExportPaths export_paths(const std::string& out) {
+  const fs::path parent = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
+  return {(parent / "config.json").string(), (parent / "vocab.json").string(), (parent / "merges.txt").string()};
+}
 
 int inspect_one(const std::string& dir) {
   auto info = read_checkpoint_info(dir);
@@ -135,32 +169,74 @@ int run_export(const CkptArgs& a) {
     print_error("--format " + a.format + ": only 'safetensors' (Hugging Face GPT-2 names) is supported");
     return kExitBadInput;
   }
+  // Outputs first: the weights file and the files beside it; none inside the
+  // checkpoint it reads (a later checkpoint of the run replaces that directory).
+  const ExportPaths side = export_paths(a.out);
+  if (Status s = check_output_file(a.out, "--out", a.force, /*create_parent=*/true); !s) return bad_input(s.message());
+  for (const std::string& p : {side.config, side.vocab, side.merges}) {
+    if (Status s = refuse_existing(p, "--out " + a.out + " writes beside it", a.force); !s) return bad_input(s.message());
+  }
+  if (is_within(a.out, a.dir)) {
+    return bad_input("--out " + a.out + ": is inside the checkpoint it exports (" + a.dir + "); write it elsewhere");
+  }
+  auto tok = checkpoint_tokenizer(a.dir);
+  if (!tok) return bad_input(tok.error());
   ModelConfig model;
   auto weights = read_global_weights(a.dir, &model);
-  if (!weights) {
-    print_error(weights.error());
-    return kExitBadInput;
-  }
+  if (!weights) return bad_input(weights.error());
   if (Status s = export_hf_gpt2(*weights, model, a.out); !s) {
     print_error(s.message());
     return kExitFailure;
   }
-  fmt::print("exported {} tensors to {} (Hugging Face GPT-2 names; config.json beside it)\n", weights->size(), a.out);
+  std::string tok_note = "byte-level model: no tokenizer files";
+  if (!tok->is_bytes()) {
+    if (Status s = save_gpt2_tokenizer(*tok, side.vocab, side.merges); !s) {
+      print_error("the weights were written but not the tokenizer: " + s.message());
+      return kExitFailure;
+    }
+    tok_note = fmt::format("tokenizer ({} tokens) as vocab.json + merges.txt", tok->vocab_size());
+  } else {
+    // A byte-level export beside an older BPE export (--force): its tokenizer
+    // files would be read back by import as this model's.
+    for (const std::string& p : {side.vocab, side.merges}) {
+      std::error_code ec;
+      if (fs::remove(p, ec)) tok_note += "; removed the earlier export's " + fs::path(p).filename().string();
+    }
+  }
+  fmt::print("exported {} tensors to {} (Hugging Face GPT-2 names; config.json beside it; {})\n", weights->size(),
+             a.out, tok_note);
   return kExitOk;
 }
 
 int run_import(const CkptArgs& a) {
+  if (Status s = check_output_dir_replace(a.out, "--out", a.force); !s) return bad_input(s.message());
+  if (is_within(a.file, a.out)) {
+    return bad_input("--out " + a.out + ": holds the input " + a.file + ", which replacing it would delete; choose "
+                     "another --out");
+  }
   auto file = SafetensorsFile::open(a.file);
-  if (!file) {
-    print_error(file.error());
-    return kExitBadInput;
-  }
+  if (!file) return bad_input(file.error());
   auto model = infer_hf_gpt2_config(*file, a.heads);
-  if (!model) {
-    print_error(model.error());
-    return kExitBadInput;
-  }
+  if (!model) return bad_input(model.error());
   const ModelSpec spec(*model);
+  if (Status s = check_hf_gpt2_tensors(*file, spec); !s) return bad_input(s.message());
+  // The tokenizer: --tokenizer, else GPT-2's vocab.json + merges.txt beside
+  // the file (what export writes), else byte-level.
+  std::string tok_spec = a.tokenizer;
+  const fs::path beside = fs::path(a.file).has_parent_path() ? fs::path(a.file).parent_path() : fs::path(".");
+  std::error_code ec;
+  if (tok_spec.empty()) {
+    tok_spec = fs::exists(beside / "vocab.json", ec) || fs::exists(beside / "merges.txt", ec) ? beside.string() : "bytes";
+  }
+  auto tok = open_tokenizer(tok_spec);
+  if (!tok) {
+    return bad_input("tokenizer: " + tok.error() +
+                     (a.tokenizer.empty() ? "; pass --tokenizer FILE|DIR, or --tokenizer bytes to import without one" : ""));
+  }
+  if (tok->vocab_size() > model->vocab) {
+    return bad_input(fmt::format("tokenizer {}: {} tokens, more than the {} rows of {}'s wte.weight", tok_spec,
+                                 tok->vocab_size(), model->vocab, a.file));
+  }
   std::vector<std::vector<float>> data;
   std::vector<NamedTensor> named;
   data.reserve(spec.params().size());
@@ -175,12 +251,15 @@ int run_import(const CkptArgs& a) {
   CheckpointMeta meta;
   meta.model = *model;
   meta.extra = {{"imported_from", a.file}};
+  meta.tokenizer = tokenizer_reference(*tok);  // embedded: the directory is self-contained
   if (Status s = save_model_checkpoint(a.out, named, meta); !s) {
     print_error(s.message());
     return kExitFailure;
   }
-  fmt::print("imported {}: {} layers, hidden {}, {} heads, seq {}, vocab {} -> {} (use as ckpt.init)\n", a.file,
-             model->layers, model->hidden, model->heads, model->seq_len, model->vocab, a.out);
+  fmt::print("imported {}: {} layers, hidden {}, {} heads, seq {}, vocab {}, {} -> {} (use as ckpt.init)\n", a.file,
+             model->layers, model->hidden, model->heads, model->seq_len, model->vocab,
+             tok->is_bytes() ? std::string("byte-level tokens") : fmt::format("BPE tokenizer of {} tokens", tok->vocab_size()),
+             a.out);
   return kExitOk;
 }
 
@@ -200,6 +279,17 @@ int run_reshard(const CkptArgs& a) {
   }
   const CheckpointInfo& src = reader->info();
   const ModelSpec& spec = reader->spec();
+  {
+    const std::string target = (fs::path(a.out) / step_dir_name(src.step)).string();
+    if (same_file(target, a.dir) || is_within(a.dir, target)) {
+      return bad_input("--out " + a.out + ": would replace the checkpoint it reads (" + target +
+                       "); choose another --out");
+    }
+    if (Status s = refuse_existing(target, "--out " + a.out + ": the checkpoint", a.force); !s) {
+      return bad_input(s.message());
+    }
+    if (Status s = probe_output_dir(a.out, "--out"); !s) return bad_input(s.message());
+  }
   const int tp = layout->tp, pp = layout->pp, vpp = layout->vpp;
   if (spec.config().heads % tp != 0 || spec.config().hidden % tp != 0) {
     print_error(fmt::format("--layout: tp = {} must divide the model's heads ({}) and hidden ({})", tp,
@@ -287,16 +377,22 @@ Command add_ckpt_command(CLI::App& parent) {
   exp->add_option("dir", args->dir, "Checkpoint or tera-model directory")->required();
   exp->add_option("-o,--out", args->out, "Output .safetensors file")->required();
   exp->add_option("--format", args->format, "Output format (safetensors)");
+  exp->add_flag("--force", args->force, "Replace an existing --out (and the config.json, vocab.json, merges.txt beside it)");
   auto* imp = sub->add_subcommand("import", "Read a GPT-2 safetensors file (Hugging Face or tera names) into a tera-model "
                                             "directory, for ckpt.init, generate and eval");
   imp->add_option("file", args->file, "Input .safetensors file")->required();
   imp->add_option("-o,--out", args->out, "Output directory")->required();
   imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file");
+  imp->add_option("--tokenizer", args->tokenizer,
+                  "Tokenizer the model was trained with: 'bytes', a tera tokenizer file or a GPT-2 vocab.json + "
+                  "merges.txt directory (default: vocab.json + merges.txt beside the file, else bytes)");
+  imp->add_flag("--force", args->force, "Replace an existing --out (atomically: the old one stays until the new one is complete)");
   auto* re = sub->add_subcommand("reshard", "Rewrite a checkpoint's shard files for another layout (any layout also "
                                             "loads any checkpoint directly; this is the offline form)");
   re->add_option("dir", args->dir, "Checkpoint directory")->required();
   re->add_option("--layout", args->layout, "Target layout: tp=..,pp=..[,dp=..,zero=..,vpp=..]")->required();
   re->add_option("-o,--out", args->out, "Output ckpt.dir (the checkpoint goes to OUT/step-N)")->required();
+  re->add_flag("--force", args->force, "Replace an existing OUT/step-N");
   return {sub, [args, inspect, exp, imp, re] {
             if (inspect->parsed()) return run_inspect(*args);
             if (exp->parsed()) return run_export(*args);

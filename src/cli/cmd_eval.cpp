@@ -1,11 +1,15 @@
 // `tera eval`: mean per-token loss of a checkpoint over consecutive windows of
 // a text file (encoded with the checkpoint's tokenizer) or a token-shard
-// directory; the last line is `val_loss=<float>` for scripts.
+// directory; the last line is `val_loss=<float>` for scripts. --batches past
+// the end of the data is refused (windows never wrap around); long
+// evaluations print progress on stderr.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <memory>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <vector>
 
 #include "ckpt/model_checkpoint.h"
@@ -23,6 +27,7 @@ struct EvalArgs {
   std::string ckpt;
   std::string data;
   int64_t batches = 0;  // 0: the whole file, in windows of seq_len
+  bool quiet = false;
 };
 
 int run_eval(const EvalArgs& args) {
@@ -57,14 +62,45 @@ int run_eval(const EvalArgs& args) {
     print_error(s.message());
     return kExitBadInput;
   }
+  // Windows never wrap around: --batches past the data is refused, naming
+  // how many batches the data holds (the last one may be partial).
   const int64_t windows = ((*data)->num_tokens() - 1) / T;
-  const int64_t count = args.batches > 0 ? args.batches * B : windows;
+  const int64_t have = (windows + B - 1) / B;
+  if (args.batches > have) {
+    print_error(fmt::format("--batches {}: --data {} holds only {} batch{} of {} windows of {} tokens ({} windows); "
+                            "pass --batches {} or fewer, or 0 for all of it",
+                            args.batches, args.data, have, have == 1 ? "" : "es", B, T, windows, have));
+    return kExitBadInput;
+  }
+  const int64_t count = args.batches > 0 ? std::min(args.batches * B, windows) : windows;
   std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
   double sum = 0;
+  // Progress on stderr every ~2 s for long evaluations (stdout stays the
+  // result, for scripts); none with --quiet.
+  double every_s = 2.0;
+  if (const char* e = std::getenv("TERA_TEST_EVAL_PROGRESS_S"); e != nullptr && *e) every_s = std::atof(e);  // tests
+  const auto every = std::chrono::duration<double>(every_s);
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  bool printed = false;
   for (int64_t first = 0; first < count; first += B) {
     const int64_t b = std::min(B, count - first);
     fill_sequential_windows(**data, T, first, b, tokens.data(), targets.data());
     sum += model.forward_loss(tokens.data(), targets.data(), b, T);
+    const auto now = std::chrono::steady_clock::now();
+    if (!args.quiet && now - last >= every && first + b < count) {
+      last = now;
+      const double secs = std::chrono::duration<double>(now - start).count();
+      const double done = static_cast<double>(first + b);
+      fmt::print(stderr, "eval: {}/{} windows ({:.0f}%), loss so far {:.4f}, {:.0f} s, eta {:.0f} s\n", first + b,
+                 count, 100.0 * done / static_cast<double>(count), sum / (done * static_cast<double>(T)), secs,
+                 secs / done * static_cast<double>(count - first - b));
+      printed = true;
+    }
+  }
+  if (printed) {
+    fmt::print(stderr, "eval: {} windows in {:.0f} s\n", count,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   fmt::print("evaluated {} windows of {} tokens from {}\n", count, T, args.data);
   fmt::print("val_loss={:.6f}\n", sum / static_cast<double>(count * T));
@@ -81,6 +117,7 @@ Command add_eval_command(CLI::App& parent) {
   sub->add_option("--batches", a->batches, "Micro-batches to evaluate (0: the whole file)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr");
   return {sub, [a] { return run_eval(*a); }};
 }
 

@@ -1,7 +1,9 @@
 // `tera tokenize train|encode|decode|stats`: train a byte-level BPE on text
 // files, encode a corpus into checked token shards, decode shards back to
 // text, and print token counts and compression. Progress bars (MB/s, ETA)
-// are drawn on stderr only when it is a terminal. Bad input exits 2.
+// are drawn on stderr only when it is a terminal. Bad input exits 2. Every
+// output is checked before any work: an existing --out file is replaced only
+// with --force (atomically), and an output is never one of the inputs.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "core/file_util.h"
 #include "core/format.h"
 #include "data/bpe_trainer.h"
@@ -90,11 +93,14 @@ struct TrainArgs {
   int64_t vocab = 0;
   int64_t min_frequency = 2;
   int threads = default_threads();
+  bool force = false;
 };
 
 int run_train(const TrainArgs& a) {
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
+  if (Status s = refuse_input_as_output(a.out, "--out", *files); !s) return fail(s.message());
+  if (Status s = check_output_file(a.out, "--out", a.force); !s) return fail(s.message());
   const auto t0 = Clock::now();
   Expected<WordCounts> words = Status::error("not counted");
   {
@@ -140,6 +146,15 @@ int run_encode(const EncodeArgs& a) {
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
+  // The shard directory is rewritten (old shards removed): no input may live
+  // in it, or a re-encode would read its own earlier output.
+  for (const auto& f : *files) {
+    if (is_within(f, a.out)) {
+      return fail("--out " + a.out + ": holds the input " + f +
+                  " (an encode rewrites that directory); write the shards elsewhere or move the text out");
+    }
+  }
+  if (Status s = probe_output_dir(a.out, "--out"); !s) return fail(s.message());
   EncodeOptions opts;
   opts.threads = a.threads;
   opts.val_fraction = a.val_fraction;
@@ -168,6 +183,7 @@ int run_encode(const EncodeArgs& a) {
 // the tokenizer to read them with (--tokenizer, else the directory's).
 struct ShardInput {
   std::vector<std::string> paths;
+  std::string tok_path;  // the tokenizer file or directory read
   BpeTokenizer tok = BpeTokenizer::bytes();
 };
 
@@ -192,17 +208,37 @@ Expected<ShardInput> open_shard_input(const std::string& input, const std::strin
   auto tok = open_tokenizer(tok_path);
   if (!tok) return Status::error("tokenizer: " + tok.error());
   in.tok = std::move(*tok);
+  in.tok_path = tok_path;
   return in;
 }
 
 // ---- decode ----
 struct DecodeArgs {
   std::string input, tokenizer, out, split = "all";
+  bool force = false;
 };
 
 int run_decode(const DecodeArgs& a) {
   auto in = open_shard_input(a.input, a.tokenizer, a.split);
   if (!in) return fail(in.error());
+  // Never one of the inputs (a shard, the manifest, a tokenizer), even with --force.
+  std::vector<std::string> inputs = in->paths;
+  inputs.push_back(in->tok_path);
+  std::error_code ec;
+  const bool dir_input = fs::is_directory(a.input, ec);
+  if (dir_input) inputs.push_back((fs::path(a.input) / kManifestFile).string());
+  if (Status s = refuse_input_as_output(a.out, "--out", inputs); !s) return fail(s.message());
+  if (dir_input) {
+    // A file named like a shard in the shard directory is taken for one (a
+    // later encode there removes it as a stale shard).
+    const std::string name = fs::path(a.out).filename().string();
+    const bool shard_name = (name.starts_with("train-") || name.starts_with("val-")) && name.ends_with(".tok");
+    if (shard_name && is_within(a.out, a.input)) {
+      return fail("--out " + a.out + ": is named like a shard of the directory " + a.input +
+                  " it decodes; write the text elsewhere");
+    }
+  }
+  if (Status s = check_output_file(a.out, "--out", a.force); !s) return fail(s.message());
   auto f = AtomicFile::create(a.out);
   if (!f) return fail("--out " + f.error());
   std::vector<int32_t> ids;
@@ -294,6 +330,7 @@ Command add_tokenize_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   tr->add_option("-j,--threads", ta->threads, "Threads for counting")->capture_default_str()->check(CLI::Range(1, 256));
+  tr->add_flag("--force", ta->force, "Replace an existing --out (atomically)");
 
   auto ea = std::make_shared<EncodeArgs>();
   auto* en = sub->add_subcommand("encode", "Encode text files into a directory of token shards");
@@ -319,6 +356,7 @@ Command add_tokenize_command(CLI::App& parent) {
   de->add_option("--split", da->split, "train, val or all (directories only)")
       ->capture_default_str()
       ->check(CLI::IsMember({"train", "val", "all"}));
+  de->add_flag("--force", da->force, "Replace an existing --out (atomically; never one of the inputs)");
 
   auto sa = std::make_shared<StatsArgs>();
   auto* st = sub->add_subcommand("stats", "Token counts and compression (bytes per token)");

@@ -1,0 +1,97 @@
+// Output paths of the offline subcommands (ckpt, tokenize, calibrate),
+// checked before any work: nothing a user made is replaced without --force,
+// an output is never one of the inputs, and an unwritable destination is
+// found at start-up, not after the work. The writes themselves stay atomic
+// (a temporary beside the target, then a rename), so with --force the old
+// output survives until the new one is complete. Header-only: used by
+// several cmd_*.cpp files.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/file_util.h"
+#include "core/status.h"
+
+namespace tera::cli {
+
+// What a path is, for messages ("a directory", "a file").
+inline std::string describe_existing(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::symlink_status(path, ec);
+  switch (st.type()) {
+    case std::filesystem::file_type::directory: return "a directory";
+    case std::filesystem::file_type::regular: return "a file";
+    case std::filesystem::file_type::symlink: return "a symbolic link";
+    default: return "something that is not a regular file";
+  }
+}
+
+inline bool path_exists(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::symlink_status(path, ec);
+  return !ec && st.type() != std::filesystem::file_type::not_found;
+}
+
+// An existing `path` is refused unless `force`; the message names the path,
+// what it is, and --force.
+inline Status refuse_existing(const std::string& path, const std::string& what, bool force) {
+  if (force || !path_exists(path)) return Status::ok();
+  return Status::error(what + " " + path + ": already exists (" + describe_existing(path) +
+                       "); pass --force to replace it (the old one is kept until the new one is complete)");
+}
+
+// An output file: refused when it exists (unless force) and probed for
+// writing (its directory must exist unless create_parent, and be writable).
+inline Status check_output_file(const std::string& path, const std::string& what, bool force,
+                                bool create_parent = false) {
+  if (path.empty()) return Status::error(what + ": the path is empty");
+  TERA_RETURN_IF_ERROR(refuse_existing(path, what, force));
+  return probe_output_file(path, what, create_parent);
+}
+
+// An output directory that is written beside and renamed into place (ckpt
+// import): refused when it exists (unless force); its parent is created if
+// needed and probed for writing.
+inline Status check_output_dir_replace(const std::string& path, const std::string& what, bool force) {
+  if (path.empty()) return Status::error(what + ": the path is empty");
+  TERA_RETURN_IF_ERROR(refuse_existing(path, what, force));
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (path_exists(parent.string()) && !std::filesystem::is_directory(parent)) {
+    return Status::error(what + " " + path + ": " + parent.string() + " is " + describe_existing(parent.string()) +
+                         ", not a directory");
+  }
+  return probe_output_dir(parent.string(), what + " " + path + ": its directory");
+}
+
+// Whether `path` is `dir` or lies inside it (after symlinks; the parts of
+// `path` that do not exist yet are compared as written).
+inline bool is_within(const std::string& path, const std::string& dir) {
+  std::error_code ec;
+  const auto p = std::filesystem::weakly_canonical(path, ec);
+  if (ec) return false;
+  const auto d = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) return false;
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // a trailing separator
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
+}
+
+// An output must never be one of the inputs.
+inline Status refuse_input_as_output(const std::string& out, const std::string& what,
+                                     const std::vector<std::string>& inputs) {
+  for (const auto& in : inputs) {
+    if (same_file(out, in)) {
+      return Status::error(what + " " + out + ": is one of the inputs (" + in +
+                           "); write the output somewhere else (--force never replaces an input)");
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace tera::cli

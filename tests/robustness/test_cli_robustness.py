@@ -1,0 +1,358 @@
+#!/usr/bin/python3
+"""Robustness of the offline subcommands (ckpt, tokenize, eval, generate,
+calibrate): outputs checked before any work, nothing a user made replaced
+without --force, an output never one of the inputs, paths inside files
+treated as untrusted, round trips that keep what they carry.
+
+usage: test_cli_robustness.py TERA_BINARY CORPUS_FILE [unittest args, e.g. -k row03]
+
+Each test is one row of the robustness issue's table: it asserts the exit
+code, the message's key words, and that what the user had before is still
+there byte for byte."""
+import glob
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import CORPUS, RobustnessCase, main, run, snapshot, tiny_config  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: {name: (shape, [floats])}, written as F32 safetensors."""
+    header, blobs, at = {}, [], 0
+    for name, (shape, values) in tensors.items():
+        blob = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [at, at + len(blob)]}
+        blobs.append(blob)
+        at += len(blob)
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def read_safetensors(path):
+    """{name: (shape, [floats])} of an F32 safetensors file, and its metadata."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, t in header.items():
+        b, e = t["data_offsets"]
+        out[name] = (t["shape"], list(struct.unpack(f"<{(e - b) // 4}f", data[8 + n + b:8 + n + e])))
+    return out, meta
+
+
+class Fixtures:
+    """Built once: a byte-level model, a BPE tokenizer, its shards, a BPE model and its export."""
+    root = None
+
+    @classmethod
+    def build(cls):
+        if cls.root:
+            return cls.root
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.root = cls.tmp.name
+
+        def ok(*args):
+            r = run(*args, cwd=d)
+            assert r.returncode == 0, (args, r.stdout, r.stderr)
+            return r
+
+        with open(os.path.join(d, "tiny.toml"), "w") as f:
+            f.write(tiny_config())
+        ok("train", "-q", "-c", "tiny.toml", "--set", "out.dir=bytes", "--set", "ckpt.dir=bytes/ckpt",
+           "--set", "ckpt.every=6")
+        ok("tokenize", "train", "-i", CORPUS, "--vocab", "300", "--out", "tok.json")
+        ok("tokenize", "encode", "-t", "tok.json", "-i", CORPUS, "-o", "shards", "--val-fraction", "0.2")
+        ok("train", "-q", "-c", "tiny.toml", "--set", "out.dir=bpe", "--set", "data.train=shards",
+           "--set", "model.vocab=300")
+        ok("ckpt", "export", "bpe/final", "--out", "hf/model.safetensors")
+        return d
+
+
+class CliRobustness(RobustnessCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fx = Fixtures.build()
+
+    def copy(self, name, to=None):
+        """A private copy of a fixture in this test's directory."""
+        src, dst = os.path.join(self.fx, name), self.path(to or name)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, dst)
+        return dst
+
+    def ok(self, r):
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    # Row 3: an existing --out is refused unless --force, and --force replaces atomically.
+    def test_row03_import_out_exists_refused(self):
+        hf = self.copy("hf")
+        keep = self.write("afile", "keep\n")
+        final = self.copy("bytes/final", "trained/final")
+        for target in (keep, final):
+            before = snapshot(target)
+            r = self.tera("ckpt", "import", os.path.join(hf, "model.safetensors"), "--out", target)
+            self.assert_refused(r, [target, "already exists", "--force"])
+            self.assert_unchanged(before, target)
+        # With --force: replaced by a complete tera-model directory, no temporaries left beside it.
+        self.ok(self.tera("ckpt", "import", os.path.join(hf, "model.safetensors"), "--out", keep, "--force"))
+        self.assertTrue(os.path.isfile(os.path.join(keep, "meta.json")))
+        self.assertEqual(sorted(os.listdir(self.dir)), ["afile", "hf", "trained"])
+
+    def test_row03_export_out_exists_refused(self):
+        final = self.copy("bpe/final", "final")
+        out = self.write("out/model.safetensors", "keep\n")
+        before = snapshot(self.path("out"))
+        self.assert_refused(self.tera("ckpt", "export", final, "--out", out), [out, "already exists", "--force"])
+        self.assert_unchanged(before, self.path("out"))
+        # The files written beside it count too: a user's config.json is not replaced silently.
+        os.remove(out)
+        cfg = self.write("out/config.json", "{\"mine\": 1}\n")
+        before = snapshot(self.path("out"))
+        self.assert_refused(self.tera("ckpt", "export", final, "--out", out), [cfg, "already exists", "--force"])
+        self.assert_unchanged(before, self.path("out"))
+        self.ok(self.tera("ckpt", "export", final, "--out", out, "--force"))
+        self.assertEqual(load_json(cfg)["model_type"], "gpt2")
+        # Never into the checkpoint it reads, even with --force.
+        before = snapshot(final)
+        self.assert_refused(self.tera("ckpt", "export", final, "--out", os.path.join(final, "m.safetensors"), "--force"),
+                            ["inside the checkpoint"])
+        self.assert_unchanged(before, final)
+
+    def test_row03_decode_train_calibrate_out_exists_refused(self):
+        shards = self.copy("shards")
+        for args in (["tokenize", "decode", "--input", shards],
+                     ["tokenize", "train", "-i", CORPUS, "--vocab", "300"],
+                     ["calibrate", "--seconds", "0.01"]):
+            out = self.write("mine.txt", "keep\n")
+            before = snapshot(out)
+            r = self.tera(*args, "--out", out, timeout=60)
+            self.assert_refused(r, [out, "already exists", "--force"])
+            self.assert_unchanged(before, out)
+        r = self.ok(self.tera("tokenize", "decode", "--input", shards, "--out", out, "--force"))
+        with open(CORPUS, "rb") as f, open(out, "rb") as g:
+            self.assertEqual(g.read(), f.read())  # train + val splits decode back to the corpus
+
+    # Row 4: an output is never one of the inputs, --force or not.
+    def test_row04_decode_out_is_input_refused(self):
+        shards = self.copy("shards")
+        before = snapshot(shards)
+        shard = os.path.join(shards, "train-00000.tok")
+        for args in (["--input", shards, "--out", shard],
+                     ["--input", shard, "--tokenizer", os.path.join(shards, "tokenizer.json"), "--out", shard],
+                     ["--input", shards, "--out", os.path.join(shards, "tokenizer.json")],
+                     ["--input", shards, "--out", os.path.join(shards, "manifest.json")]):
+            r = self.tera("tokenize", "decode", *args, "--force")
+            self.assert_refused(r, ["is one of the inputs"])
+            self.assert_unchanged(before, shards)
+        # A new file named like a shard inside the shard directory is refused too.
+        r = self.tera("tokenize", "decode", "--input", shards, "--out", os.path.join(shards, "train-00007.tok"))
+        self.assert_refused(r, ["named like a shard"])
+        self.assert_unchanged(before, shards)
+        # encode into the directory holding its own input text; import into the directory holding its input.
+        os.makedirs(self.path("texts"))
+        text = shutil.copy(CORPUS, self.path("texts", "corpus.txt"))
+        before = snapshot(self.path("texts"))
+        r = self.tera("tokenize", "encode", "-t", "bytes", "-i", self.path("texts"), "-o", self.path("texts"))
+        self.assert_refused(r, ["holds the input", text])
+        self.assert_unchanged(before, self.path("texts"))
+        hf = self.copy("hf")
+        before = snapshot(hf)
+        r = self.tera("ckpt", "import", os.path.join(hf, "model.safetensors"), "--out", hf, "--force")
+        self.assert_refused(r, ["holds the input"])
+        self.assert_unchanged(before, hf)
+        # reshard into the ckpt.dir it reads from: would replace the very checkpoint.
+        ck = self.copy("bytes/ckpt", "ck")
+        before = snapshot(ck)
+        r = self.tera("ckpt", "reshard", os.path.join(ck, "step-00000006"), "--layout", "tp=2", "--out", ck, "--force")
+        self.assert_refused(r, ["would replace the checkpoint it reads"])
+        self.assert_unchanged(before, ck)
+
+    # Row 6: a tokenizer path inside meta.json (or given as --tokenizer) must be a regular file.
+    def test_row06_tokenizer_path_not_regular_refused(self):
+        final = self.copy("bpe/final", "final")
+        meta_path = os.path.join(final, "meta.json")
+        meta = load_json(meta_path)
+        embedded = meta["tokenizer"]
+        fifo = self.path("fifo")
+        os.mkfifo(fifo)
+        shards = self.copy("shards")
+        for bad, kind in (("/dev/zero", "character device"), (fifo, "FIFO"), (self.dir, "vocab.json")):
+            meta["tokenizer"] = bad
+            with open(meta_path, "w") as f:
+                json.dump(meta, f)
+            before = snapshot(final)
+            for args in (["generate", "--ckpt", final, "--prompt", "a", "-n", "2"],
+                         ["eval", "--ckpt", final, "--data", shards]):
+                r = self.tera(*args, timeout=30)
+                self.assert_refused(r, [bad, kind, "meta.json"])
+            self.assert_unchanged(before, final)
+        # A relative path resolves beside meta.json, not against the working directory.
+        with open(os.path.join(final, "tok.json"), "w") as f:
+            f.write(embedded)
+        meta["tokenizer"] = "tok.json"
+        with open(meta_path, "w") as f:
+            json.dump(meta, f)
+        self.ok(self.tera("generate", "--ckpt", "final", "--prompt", "a", "-n", "2", cwd=self.dir))
+        self.ok(self.tera("generate", "--ckpt", os.path.join(self.dir, "final"), "--prompt", "a", "-n", "2", cwd="/"))
+        # User-given --tokenizer paths, and a manifest's tokenizer file replaced by a FIFO.
+        for args in (["tokenize", "encode", "-t", "/dev/zero", "-i", CORPUS, "-o", self.path("s2")],
+                     ["tokenize", "stats", "-t", fifo, "-i", CORPUS],
+                     ["tokenize", "decode", "-i", shards, "-t", "/dev/zero", "--out", self.path("x.txt")]):
+            self.assert_refused(self.tera(*args, timeout=30), ["not a regular file"])
+        self.assertFalse(os.path.exists(self.path("s2")) or os.path.exists(self.path("x.txt")))
+        os.remove(os.path.join(shards, "tokenizer.json"))
+        os.mkfifo(os.path.join(shards, "tokenizer.json"))
+        self.assert_refused(self.tera("tokenize", "decode", "-i", shards, "--out", self.path("x.txt"), timeout=30),
+                            ["tokenizer.json", "FIFO"])
+        self.assert_refused(self.tera("ckpt", "import", fifo, "--out", self.path("imp"), timeout=30),
+                            [fifo, "not a regular file"])
+
+    # Row 11: --batches past the data is refused with the number the data holds; progress for long evaluations.
+    def test_row11_eval_batches_past_data_refused(self):
+        final = os.path.join(self.fx, "bytes", "final")
+        r = self.tera("eval", "--ckpt", final, "--data", CORPUS, "--batches", "100000000")
+        # tiny_corpus.txt: 1774 bytes -> 110 windows of 16 tokens, micro_batch 2 -> 55 batches.
+        self.assert_refused(r, ["--batches 100000000", "holds only 55 batches", "110 windows"])
+        self.assertEqual(r.stdout, "")
+        r = self.ok(self.tera("eval", "--ckpt", final, "--data", CORPUS, "--batches", "55"))
+        self.assertIn("evaluated 110 windows", r.stdout)
+        every = self.ok(self.tera("eval", "--ckpt", final, "--data", CORPUS, env={"TERA_TEST_EVAL_PROGRESS_S": "0"}))
+        progress = [l for l in every.stderr.splitlines() if l.startswith("eval: ")]
+        self.assertGreater(len(progress), 10, every.stderr)
+        self.assertIn("windows (", progress[0])
+        self.assertIn("eta", progress[0])
+        self.assertEqual(every.stdout, r.stdout)  # stdout holds the result only
+        quiet = self.ok(self.tera("eval", "-q", "--ckpt", final, "--data", CORPUS,
+                                  env={"TERA_TEST_EVAL_PROGRESS_S": "0"}))
+        self.assertEqual(quiet.stderr, "")
+
+    # Row 13: config.json is checked against the tensors; an untied head is refused, not dropped.
+    def test_row13_import_checks_config_and_untied_head(self):
+        hf = self.copy("hf")
+        st = os.path.join(hf, "model.safetensors")
+        cfg_path = os.path.join(hf, "config.json")
+        cfg = load_json(cfg_path)
+        tensors, meta = read_safetensors(st)
+        out = self.path("imported")
+        for field, wrong in (("n_layer", 2), ("n_embd", 32), ("n_head", 3), ("vocab_size", 256),
+                             ("n_positions", 1024)):
+            with open(cfg_path, "w") as f:
+                json.dump(dict(cfg, **{field: wrong}), f)
+            r = self.tera("ckpt", "import", st, "--out", out)
+            self.assert_refused(r, [field, cfg_path])
+            self.assertFalse(os.path.exists(out))
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f)
+        wte = tensors["transformer.wte.weight"]
+        # An untied head: refused, naming lm_head and why.
+        write_safetensors(st, dict(tensors, **{"lm_head.weight": (wte[0], [v + 1.0 for v in wte[1]])}), meta)
+        r = self.tera("ckpt", "import", st, "--out", out)
+        self.assert_refused(r, ["lm_head.weight", "untied", "ties the output head"])
+        self.assertFalse(os.path.exists(out))
+        # A layer the config does not have (h.1 without h.1.ln_1): refused, named.
+        extra = {"transformer.h.1.mlp.c_fc.weight": tensors["transformer.h.0.mlp.c_fc.weight"]}
+        write_safetensors(st, dict(tensors, **extra), meta)
+        self.assert_refused(self.tera("ckpt", "import", st, "--out", out), ["transformer.h.1.mlp.c_fc.weight", "drop"])
+        # The head stored twice, equal to wte (tied): imported.
+        write_safetensors(st, dict(tensors, **{"lm_head.weight": wte}), meta)
+        self.ok(self.tera("ckpt", "import", st, "--out", out))
+        self.assertTrue(os.path.isfile(os.path.join(out, "meta.json")))
+
+    # Row 14: export writes the BPE tokenizer (vocab.json + merges.txt); import reads it back.
+    def test_row14_export_import_keeps_bpe_tokenizer(self):
+        final = os.path.join(self.fx, "bpe", "final")
+        out = self.path("hf", "model.safetensors")
+        self.ok(self.tera("ckpt", "export", final, "--out", out))
+        vocab = load_json(self.path("hf", "vocab.json"))
+        self.assertEqual(len(vocab), 300)
+        self.assertIn("<|endoftext|>", vocab)
+        merges = read_text(self.path("hf", "merges.txt")).splitlines()
+        self.assertTrue(merges[0].startswith("#version"))
+        self.assertEqual(len(merges) - 1, 300 - 256 - 1)
+        r = self.ok(self.tera("ckpt", "import", out, "--out", self.path("imported")))
+        self.assertIn("BPE tokenizer of 300 tokens", r.stdout)
+        # The imported model generates the same text and evaluates its own shards.
+        gen = ["--prompt", "The cat", "-n", "8", "-t", "0", "--ids"]
+        a = self.ok(self.tera("generate", "--ckpt", final, *gen))
+        b = self.ok(self.tera("generate", "--ckpt", self.path("imported"), *gen))
+        self.assertEqual(a.stdout, b.stdout)
+        ids = [int(i) for i in b.stdout.strip().splitlines()[-1].split()]
+        self.assertTrue(all(0 <= i < 300 for i in ids))
+        shards = os.path.join(self.fx, "shards")
+        e1 = self.ok(self.tera("eval", "--ckpt", final, "--data", shards))
+        e2 = self.ok(self.tera("eval", "--ckpt", self.path("imported"), "--data", shards))
+        l1, l2 = (float(e.stdout.splitlines()[-1].split("=")[1]) for e in (e1, e2))
+        self.assertAlmostEqual(l1, l2, delta=1e-5 * l1)  # micro-batch sizes differ (final/ records its run's)
+        # A byte-level model exports no tokenizer files, and imports as byte-level.
+        self.ok(self.tera("ckpt", "export", os.path.join(self.fx, "bytes", "final"), "--out", self.path("b", "m.safetensors")))
+        self.assertEqual(sorted(os.listdir(self.path("b"))), ["config.json", "m.safetensors"])
+        r = self.ok(self.tera("ckpt", "import", self.path("b", "m.safetensors"), "--out", self.path("bimp")))
+        self.assertIn("byte-level", r.stdout)
+        self.assertEqual(load_json(self.path("bimp", "meta.json"))["tokenizer"], "bytes")
+
+    # Row 16 (and "every output checked before any work"): unwritable outputs are refused at start-up.
+    def test_row16_outputs_checked_before_work(self):
+        self.write("afile", "x\n")
+        hf = os.path.join(self.fx, "hf", "model.safetensors")
+        bad_file = self.path("afile", "out.txt")  # its parent is a regular file
+        missing = self.path("nodir", "out.txt")   # its parent does not exist
+        tmp_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "tera-calibrate-*")))
+        cases = [
+            (["tokenize", "train", "-i", CORPUS, "--vocab", "300", "--out", missing], missing),
+            (["tokenize", "decode", "-i", os.path.join(self.fx, "shards"), "--out", missing], missing),
+            (["tokenize", "encode", "-t", "bytes", "-i", CORPUS, "-o", bad_file], bad_file),
+            (["ckpt", "import", hf, "--out", bad_file], bad_file),
+            (["ckpt", "export", os.path.join(self.fx, "bpe", "final"), "--out", bad_file], bad_file),
+            (["ckpt", "reshard", os.path.join(self.fx, "bytes", "ckpt", "step-00000006"), "--layout", "tp=2",
+              "--out", bad_file], bad_file),
+            (["calibrate", "--out", bad_file], bad_file),
+        ]
+        for args, needle in cases:
+            before = snapshot(self.dir)
+            r = self.tera(*args, timeout=60)
+            self.assert_refused(r, ["--out", needle])
+            self.assert_unchanged(before, self.dir)
+            self.assertFalse(os.path.exists(self.path("nodir")))
+        self.assertEqual(set(glob.glob(os.path.join(tempfile.gettempdir(), "tera-calibrate-*"))), tmp_before)
+        # calibrate's default output is the user's configuration directory, never the tracked preset.
+        tracked = os.path.join(REPO, "configs", "clusters", "local.toml")
+        tracked_before = snapshot(tracked) if os.path.exists(tracked) else None
+        xdg = self.path("xdg")
+        preset = self.write("xdg/tera/clusters/local.toml", "# mine\n")
+        before = snapshot(preset)
+        r = self.tera("calibrate", "--seconds", "0.01", env={"XDG_CONFIG_HOME": xdg}, timeout=60)
+        self.assert_refused(r, [preset, "already exists", "--force"])
+        self.assert_unchanged(before, preset)
+        if tracked_before is not None:
+            self.assert_unchanged(tracked_before, tracked)
+        help_text = self.tera("calibrate", "--help", env={"XDG_CONFIG_HOME": xdg}).stdout
+        self.assertIn(preset, help_text)
+
+
+if __name__ == "__main__":
+    main()
