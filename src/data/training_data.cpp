@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
+#include "core/file_util.h"
 #include "data/corpus_encode.h"
 #include "data/shard_dataset.h"
 #include "data/shard_manifest.h"
@@ -65,6 +67,10 @@ Expected<BpeTokenizer> choose_tokenizer(const DataConfig& dc) {
 // Encodes text files in memory; part 1 is the held-out tail when hold_out > 0.
 Expected<std::vector<std::unique_ptr<TokenDataset>>> encode_text(const std::string& path, const std::string& key,
                                                                  const BpeTokenizer& tok, double hold_out) {
+  // A device (/dev/zero) or FIFO would be read without end: regular files only.
+  if (Status s = check_regular_file(path, keyed(key, path) + ": the text file", std::numeric_limits<uint64_t>::max()); !s) {
+    return s;
+  }
   std::vector<int32_t> parts[2];
   EncodeOptions opts;
   opts.threads = encode_threads();

@@ -150,8 +150,9 @@ class CliRobustness(RobustnessCase):
                      ["calibrate", "--seconds", "0.01"]):
             out = self.write("mine.txt", "keep\n")
             before = snapshot(out)
-            r = self.tera(*args, "--out", out, timeout=60)
+            r = self.tera(*args, "--out", out, timeout=60, env={"TERA_CONFIG_DIR": self.path("cfgdir")})
             self.assert_refused(r, [out, "already exists", "--force"])
+            self.assertEqual(r.stdout, "")  # refused before any work
             self.assert_unchanged(before, out)
         r = self.ok(self.tera("tokenize", "decode", "--input", shards, "--out", out, "--force"))
         with open(CORPUS, "rb") as f, open(out, "rb") as g:
@@ -231,6 +232,9 @@ class CliRobustness(RobustnessCase):
                             ["tokenizer.json", "FIFO"])
         self.assert_refused(self.tera("ckpt", "import", fifo, "--out", self.path("imp"), timeout=30),
                             [fifo, "not a regular file"])
+        for model in ("bpe", "bytes"):  # text encoded in memory, and text as byte tokens
+            r = self.tera("eval", "--ckpt", os.path.join(self.fx, model, "final"), "--data", fifo, timeout=30)
+            self.assert_refused(r, [fifo, "FIFO"])
 
     # Row 11: --batches past the data is refused with the number the data holds; progress for long evaluations.
     def test_row11_eval_batches_past_data_refused(self):
@@ -336,6 +340,7 @@ class CliRobustness(RobustnessCase):
             before = snapshot(self.dir)
             r = self.tera(*args, timeout=60)
             self.assert_refused(r, ["--out", needle])
+            self.assertNotIn("tera calibrate:", r.stdout)  # no work before the refusal
             self.assert_unchanged(before, self.dir)
             self.assertFalse(os.path.exists(self.path("nodir")))
         self.assertEqual(set(glob.glob(os.path.join(tempfile.gettempdir(), "tera-calibrate-*"))), tmp_before)
@@ -345,9 +350,13 @@ class CliRobustness(RobustnessCase):
         xdg = self.path("xdg")
         preset = self.write("xdg/tera/clusters/local.toml", "# mine\n")
         before = snapshot(preset)
-        r = self.tera("calibrate", "--seconds", "0.01", env={"XDG_CONFIG_HOME": xdg}, timeout=60)
+        cfgdir = self.path("cfgdir")  # where an old build would write its default (instead of configs/)
+        env = {"XDG_CONFIG_HOME": xdg, "TERA_CONFIG_DIR": cfgdir}
+        r = self.tera("calibrate", "--seconds", "0.01", env=env, timeout=60)
         self.assert_refused(r, [preset, "already exists", "--force"])
+        self.assertEqual(r.stdout, "")  # refused before measuring anything
         self.assert_unchanged(before, preset)
+        self.assertFalse(os.path.exists(cfgdir))
         if tracked_before is not None:
             self.assert_unchanged(tracked_before, tracked)
         help_text = self.tera("calibrate", "--help", env={"XDG_CONFIG_HOME": xdg}).stdout
