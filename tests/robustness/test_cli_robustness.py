@@ -174,6 +174,12 @@ class CliRobustness(RobustnessCase):
         r = self.tera("tokenize", "decode", "--input", shards, "--out", os.path.join(shards, "train-00007.tok"))
         self.assert_refused(r, ["named like a shard"])
         self.assert_unchanged(before, shards)
+        # tokenize train over its own corpus.
+        corpus = shutil.copy(CORPUS, self.path("corpus.txt"))
+        before = snapshot(corpus)
+        r = self.tera("tokenize", "train", "-i", corpus, "--vocab", "300", "--out", corpus, "--force")
+        self.assert_refused(r, ["is one of the inputs", corpus])
+        self.assert_unchanged(before, corpus)
         # encode into the directory holding its own input text; import into the directory holding its input.
         os.makedirs(self.path("texts"))
         text = shutil.copy(CORPUS, self.path("texts", "corpus.txt"))
@@ -226,6 +232,13 @@ class CliRobustness(RobustnessCase):
                      ["tokenize", "decode", "-i", shards, "-t", "/dev/zero", "--out", self.path("x.txt")]):
             self.assert_refused(self.tera(*args, timeout=30), ["not a regular file"])
         self.assertFalse(os.path.exists(self.path("s2")) or os.path.exists(self.path("x.txt")))
+        # A shard the manifest lists, replaced by a FIFO or a link to a device: refused, never waited on.
+        for name, make in (("fifo", os.mkfifo), ("device", lambda p: os.symlink("/dev/zero", p))):
+            other = self.copy("shards", "shards-" + name)
+            os.remove(os.path.join(other, "train-00000.tok"))
+            make(os.path.join(other, "train-00000.tok"))
+            r = self.tera("tokenize", "decode", "-i", other, "--out", self.path("x.txt"), timeout=30)
+            self.assert_refused(r, ["train-00000.tok", "not a regular file"])
         os.remove(os.path.join(shards, "tokenizer.json"))
         os.mkfifo(os.path.join(shards, "tokenizer.json"))
         self.assert_refused(self.tera("tokenize", "decode", "-i", shards, "--out", self.path("x.txt"), timeout=30),
