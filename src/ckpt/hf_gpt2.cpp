@@ -143,7 +143,8 @@ Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& dir, 
   return out;
 }
 
-Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path) {
+Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
+                      int64_t eot) {
   if (model.mlp != MlpKind::standard || model.kv() != model.heads) {
     return Status::error("Hugging Face GPT-2 has no gated MLP or grouped-query attention; this model cannot be exported "
                          "as GPT-2");
@@ -165,7 +166,7 @@ Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfi
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
   auto crc = write_safetensors(path, refs, {{"format", "pt"}});
   if (!crc) return crc.status();
-  const json cfg = {{"architectures", {"GPT2LMHeadModel"}},
+  json cfg = {{"architectures", {"GPT2LMHeadModel"}},
                     {"model_type", "gpt2"},
                     {"vocab_size", model.vocab},
                     {"n_positions", model.seq_len},
@@ -181,6 +182,10 @@ Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfi
                     {"attn_pdrop", 0.0},
                     {"tie_word_embeddings", true},
                     {"torch_dtype", "float32"}};
+  // GPT2Config defaults both to 50256 (GPT-2's <|endoftext|>): state the
+  // model's own, or none (a byte-level model has no end-of-text token).
+  cfg["bos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
+  cfg["eos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
   const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
   const std::string text = cfg.dump(2) + "\n";
   auto f = AtomicFile::create((parent / "config.json").string());

@@ -48,8 +48,10 @@ std::pair<std::string, bool> hf_gpt2_name(const std::string& tera_name);
 
 // Writes `weights` (a GPT-2 shaped model) as a safetensors file with Hugging
 // Face names and layouts, plus config.json (GPT2Config) beside it. Fails for
-// shapes GPT-2 cannot express (gated MLP, grouped-query attention).
-Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path);
+// shapes GPT-2 cannot express (gated MLP, grouped-query attention). `eot`:
+// the tokenizer's end-of-text id, written as bos/eos_token_id (-1: none).
+Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
+                      int64_t eot = -1);
 
 // Model config of a Hugging Face GPT-2 safetensors file, inferred from its
 // tensor shapes (layers, hidden, vocab, positions, ffn); heads come from

@@ -184,7 +184,7 @@ int run_export(const CkptArgs& a) {
   ModelConfig model;
   auto weights = read_global_weights(a.dir, &model);
   if (!weights) return bad_input(weights.error());
-  if (Status s = export_hf_gpt2(*weights, model, a.out); !s) {
+  if (Status s = export_hf_gpt2(*weights, model, a.out, tok->eot()); !s) {
     print_error(s.message());
     return kExitFailure;
   }

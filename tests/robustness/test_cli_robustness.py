@@ -308,6 +308,8 @@ class CliRobustness(RobustnessCase):
         vocab = load_json(self.path("hf", "vocab.json"))
         self.assertEqual(len(vocab), 300)
         self.assertIn("<|endoftext|>", vocab)
+        cfg = load_json(self.path("hf", "config.json"))  # GPT2Config's default 50256 is not this model's
+        self.assertEqual((cfg["bos_token_id"], cfg["eos_token_id"]), (vocab["<|endoftext|>"],) * 2)
         merges = read_text(self.path("hf", "merges.txt")).splitlines()
         self.assertTrue(merges[0].startswith("#version"))
         self.assertEqual(len(merges) - 1, 300 - 256 - 1)
