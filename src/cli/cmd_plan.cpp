@@ -31,7 +31,8 @@ struct PlanArgs {
   std::string sp, recompute;
   // validate
   std::vector<std::string> csv;
-  bool validate_json = false;
+  bool validate_json = false, fit = false;
+  std::string cross_validate;
   double fail_median = 0, fail_max = 0;
 };
 
@@ -63,7 +64,30 @@ int run_validate(const PlanArgs& a) {
     if (!table.ok()) return bad(table.error());
     tables.push_back(std::move(*table));
   }
-  auto rep = validate_runs(tables, a.csv, &load_cluster);
+  if (!a.cross_validate.empty()) {
+    if (a.cross_validate != "source") return bad("--cross-validate " + a.cross_validate + ": the unit is 'source'");
+    auto cv = cross_validate_by_source(tables, a.csv, &load_cluster);
+    if (!cv.ok()) return bad(cv.error());
+    if (a.validate_json) {
+      fmt::print("{}\n", nlohmann::json{{"in_sample", validation_json(cv->in_sample)},
+                                         {"held_out", validation_json(cv->held_out)}}.dump(2));
+    } else {
+      std::string files;
+      for (const std::string& f : a.csv) files += " " + f;
+      fmt::print("tera plan validate{} --cross-validate source\n\n{}", files, cross_validation_table(*cv));
+    }
+    const ValidationReport& h = cv->held_out;
+    if ((a.fail_median > 0 && 100 * h.median_abs_error > a.fail_median) ||
+        (a.fail_max > 0 && 100 * h.max_abs_error > a.fail_max)) {
+      print_error(fmt::format("held-out error above the thresholds: median {:.2f}% (limit {}), max {:.2f}% (limit {})",
+                              100 * h.median_abs_error, a.fail_median, 100 * h.max_abs_error, a.fail_max));
+      return kExitFailure;
+    }
+    return kExitOk;
+  }
+  ValidateOptions vo;
+  vo.fit = a.fit;
+  auto rep = validate_runs(tables, a.csv, &load_cluster, vo);
   if (!rep.ok()) return bad(rep.error());
   if (a.validate_json) {
     fmt::print("{}\n", validation_json(*rep).dump(2));
@@ -209,6 +233,9 @@ Command add_plan_command(CLI::App& parent) {
   val->add_option("files", a->csv, "CSV files, e.g. configs/calibration/published_runs.csv published_runs_more.csv")
       ->required();
   val->add_flag("--json", a->validate_json, "Print a JSON array of per-row predictions");
+  val->add_flag("--fit", a->fit, "Fit the stack profiles' parameters on these rows first (prints them)");
+  val->add_option("--cross-validate", a->cross_validate,
+                  "source: refit the profiles without each source in turn and predict it (leave-one-source-out)");
   val->add_option("--fail-above-median", a->fail_median, "Exit 1 if the median |error| exceeds this many percent");
   val->add_option("--fail-above-max", a->fail_max, "Exit 1 if the max |error| exceeds this many percent");
   sub->require_subcommand(0, 1);

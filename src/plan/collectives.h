@@ -3,8 +3,10 @@
 // for all-reduce, (n-1)/n for all-gather and reduce-scatter (bytes = the full
 // buffer). busbw comes from a hierarchical topology: a group inside one
 // package or node runs at that link's bandwidth; a group spanning nodes is
-// bounded by each GPU's share of its node's NICs (every GPU of the node runs
-// the same collective at once in a 3D layout), times an achievable fraction.
+// bounded by its members' share of their node's NICs: k members per node
+// drive k rail-aligned NICs' worth (k x nics x nic_bw / gpus; the node's other
+// GPUs run their own groups beside it in a 3D layout), times an achievable
+// fraction.
 #pragma once
 
 #include "plan/hardware.h"

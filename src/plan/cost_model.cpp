@@ -40,10 +40,11 @@ double op_time(const Op& op, const Cluster& cl, double peak) {
   return t;
 }
 
-PassCost price_pass(const PassOps& p, const Cluster& cl, double peak, int tp) {
+PassCost price_pass(const PassOps& p, const Cluster& cl, double peak, int tp, double gemm_peak) {
   PassCost c;
+  if (gemm_peak <= 0) gemm_peak = peak;
   for (const Op& op : p.ops) {
-    const double t = op_time(op, cl, peak);
+    const double t = op_time(op, cl, op.cls == OpClass::gemm ? gemm_peak : peak);
     if (op.cls == OpClass::gemm) c.gemm += t;
     else if (op.cls == OpClass::attention) c.attention += t;
     else c.memory += t;
@@ -63,18 +64,32 @@ Expected<double> peak_flops(const Cluster& cl, Precision p) {
   return cl.gpu.peak_flops_16;
 }
 
+Expected<double> gemm_peak_flops(const Cluster& cl, const Workload& w) {
+  if (!w.fp8_gemms) return peak_flops(cl, w.precision);
+  if (cl.gpu.peak_flops_8 <= 0) {
+    return Status::error("cluster " + cl.name + " (" + cl.source + ") has no fp8 peak (gpu.peak_tflops_8)");
+  }
+  return cl.gpu.peak_flops_8;
+}
+
 namespace {
 
 // ZeRO-2/3 traffic of one pass over `params` local parameters, overlapped
 // with the pass's own work: only what exceeds it is exposed.
 double zero_exposed(const PlanLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
-                    double pass_time) {
+                    double pass_time, int tensors) {
   if (l.dp <= 1 || l.zero < 2) return 0;
   const Group dp{l.dp, l.tp};
+  // A stack that gathers tensor by tensor pays one latency per tensor.
+  const double extra = cl.stack.zero_per_tensor ? tensors - 1 : 0;
   double t = 0;
-  if (l.zero >= 3) t += collective_time(Collective::all_gather, params * static_cast<double>(pb.param), dp, cl);
+  if (l.zero >= 3) {
+    t += collective_time(Collective::all_gather, params * static_cast<double>(pb.param), dp, cl) +
+         extra * collective_time(Collective::all_gather, 0, dp, cl);
+  }
   if (backward) {
-    t += collective_time(Collective::reduce_scatter, params * static_cast<double>(grad_bytes(pb, l.zero)), dp, cl);
+    t += collective_time(Collective::reduce_scatter, params * static_cast<double>(grad_bytes(pb, l.zero)), dp, cl) +
+         extra * collective_time(Collective::reduce_scatter, 0, dp, cl);
   }
   return overlapped(pass_time, t, cl.eff) - pass_time;
 }
@@ -94,15 +109,19 @@ PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload
   o.flash_attention = cl.stack.flash_attention;
   o.dropout = cl.stack.dropout;
   o.act_bytes = dtype_bytes(pb.act);
+  o.fp8_gemms = w.fp8_gemms;
+  const double gp = gemm_peak_flops(cl, w).value();
   auto both = [&](const PartOps& ops, PassCost* f, PassCost* b) {
-    *f = price_pass(ops.fwd, cl, pc.peak_flops, l.tp);
-    *b = price_pass(ops.bwd, cl, pc.peak_flops, l.tp);
-    *b += price_pass(ops.recompute, cl, pc.peak_flops, l.tp);
+    *f = price_pass(ops.fwd, cl, pc.peak_flops, l.tp, gp);
+    *b = price_pass(ops.bwd, cl, pc.peak_flops, l.tp, gp);
+    *b += price_pass(ops.recompute, cl, pc.peak_flops, l.tp, gp);
   };
   both(block_ops(spec, o), &pc.block_f, &pc.block_b);
   both(embedding_ops(spec, o), &pc.emb_f, &pc.emb_b);
   both(head_ops(spec, o), &pc.head_f, &pc.head_b);
   pc.act_bytes = static_cast<double>(o.B * o.T * spec.config().hidden * o.act_bytes);
+  pc.block_tensors = static_cast<int>(std::count_if(spec.params().begin(), spec.params().end(),
+                                                    [](const ParamInfo& p) { return p.layer == 0; }));
   return pc;
 }
 
@@ -118,7 +137,7 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
   const double block_p = split.block, emb_p = split.wte;
   // ZeRO-2/3 traffic overlapped with the pass it serves.
   auto with_zero = [&](PassCost c, double params, bool backward) {
-    c.dp_comm = zero_exposed(l, pb, cl, params, backward, c.total());
+    c.dp_comm = zero_exposed(l, pb, cl, params, backward, c.total(), parts.block_tensors);
     return c;
   };
   const PassCost bf = with_zero(parts.block_f, block_p, false), bb = with_zero(parts.block_b, block_p, true);

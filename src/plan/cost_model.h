@@ -45,10 +45,15 @@ struct StepCosts {
 double gemm_efficiency(const Op& op, const Efficiency& e);
 double op_time(const Op& op, const Cluster& cl, double peak_flops);
 // Prices one pass: compute by class and its tensor-parallel collectives.
-PassCost price_pass(const PassOps& p, const Cluster& cl, double peak_flops, int tp);
+// GEMMs (OpClass::gemm) run at gemm_peak (the fp8 peak for fp8 linear layers;
+// <= 0: peak_flops).
+PassCost price_pass(const PassOps& p, const Cluster& cl, double peak_flops, int tp, double gemm_peak = 0);
 
 // Peak FLOP/s for the workload's precision; fails if the GPU lacks it.
 Expected<double> peak_flops(const Cluster& cl, Precision p);
+// Peak of the linear layers' GEMMs: the fp8 peak for fp8 GEMMs (fails if the
+// GPU has none), else peak_flops.
+Expected<double> gemm_peak_flops(const Cluster& cl, const Workload& w);
 
 StepCosts price_step(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
 
@@ -60,6 +65,7 @@ struct PartCosts {
   PassCost block_f, block_b, emb_f, emb_b, head_f, head_b;
   double peak_flops = 0;
   double act_bytes = 0;  // one activation [B, T, C]
+  int block_tensors = 1; // parameter tensors of one block (ZeRO collectives per block, per tensor)
 };
 PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
 StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const PlanLayout& l,

@@ -25,6 +25,9 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   c.gpu.peak_flops_16 = v * kTera;
   TERA_RETURN_IF_ERROR(f.number("gpu.peak_tflops_32", &v, true, 1e-6, 1e6));
   c.gpu.peak_flops_32 = v * kTera;
+  v = 0;
+  TERA_RETURN_IF_ERROR(f.number("gpu.peak_tflops_8", &v, false, 0, 1e6));
+  c.gpu.peak_flops_8 = v * kTera;
   TERA_RETURN_IF_ERROR(f.number("gpu.memory_gib", &v, true, 0.01, 1e6));
   c.gpu.memory_bytes = v * kGiB;
   TERA_RETURN_IF_ERROR(f.number("gpu.hbm_tb_s", &v, true, 1e-4, 1e4));
@@ -97,6 +100,7 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
   std::string s = header_comment;
   s += fmt::format("name = \"{}\"\n\n[gpu]\nname = \"{}\"\n", c.name, c.gpu.name);
   if (c.gpu.peak_flops_16 > 0) s += fmt::format("peak_tflops_16 = {:.6g}\n", c.gpu.peak_flops_16 / 1e12);
+  if (c.gpu.peak_flops_8 > 0) s += fmt::format("peak_tflops_8 = {:.6g}\n", c.gpu.peak_flops_8 / 1e12);
   s += fmt::format("peak_tflops_32 = {:.6g}\nmemory_gib = {:.6g}\nhbm_tb_s = {:.6g}\n\n", c.gpu.peak_flops_32 / 1e12,
                    c.gpu.memory_bytes / kGiB, c.gpu.hbm_bw / 1e12);
   s += fmt::format("[node]\ngpus = {}\npackage_gpus = {}\nintra_gb_s = {:.6g}\npackage_gb_s = {:.6g}\nnics = {}\n"

@@ -15,6 +15,7 @@ struct GpuSpec {
   std::string name;
   double peak_flops_16 = 0;  // dense bf16/fp16 tensor FLOP/s; 0: no 16-bit support
   double peak_flops_32 = 0;  // dense fp32 FLOP/s
+  double peak_flops_8 = 0;   // dense fp8 tensor FLOP/s; 0: no fp8 support
   double memory_bytes = 0;   // device memory per GPU
   double hbm_bw = 0;         // bytes/s
 };
@@ -64,6 +65,10 @@ struct Stack {
   bool dp_overlap = true;        // gradient reduction overlapped with backward (all but the last bucket)
   bool p2p_overlap = true;       // pipeline sends run beside compute (else the sender waits for each transfer)
   bool dropout = true;           // attention/hidden dropout masks kept (Megatron GPT default)
+  // ZeRO-3 gathers and reduces each parameter tensor on its own (DeepSpeed)
+  // rather than a block's parameters as one flat buffer (FSDP): one
+  // collective's latency per tensor of the block.
+  bool zero_per_tensor = false;
 };
 
 struct MemoryPolicy {

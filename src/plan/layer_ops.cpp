@@ -38,12 +38,19 @@ Op memory(const char* name, double bytes, OpClass cls = OpClass::memory) {
   return op;
 }
 
-// Forward and backward GEMMs of a linear layer.
+// Forward and backward GEMMs of a linear layer. With fp8 GEMMs the operands
+// are 1 byte, and the inputs are cast first: X [m,k] and W [k,n] before the
+// forward, dY [m,n] before the backward (amax read e, cast read e + write 1).
 void linear(PassOps& fwd, PassOps& bwd, const char* name, const char* dgrad, const char* wgrad, double m, double n,
-            double k, double e) {
-  fwd.ops.push_back(gemm(name, m, n, k, e));
-  bwd.ops.push_back(gemm(dgrad, m, k, n, e));
-  bwd.ops.push_back(gemm(wgrad, k, n, m, e));
+            double k, double e, bool fp8 = false) {
+  const double g = fp8 ? 1 : e;
+  fwd.ops.push_back(gemm(name, m, n, k, g));
+  bwd.ops.push_back(gemm(dgrad, m, k, n, g));
+  bwd.ops.push_back(gemm(wgrad, k, n, m, g));
+  if (fp8) {
+    fwd.ops.push_back(memory("fp8_cast", (m * k + k * n) * (2 * e + 1)));
+    bwd.ops.push_back(memory("fp8_cast_bwd", m * n * (2 * e + 1)));
+  }
 }
 
 }  // namespace
@@ -62,7 +69,8 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
   // Attention block.
   f.ops.push_back(memory("layernorm_1", 2 * Ns * C * e));
   b.ops.push_back(memory("layernorm_1_bwd", 4 * Ns * C * e));
-  linear(f, b, "qkv", "qkv_dgrad", "qkv_wgrad", N, Ql, C, e);
+  const bool f8 = o.fp8_gemms;
+  linear(f, b, "qkv", "qkv_dgrad", "qkv_wgrad", N, Ql, C, e, f8);
   PassOps core;  // attention core forward (what selective recompute re-runs)
   if (o.flash_attention) {
     Op fa{"flash_attention", OpClass::attention};
@@ -86,17 +94,17 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
     b.ops.push_back(gemm("attn_scores_dk", T, hs, T, e, OpClass::attention, B * Hl));
   }
   f.ops.insert(f.ops.end(), core.ops.begin(), core.ops.end());
-  linear(f, b, "attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", N, C, C / tp, e);
+  linear(f, b, "attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", N, C, C / tp, e, f8);
   f.ops.push_back(memory("bias_dropout_add_1", Ns * C * (3 * e + d)));
   b.ops.push_back(memory("bias_dropout_add_1_bwd", Ns * C * (2 * e + d)));
   // MLP block.
   f.ops.push_back(memory("layernorm_2", 2 * Ns * C * e));
   b.ops.push_back(memory("layernorm_2_bwd", 4 * Ns * C * e));
-  linear(f, b, "fc", "fc_dgrad", "fc_wgrad", N, fc_n, C, e);
+  linear(f, b, "fc", "fc_dgrad", "fc_wgrad", N, fc_n, C, e, f8);
   const bool gated = c.mlp == MlpKind::gated;
   f.ops.push_back(memory(gated ? "swiglu" : "bias_gelu", (gated ? 3 : 2) * N * Fl * e));
   b.ops.push_back(memory(gated ? "swiglu_bwd" : "bias_gelu_bwd", (gated ? 5 : 3) * N * Fl * e));
-  linear(f, b, "fc2", "fc2_dgrad", "fc2_wgrad", N, C, Fl, e);
+  linear(f, b, "fc2", "fc2_dgrad", "fc2_wgrad", N, C, Fl, e, f8);
   f.ops.push_back(memory("bias_dropout_add_2", Ns * C * (3 * e + d)));
   b.ops.push_back(memory("bias_dropout_add_2_bwd", Ns * C * (2 * e + d)));
   // Tensor-parallel collectives (Megatron's conjugate pairs; with sequence

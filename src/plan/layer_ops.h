@@ -49,6 +49,9 @@ struct OpsOptions {
   bool flash_attention = false;
   bool dropout = false;
   int64_t act_bytes = 2;
+  // fp8 linear layers: each GEMM's inputs are scaled and cast first (an amax
+  // read, then a read and a 1-byte write per element: 2e + 1 bytes).
+  bool fp8_gemms = false;
 };
 
 struct PartOps {

@@ -39,6 +39,9 @@ struct Workload {
   ModelConfig model;          // model.seq_len is the training sequence length
   int64_t global_batch = 1;   // sequences per optimizer step
   Precision precision = Precision::mixed;
+  // Linear layers in fp8 (torchao float8: dynamic scaling, casts before each
+  // GEMM; attention, norms and master weights as in `precision`).
+  bool fp8_gemms = false;
 };
 
 // A parallel layout as the planner prices it. (comm/layout.h's Layout is the

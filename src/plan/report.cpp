@@ -121,8 +121,59 @@ std::string validation_table(const ValidationReport& rep) {
                      r.predicted, r.reported, 100 * r.rel_error, notes);
   }
   for (const auto& sk : rep.skipped) s += "  skipped " + sk + "\n";
+  s += "\n" + source_table(rep) + "\n" + params_table(rep.params);
   s += fmt::format("\n{} rows: median |error| {:.2f}%, max |error| {:.2f}%\n", rep.rows.size(),
                    100 * rep.median_abs_error, 100 * rep.max_abs_error);
+  return s;
+}
+
+namespace {
+
+std::string short_source(const std::string& s) { return s.size() > 64 ? s.substr(0, 61) + "..." : s; }
+
+}  // namespace
+
+std::string source_table(const ValidationReport& rep) {
+  std::string s = fmt::format("{:<64} {:>4} {:>9} {:>9}\n", "source", "rows", "median", "max");
+  for (const SourceStats& x : rep.by_source) {
+    s += fmt::format("{:<64} {:>4} {:>8.2f}% {:>8.2f}%\n", short_source(x.source), x.rows, 100 * x.median_abs_error,
+                     100 * x.max_abs_error);
+  }
+  return s;
+}
+
+std::string params_table(const std::map<std::string, StackParams>& params) {
+  std::string s = fmt::format("{:<20} {:>10} {:>14} {:>12} {:>10}\n", "stack profile", "gemm_scale",
+                              "overhead_scale", "overlap_loss", "link_scale");
+  for (const auto& [name, q] : params) {
+    s += fmt::format("{:<20} {:>10.3f} {:>14.3f} {:>12} {:>10.3f}\n", name, q.gemm_scale, q.overhead_scale,
+                     q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss), q.link_scale);
+  }
+  return s;
+}
+
+std::string cross_validation_table(const CrossValidation& cv) {
+  std::string s = "held-out rows (each predicted by profiles fitted without its source):\n";
+  ValidationReport h = cv.held_out;
+  h.params.clear();
+  std::string rows = validation_table(h);
+  rows = rows.substr(0, rows.find("\nsource "));  // the rows and skips; the summary follows
+  s += rows + "\n\n";
+  s += fmt::format("{:<64} {:>4} {:>10} {:>10} {:>10} {:>10}\n", "source", "rows", "in median", "in max",
+                   "held median", "held max");
+  for (const SourceStats& x : cv.held_out.by_source) {
+    SourceStats in;
+    for (const SourceStats& y : cv.in_sample.by_source) {
+      if (y.source == x.source) in = y;
+    }
+    s += fmt::format("{:<64} {:>4} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.2f}%\n", short_source(x.source), x.rows,
+                     100 * in.median_abs_error, 100 * in.max_abs_error, 100 * x.median_abs_error,
+                     100 * x.max_abs_error);
+  }
+  s += fmt::format("{:<64} {:>4} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.2f}%\n", "all", cv.held_out.rows.size(),
+                   100 * cv.in_sample.median_abs_error, 100 * cv.in_sample.max_abs_error,
+                   100 * cv.held_out.median_abs_error, 100 * cv.held_out.max_abs_error);
+  s += "\nprofile parameters fitted on all sources:\n" + params_table(cv.in_sample.params);
   return s;
 }
 
@@ -131,6 +182,8 @@ nlohmann::json validation_json(const ValidationReport& rep) {
   for (const auto& r : rep.rows) {
     const PlanLayout& l = r.layout;
     a.push_back({{"row_id", r.row_id},
+                 {"source", r.source},
+                 {"profile", r.profile},
                  {"model", r.model},
                  {"cluster", r.cluster},
                  {"gpus", r.gpus},

@@ -24,5 +24,10 @@ std::string memory_text(const MemoryBreakdown& m, const Cluster& cl);
 
 std::string validation_table(const ValidationReport& rep);
 nlohmann::json validation_json(const ValidationReport& rep);
+// Per-source in-sample and held-out median/max, then the held-out rows.
+std::string cross_validation_table(const CrossValidation& cv);
+// Median and max per source; profile parameters.
+std::string source_table(const ValidationReport& rep);
+std::string params_table(const std::map<std::string, StackParams>& params);
 
 }  // namespace tera

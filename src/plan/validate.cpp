@@ -67,6 +67,8 @@ struct RowReader {
 // Which preset a row's hardware runs on ("" when none does).
 std::string cluster_for(const std::string& gpu_type) {
   if (contains(gpu_type, "A100")) return "selene";
+  // The 500 W HBM2e H100 (torchtitan's Grand Teton hosts) is its own part.
+  if (contains(gpu_type, "H100") && contains(gpu_type, "HBM2e")) return "h100-hbm2e";
   if (contains(gpu_type, "H100")) return "dgx-h100";
   if (contains(gpu_type, "H200")) return "dgx-h200";
   if (contains(gpu_type, "MI250X")) return "frontier";
@@ -78,10 +80,27 @@ std::string cluster_for(const std::string& gpu_type) {
   if (!lhs##_e.ok()) return lhs##_e.status(); \
   auto lhs = *lhs##_e
 
-Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
-  RowPrediction p;
+// A row read and checked, ready to price under any profile parameters.
+struct RowCase {
+  RowPrediction p;  // row id, source, metric, reported, flags
+  Workload w;
+  Cluster cl;       // the preset, before the profile
+  StackProfile profile;
+  SearchSpace space;
+  bool complete = false;
+  PlanLayout fixed;  // when complete
+  double f_model = 0, f_eq3 = 0, peak = 0, tokens = 0;
+  int64_t gb = 0;
+};
+
+Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
+  RowCase rc_case;
+  RowPrediction& p = rc_case.p;
   p.row_id = r.text("row_id");
+  p.source = r.text("source");
   p.model = r.text("model");
+  rc_case.profile = profile_for_framework(r.text("framework"), r.text("zero_fsdp_distopt"));
+  p.profile = rc_case.profile.name;
   // Model.
   Workload w;
   ModelConfig& m = w.model;
@@ -119,7 +138,9 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
   if (Status s = validate_model_config(m); !s) return Status::error(r.where + ": " + s.message());
   const std::string prec = lower(r.text("precision"));
   w.precision = contains(prec, "fp32") && !contains(prec, "mixed") ? Precision::fp32 : Precision::mixed;
-  if (!contains(prec, "fp16") && !contains(prec, "bf16") && !contains(prec, "mixed") && !contains(prec, "fp32")) {
+  w.fp8_gemms = contains(prec, "fp8");  // float8 linear layers; the rest bf16 with fp32 masters
+  if (!contains(prec, "fp16") && !contains(prec, "bf16") && !contains(prec, "mixed") && !contains(prec, "fp32") &&
+      !w.fp8_gemms) {
     p.flags.push_back("precision=mixed assumed");
   }
   TERA_ASSIGN_OR_RETURN(gpus, r.integer("num_gpus"));
@@ -129,13 +150,13 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
     TERA_ASSIGN_OR_RETURN(cp, r.integer("cp"));
     if (cp > 1) {
       p.skip_reason = fmt::format("context parallelism (cp = {}) is not modelled", cp);
-      return p;
+      return rc_case;
     }
   }
   const std::string preset = cluster_for(r.text("gpu_type"));
   if (preset.empty()) {
     p.skip_reason = fmt::format("gpu_type '{}' has no cluster preset (A100, H100, H200, MI250X)", r.text("gpu_type"));
-    return p;
+    return rc_case;
   }
   int64_t gb = 0;
   if (r.has("global_batch_seqs")) {
@@ -164,6 +185,10 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
   Cluster cl = *cl_e;
   p.cluster = preset;
   if (contains(r.text("gpu_type"), "40GB")) cl.gpu.memory_bytes = 40.0 * (1 << 30);
+  if (w.fp8_gemms && cl.gpu.peak_flops_8 <= 0) {
+    p.skip_reason = fmt::format("fp8 run on {} ({}), which has no fp8 peak to price it with", cl.gpu.name, preset);
+    return rc_case;
+  }
   // Layout constraints.
   SearchSpace space;
   space.max_micro_batch = 32;
@@ -199,10 +224,17 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
   else if (contains(zero, "zero-2")) space.zero = 2;
   else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
   else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
+  if (!space.zero && rc_case.profile.zero_stages == 0) {
+    space.zero = 0;
+    p.flags.push_back("zero=0 (the stack has no ZeRO)");
+  }
   if (!space.zero && space.dp.value_or(2) > 1) p.flags.push_back("zero chosen");
   if (contains(zero, "ddp-impl local")) cl.stack.dp_overlap = false;  // Megatron's local DDP reduces after backward
   // Metric and its FLOP convention.
   const std::string um = r.text("util_metric");
+  // A measured rate per GPU is preferred to a utilisation in a convention
+  // other than Megatron's (torchtitan's MFU counts its own FLOPs and divisor).
+  const bool rate_first = r.has("throughput_tokens_per_s_per_gpu") && !r.has("reported_tflops_per_gpu");
   static const std::pair<MetricKind, const char*> kOutcomes[] = {
       {MetricKind::tflops_per_gpu, "reported_tflops_per_gpu"},
       {MetricKind::util_pct, "reported_util_pct"},
@@ -212,6 +244,7 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
       {MetricKind::seq_per_s, "throughput_seq_per_s"}};
   const char* col = nullptr;
   for (const auto& [kind, name] : kOutcomes) {
+    if (rate_first && kind == MetricKind::util_pct) continue;
     if (r.has(name)) {
       p.metric = kind;
       col = name;
@@ -253,12 +286,22 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
   } else {
     p.flags.push_back("recompute chosen");
   }
-  // Price: the row's own layout when complete, else the best completion.
-  Evaluation e;
-  const bool complete = space.tp && space.pp && space.dp && space.micro_batch && space.vpp && space.zero &&
-                        space.sequence_parallel && space.recompute;
-  if (complete) {
-    PlanLayout l;
+  rc_case.w = w;
+  rc_case.cl = cl;
+  rc_case.space = space;
+  rc_case.gb = gb;
+  rc_case.tokens = tokens;
+  rc_case.f_model = f_model;
+  rc_case.f_eq3 = f_eq3;
+  rc_case.peak = cl.gpu.peak_flops_16 / 1e12;
+  if (r.has("gpu_peak_tflops_used_by_source")) {
+    TERA_ASSIGN_OR_RETURN(src_peak, r.number("gpu_peak_tflops_used_by_source"));
+    rc_case.peak = src_peak;
+  }
+  rc_case.complete = space.tp && space.pp && space.dp && space.micro_batch && space.vpp && space.zero &&
+                     space.sequence_parallel && space.recompute;
+  if (rc_case.complete) {
+    PlanLayout& l = rc_case.fixed;
     l.tp = *space.tp;
     l.pp = *space.pp;
     l.dp = *space.dp;
@@ -270,9 +313,27 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
     l.schedule = l.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
     if (Status s = check_layout(l, w, p.gpus); !s) {
       p.skip_reason = "the row's layout is inconsistent: " + s.message();
-      return p;
+      return rc_case;
     }
-    e = evaluate_layout(spec, l, w, cl);
+  }
+  return rc_case;
+}
+
+// Prices a row under profile parameters; `layout`, when set, is priced
+// instead of searching (fits keep the layout found at the start).
+RowPrediction price_case(const RowCase& c, const StackParams& params, const PlanLayout* layout = nullptr) {
+  RowPrediction p = c.p;
+  StackProfile prof = c.profile;
+  prof.params = params;
+  const Cluster cl = apply_profile(c.cl, prof);
+  const ModelSpec spec(c.w.model);
+  const Workload& w = c.w;
+  const SearchSpace& space = c.space;
+  Evaluation e;
+  if (layout) {
+    e = evaluate_layout(spec, *layout, w, cl);
+  } else if (c.complete) {
+    e = evaluate_layout(spec, c.fixed, w, cl);
   } else {
     SearchResult sr = search_layouts(spec, w, cl, p.gpus, space, 1);
     if (!sr.best.empty()) {
@@ -297,32 +358,29 @@ Expected<RowPrediction> predict_row(const RowReader& r, ClusterLoader load) {
   p.layout = e.layout;
   p.fits = e.fits;
   if (!e.fits) p.flags.push_back("over memory per the model");
-  const double flops = p.convention == FlopConvention::model ? f_model : f_eq3;
+  const double flops = p.convention == FlopConvention::model ? c.f_model : c.f_eq3;
   const double tflops = flops / e.step_time_s / p.gpus / 1e12;
-  double peak = cl.gpu.peak_flops_16 / 1e12;
-  if (r.has("gpu_peak_tflops_used_by_source")) {
-    TERA_ASSIGN_OR_RETURN(src_peak, r.number("gpu_peak_tflops_used_by_source"));
-    peak = src_peak;
-  }
-  const double tokens_per_s = tokens / e.step_time_s;
+  const double tokens_per_s = c.tokens / e.step_time_s;
   switch (p.metric) {
     case MetricKind::tflops_per_gpu: p.predicted = tflops; break;
-    case MetricKind::util_pct: p.predicted = 100 * tflops / peak; break;
+    case MetricKind::util_pct: p.predicted = 100 * tflops / c.peak; break;
     case MetricKind::iteration_time_s: p.predicted = e.step_time_s; break;
     case MetricKind::tokens_per_s_per_gpu: p.predicted = tokens_per_s / p.gpus; break;
     case MetricKind::tokens_per_s: p.predicted = tokens_per_s; break;
-    case MetricKind::seq_per_s: p.predicted = static_cast<double>(gb) / e.step_time_s; break;
+    case MetricKind::seq_per_s: p.predicted = static_cast<double>(c.gb) / e.step_time_s; break;
   }
   p.rel_error = (p.predicted - p.reported) / p.reported;
   return p;
 }
 
-}  // namespace
+struct ParsedRuns {
+  std::vector<RowCase> cases;
+  std::vector<std::string> skipped;
+};
 
-Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
-                                         ClusterLoader load) {
-  ValidationReport rep;
-  std::vector<double> errs;
+Expected<ParsedRuns> parse_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
+                                ClusterLoader load) {
+  ParsedRuns out;
   for (size_t t = 0; t < tables.size(); ++t) {
     const CsvTable& table = tables[t];
     const std::string& where = wheres.at(t);
@@ -335,30 +393,210 @@ Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, co
     for (size_t i = 0; i < table.rows.size(); ++i) {
       const auto& row = table.rows[i];
       RowReader r{row, fmt::format("{}:{} (row_id {})", where, table.row_lines[i], row.at("row_id"))};
-      auto p = predict_row(r, load);
-      if (!p.ok()) {  // the message names the file, line, row id and column
-        rep.skipped.push_back(p.error());
-        continue;
+      auto c = parse_case(r, load);
+      if (!c.ok()) {  // the message names the file, line, row id and column
+        out.skipped.push_back(c.error());
+      } else if (!c->p.skip_reason.empty()) {
+        out.skipped.push_back("row_id " + c->p.row_id + " (" + where + "): " + c->p.skip_reason);
+      } else {
+        out.cases.push_back(std::move(*c));
       }
-      if (!p->skip_reason.empty()) {
-        rep.skipped.push_back("row_id " + p->row_id + " (" + where + "): " + p->skip_reason);
-        continue;
-      }
-      errs.push_back(std::fabs(p->rel_error));
-      rep.rows.push_back(std::move(*p));
     }
   }
-  if (!errs.empty()) {
-    std::sort(errs.begin(), errs.end());
-    const size_t n = errs.size();
-    rep.median_abs_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
-    rep.max_abs_error = errs.back();
+  return out;
+}
+
+StackParams params_for(const std::map<std::string, StackParams>& m, const RowCase& c) {
+  auto it = m.find(c.profile.name);
+  return it == m.end() ? c.profile.params : it->second;
+}
+
+// Fits one profile's parameters on `rows` (indices into cases), each priced
+// on the layout `layouts[i]` found with the starting parameters: coordinate
+// descent by golden-section search on each parameter in turn, minimising the
+// mean |log(predicted / reported)|.
+StackParams fit_profile(const std::vector<RowCase>& cases, const std::vector<size_t>& rows,
+                        const std::vector<PlanLayout>& layouts, StackParams start) {
+  if (rows.empty()) return start;
+  auto loss = [&](const StackParams& q) {
+    double sum = 0;
+    for (size_t i : rows) {
+      const RowPrediction p = price_case(cases[i], q, &layouts[i]);
+      sum += std::fabs(std::log(p.predicted / p.reported));
+    }
+    return sum / static_cast<double>(rows.size());
+  };
+  if (start.overlap_loss < 0) start.overlap_loss = cases[rows.front()].cl.eff.overlap_loss;
+  struct Axis {
+    double StackParams::*field;
+    double lo, hi;
+    bool log;
+  };
+  const Axis axes[] = {{&StackParams::gemm_scale, 0.5, 1.6, false},
+                       {&StackParams::overhead_scale, 0.1, 10, true},
+                       {&StackParams::overlap_loss, 0, 1, false},
+                       {&StackParams::link_scale, 0.05, 1.4, true}};
+  StackParams best = start;
+  double best_loss = loss(best);
+  for (int round = 0; round < 2; ++round) {
+    for (const Axis& ax : axes) {
+      const double phi = 0.5 * (std::sqrt(5.0) - 1);
+      auto to = [&](double u) { return ax.log ? std::exp(u) : u; };
+      double a = ax.log ? std::log(ax.lo) : ax.lo, b = ax.log ? std::log(ax.hi) : ax.hi;
+      auto at = [&](double u) {
+        StackParams q = best;
+        q.*ax.field = to(u);
+        return loss(q);
+      };
+      double x1 = b - phi * (b - a), x2 = a + phi * (b - a), f1 = at(x1), f2 = at(x2);
+      for (int it = 0; it < 14; ++it) {
+        if (f1 < f2) {
+          b = x2, x2 = x1, f2 = f1, x1 = b - phi * (b - a), f1 = at(x1);
+        } else {
+          a = x1, x1 = x2, f1 = f2, x2 = a + phi * (b - a), f2 = at(x2);
+        }
+      }
+      const double u = f1 < f2 ? x1 : x2, f = std::min(f1, f2);
+      if (f < best_loss) {
+        best_loss = f;
+        best.*ax.field = to(u);
+      }
+    }
   }
+  return best;
+}
+
+// Fits every profile present among `rows`; others keep `base`.
+std::map<std::string, StackParams> fit_profiles(const std::vector<RowCase>& cases, const std::vector<size_t>& rows,
+                                                const std::vector<PlanLayout>& layouts,
+                                                std::map<std::string, StackParams> base,
+                                                const std::vector<std::string>& only = {}) {
+  std::map<std::string, std::vector<size_t>> by;
+  for (size_t i : rows) by[cases[i].profile.name].push_back(i);
+  for (const auto& [name, idx] : by) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
+    auto it = base.find(name);
+    base[name] = fit_profile(cases, idx, layouts, it == base.end() ? cases[idx.front()].profile.params : it->second);
+  }
+  return base;
+}
+
+// The layouts each row is priced on with parameters `m` (searched when the row leaves settings open).
+std::vector<PlanLayout> start_layouts(const std::vector<RowCase>& cases, const std::map<std::string, StackParams>& m) {
+  std::vector<PlanLayout> out;
+  for (const RowCase& c : cases) out.push_back(price_case(c, params_for(m, c)).layout);
+  return out;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+void summarise(ValidationReport* rep) {
+  std::vector<double> all;
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> by;
+  for (const RowPrediction& p : rep->rows) {
+    const double e = std::fabs(p.rel_error);
+    all.push_back(e);
+    if (!by.count(p.source)) order.push_back(p.source);
+    by[p.source].push_back(e);
+  }
+  rep->median_abs_error = median_of(all);
+  rep->max_abs_error = all.empty() ? 0 : *std::max_element(all.begin(), all.end());
+  rep->by_source.clear();
+  for (const std::string& s : order) {
+    const auto& v = by[s];
+    rep->by_source.push_back({s, static_cast<int>(v.size()), median_of(v), *std::max_element(v.begin(), v.end())});
+  }
+}
+
+Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
+                                         ClusterLoader load, const ValidateOptions& opt) {
+  auto parsed = parse_runs(tables, wheres, load);
+  if (!parsed.ok()) return parsed.status();
+  const std::vector<RowCase>& cases = parsed->cases;
+  ValidationReport rep;
+  rep.skipped = parsed->skipped;
+  std::map<std::string, StackParams> params = opt.params;
+  if (opt.fit) {
+    std::vector<size_t> all(cases.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    params = fit_profiles(cases, all, start_layouts(cases, params), params);
+  }
+  for (const RowCase& c : cases) {
+    const StackParams q = params_for(params, c);
+    if (!params.count(c.profile.name)) params[c.profile.name] = q;
+    RowPrediction p = price_case(c, q);
+    if (!p.skip_reason.empty()) {
+      rep.skipped.push_back("row_id " + p.row_id + ": " + p.skip_reason);
+      continue;
+    }
+    rep.rows.push_back(std::move(p));
+  }
+  rep.params = params;
+  summarise(&rep);
   return rep;
 }
 
 Expected<ValidationReport> validate_runs(const CsvTable& table, const std::string& where, ClusterLoader load) {
   return validate_runs(std::vector<CsvTable>{table}, std::vector<std::string>{where}, load);
+}
+
+Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& tables,
+                                                   const std::vector<std::string>& wheres, ClusterLoader load) {
+  auto parsed = parse_runs(tables, wheres, load);
+  if (!parsed.ok()) return parsed.status();
+  const std::vector<RowCase>& cases = parsed->cases;
+  ValidateOptions fit;
+  fit.fit = true;
+  CrossValidation cv;
+  auto in = validate_runs(tables, wheres, load, fit);
+  if (!in.ok()) return in.status();
+  cv.in_sample = std::move(*in);
+  const std::vector<PlanLayout> layouts = start_layouts(cases, {});
+  std::vector<std::string> sources;
+  for (const RowCase& c : cases) {
+    if (std::find(sources.begin(), sources.end(), c.p.source) == sources.end()) sources.push_back(c.p.source);
+  }
+  cv.held_out.skipped = parsed->skipped;
+  std::vector<RowPrediction> held(cases.size());
+  std::vector<bool> priced(cases.size(), false);
+  for (const std::string& src : sources) {
+    std::vector<size_t> train;
+    std::vector<std::string> touched;  // profiles of the held-out source: only their fits change
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].p.source != src) train.push_back(i);
+      else if (std::find(touched.begin(), touched.end(), cases[i].profile.name) == touched.end()) {
+        touched.push_back(cases[i].profile.name);
+      }
+    }
+    // The held-out source's profiles are refitted from neutral parameters
+    // (the preset unchanged); one with no other source keeps them.
+    std::map<std::string, StackParams> base = cv.in_sample.params;
+    for (const std::string& t : touched) base[t] = StackParams{};
+    const auto params = fit_profiles(cases, train, layouts, base, touched);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].p.source != src) continue;
+      held[i] = price_case(cases[i], params_for(params, cases[i]));
+      priced[i] = true;
+    }
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (!priced[i]) continue;
+    if (!held[i].skip_reason.empty()) {
+      cv.held_out.skipped.push_back("row_id " + held[i].row_id + ": " + held[i].skip_reason);
+    } else {
+      cv.held_out.rows.push_back(std::move(held[i]));
+    }
+  }
+  summarise(&cv.held_out);
+  return cv;
 }
 
 }  // namespace tera

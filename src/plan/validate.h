@@ -6,11 +6,13 @@
 // choice (search over the missing ones) and are flagged.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "plan/csv.h"
 #include "plan/search.h"
+#include "plan/stack_profile.h"
 
 namespace tera {
 
@@ -25,6 +27,8 @@ enum class FlopConvention { model, megatron_eq3 };
 
 struct RowPrediction {
   std::string row_id;
+  std::string source;      // the row's source column (the unit of cross-validation)
+  std::string profile;     // stack profile its framework column names
   std::string model;       // the row's model name
   std::string cluster;     // preset used
   int gpus = 0;
@@ -39,11 +43,29 @@ struct RowPrediction {
   std::string skip_reason;         // set when the row cannot be priced (no preset, unmodelled feature)
 };
 
+struct SourceStats {
+  std::string source;
+  int rows = 0;
+  double median_abs_error = 0, max_abs_error = 0;
+};
+
 struct ValidationReport {
   std::vector<RowPrediction> rows;
   std::vector<std::string> skipped;  // "row_id N: why": rows not priced (not in the error statistics)
   double median_abs_error = 0;
   double max_abs_error = 0;
+  std::vector<SourceStats> by_source;       // in order of first appearance
+  std::map<std::string, StackParams> params;  // the profile parameters used
+};
+
+// Median and max |rel_error| overall and per source.
+void summarise(ValidationReport* rep);
+
+struct ValidateOptions {
+  // Fit every profile's parameters (stack_profile.h) on the rows first
+  // (minimising the mean |log(predicted / reported)| of its rows).
+  bool fit = false;
+  std::map<std::string, StackParams> params;  // profile -> parameters; missing: the profile's defaults
 };
 
 // `load` maps a preset name to a cluster (the CLI passes load_cluster). Only a
@@ -56,7 +78,16 @@ struct ValidationReport {
 // in messages).
 using ClusterLoader = Expected<Cluster> (*)(const std::string&);
 Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
-                                         ClusterLoader load);
+                                         ClusterLoader load, const ValidateOptions& opt = {});
 Expected<ValidationReport> validate_runs(const CsvTable& table, const std::string& where, ClusterLoader load);
+
+// Leave-one-source-out cross-validation: the profile parameters are fitted on
+// every source but one and the rows of that source predicted with them, for
+// each source in turn (`held_out`); `in_sample` is the fit on all rows.
+struct CrossValidation {
+  ValidationReport in_sample, held_out;
+};
+Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& tables,
+                                                   const std::vector<std::string>& wheres, ClusterLoader load);
 
 }  // namespace tera

@@ -46,18 +46,26 @@ TEST(Collectives, HierarchicalTopologyHandWorked) {
   EXPECT_NEAR(collective_time(Collective::all_reduce, 1e9, Group{2, 1}, c), 0.005, 1e-12);
   // Two GPUs of different packages in one node (ranks 0 and 2): 100 GB/s -> 10 ms.
   EXPECT_NEAR(collective_time(Collective::all_reduce, 1e9, Group{2, 2}, c), 0.010, 1e-12);
-  // A data-parallel group of 16 with stride 8 spans 16 nodes: each GPU's NIC
-  // share (4 x 20 / 8 = 10 GB/s) bounds it: 15/16 * 1e9 / 10e9 = 93.75 ms all-gather.
+  // A data-parallel group of 16 with stride 8 spans 16 nodes, one member per
+  // node: that GPU's NIC share (4 x 20 / 8 = 10 GB/s) bounds it: 15/16 * 1e9 / 10e9 = 93.75 ms all-gather.
   EXPECT_EQ(group_nodes(Group{16, 8}, c), 16);
   EXPECT_NEAR(collective_time(Collective::all_gather, 1e9, Group{16, 8}, c), 0.09375, 1e-12);
+  // A group of 16 with stride 1 has all 8 GPUs of each of its 2 nodes: 8 NIC
+  // shares (80 GB/s, below the 100 GB/s NVLink): 15/16 * 1e9 / 80e9.
+  EXPECT_NEAR(collective_time(Collective::all_gather, 1e9, Group{16, 1}, c), 15.0 / 16 * 1e9 / 80e9, 1e-12);
   // Latency: 4 members per node (stride 2), 4 nodes: ring inside (3 alpha_intra)
   // plus tree levels across (log2 4 = 2 alpha_inter), twice for all-reduce.
   Cluster a = c;
   a.eff.alpha_intra = 1e-6;
   a.eff.alpha_inter = 10e-6;
   EXPECT_EQ(group_per_node(Group{16, 2}, a), 4);
-  const double bw_part = 2.0 * 15 / 16 * 1e6 / 10e9;
+  // Bandwidth: its 4 members per node drive 4 rail-aligned NICs' shares (4 x 10 GB/s).
+  const double bw_part = 2.0 * 15 / 16 * 1e6 / 40e9;
   EXPECT_NEAR(collective_time(Collective::all_reduce, 1e6, Group{16, 2}, a), 2 * (3e-6 + 2 * 10e-6) + bw_part, 1e-15);
+  // All-gather across nodes is a ring: 15 steps of alpha_inter, plus 15/16 * 1 MB / 40 GB/s.
+  EXPECT_NEAR(collective_time(Collective::all_gather, 1e6, Group{16, 2}, a), 15 * 10e-6 + 15.0 / 16 * 1e6 / 40e9, 1e-15);
+  // Inside one node the all-gather keeps the ring latency of its members: 7 alpha_intra.
+  EXPECT_NEAR(collective_time(Collective::all_gather, 0, Group{8, 1}, a), 7e-6, 1e-15);
   // Point to point: same node vs across nodes.
   EXPECT_NEAR(p2p_time(1e9, 2, c), 1e9 / 100e9, 1e-12);
   EXPECT_NEAR(p2p_time(1e9, 8, c), 1e9 / 10e9, 1e-12);

@@ -1,0 +1,94 @@
+// Stack profiles: the framework text -> profile mapping, and what a profile
+// changes in a cluster preset. The default parameters are the fitted values
+// (docs/plan_validation.md, `tera plan validate --fit`); a fit overrides them.
+#include "plan/stack_profile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+namespace tera {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool has(const std::string& hay, const char* needle) { return lower(hay).find(needle) != std::string::npos; }
+
+}  // namespace
+
+const std::vector<std::string>& profile_names() {
+  static const std::vector<std::string> names = {"megatron-lm", "megatron-core", "megatron-deepspeed",
+                                                 "deepspeed-zero3", "torchtitan", "torchtitan-compile", "llm.c",
+                                                 "preset"};
+  return names;
+}
+
+StackParams fitted_params(const std::string& profile) {
+  // {gemm_scale, overhead_scale, overlap_loss, link_scale}, from
+  //   tera plan validate configs/calibration/published_runs.csv configs/calibration/published_runs_more.csv --fit
+  // (bench/refit_profiles.sh rewrites the table between the markers).
+  static const std::map<std::string, StackParams> kFitted = {
+      // BEGIN FITTED
+      {"deepspeed-zero3", {0.717, 9.979, 0.792, 0.999}},
+      {"llm.c", {1.064, 0.100, 0.616, 1.000}},
+      {"megatron-core", {0.979, 0.956, 0.234, 0.999}},
+      {"megatron-deepspeed", {0.761, 1.036, 0.320, 1.000}},
+      {"megatron-lm", {1.000, 1.618, 0.271, 1.000}},
+      {"torchtitan", {0.784, 0.784, 0.156, 1.001}},
+      {"torchtitan-compile", {0.715, 9.979, 0.374, 0.999}},
+      // END FITTED
+  };
+  auto it = kFitted.find(profile);
+  return it == kFitted.end() ? StackParams{} : it->second;
+}
+
+StackProfile profile_for_framework(const std::string& fw, const std::string& sharding) {
+  StackProfile p;
+  if (has(sharding, "deepspeed") && has(sharding, "zero-3")) {
+    p.name = "deepspeed-zero3";
+    p.zero_per_tensor = true;  // DeepSpeed's ZeRO-3 gathers each parameter (no flat per-block buffer)
+  } else if (has(fw, "torchtitan")) {
+    // torch.compile fuses the elementwise ops into few kernels: a different
+    // stack for the fitted parameters (kernel overhead above all).
+    p.name = has(fw, "torch.compile on") ? "torchtitan-compile" : "torchtitan";
+    p.flash_attention = true;  // SDPA's flash/cuDNN kernels
+    p.dropout = false;
+    p.tp_comm_overlap = has(fw, "asynctp on");
+  } else if (has(fw, "llm.c")) {
+    p.name = "llm.c";
+    p.flash_attention = true;  // cuDNN flash attention (USE_CUDNN=1)
+    p.dropout = false;
+  } else if (has(fw, "deepspeed +") || has(fw, "megatron-deepspeed")) {
+    p.name = "megatron-deepspeed";
+  } else if (has(fw, "megatron-core")) {
+    p.name = "megatron-core";
+  } else if (has(fw, "megatron")) {
+    p.name = "megatron-lm";
+    if (has(fw, "2020") || has(fw, "2021")) p.zero_stages = 0;
+  } else {
+    p.name = "preset";
+  }
+  p.params = fitted_params(p.name);
+  return p;
+}
+
+Cluster apply_profile(const Cluster& cl, const StackProfile& p) {
+  Cluster c = cl;
+  if (p.flash_attention) c.stack.flash_attention = *p.flash_attention;
+  if (p.dropout) c.stack.dropout = *p.dropout;
+  if (p.tp_comm_overlap) c.stack.tp_comm_overlap = *p.tp_comm_overlap;
+  if (p.zero_per_tensor) c.stack.zero_per_tensor = true;
+  c.eff.gemm_max = std::min(1.0, c.eff.gemm_max * p.params.gemm_scale);
+  c.eff.flash = std::min(1.0, c.eff.flash * p.params.gemm_scale);
+  c.eff.kernel_overhead *= p.params.overhead_scale;
+  if (p.params.overlap_loss >= 0) c.eff.overlap_loss = p.params.overlap_loss;
+  c.eff.intra_link = std::min(1.0, c.eff.intra_link * p.params.link_scale);
+  c.eff.inter_link = std::min(1.0, c.eff.inter_link * p.params.link_scale);
+  return c;
+}
+
+}  // namespace tera

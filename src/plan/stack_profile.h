@@ -1,0 +1,60 @@
+// Software stacks as named profiles (issue 19). A published run's throughput
+// depends on its software as much as on its hardware: which kernels exist
+// (fused/flash attention, dropout), which overlaps (tensor-parallel
+// collectives behind GEMMs, FSDP's prefetched parameter gathers) and how close
+// its kernels get to the hardware. A profile is chosen per run from its
+// `framework` text; it states the software facts (not fitted) and carries a
+// handful of physical parameters that `tera plan validate` fits by source
+// (never per row):
+//   gemm_scale      achievable GEMM and fused-attention rate, relative to the
+//                   cluster preset's (kernel library, fusion, torch.compile);
+//   overhead_scale  fixed time per kernel, relative to the preset's;
+//   overlap_loss    what an overlapped collective takes from compute (hardware.h);
+//   link_scale      achievable fraction of link bandwidth of its collectives,
+//                   relative to the preset's (NCCL channels and buffer sizes,
+//                   message sizes its bucketing produces).
+// The preset values stand for the stack its calibration runs used (Megatron),
+// so the Megatron profiles' defaults leave the preset unchanged.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/hardware.h"
+
+namespace tera {
+
+struct StackParams {
+  double gemm_scale = 1;
+  double overhead_scale = 1;
+  double overlap_loss = -1;  // < 0: the preset's
+  double link_scale = 1;
+};
+
+struct StackProfile {
+  std::string name;
+  std::optional<bool> flash_attention, dropout, tp_comm_overlap;  // unset: the preset's
+  // The highest ZeRO stage the stack implements (unset: any). Megatron-LM
+  // before 2022 had none (its distributed optimizer came in 2022).
+  std::optional<int> zero_stages;
+  bool zero_per_tensor = false;  // ZeRO-3 collectives tensor by tensor (hardware.h Stack)
+  StackParams params;
+};
+
+// The profile a `framework` cell names: megatron-lm (2020-2022 Megatron-LM),
+// megatron-core (Megatron-Core with Transformer Engine), megatron-deepspeed,
+// torchtitan (torch FSDP2, SDPA flash attention, no dropout; AsyncTP when the
+// text says "AsyncTP ON"; torchtitan-compile when it says "torch.compile ON"), llm.c (cuDNN flash attention, no dropout),
+// deepspeed-zero3 (a row whose sharding column names DeepSpeed's ZeRO-3); any
+// other text: "preset" (the cluster preset's stack unchanged).
+StackProfile profile_for_framework(const std::string& framework, const std::string& sharding = "");
+// Names of every profile, for fits and reports.
+const std::vector<std::string>& profile_names();
+// The parameters fitted on the calibration files (docs/plan_validation.md;
+// `tera plan validate --fit` recomputes them); neutral for a profile never fitted.
+StackParams fitted_params(const std::string& profile);
+// The cluster as the profile's stack runs on it.
+Cluster apply_profile(const Cluster& cl, const StackProfile& p);
+
+}  // namespace tera
