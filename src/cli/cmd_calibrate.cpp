@@ -243,6 +243,7 @@ int run_calibrate(const CalibrateArgs& a) {
   const int threads = omp_get_max_threads();
   // The output before any measuring (rank 0 writes it; every rank stops together).
   std::string out_error;
+  const CreatedDirsGuard created(first && !a.out.empty() ? parent_dir(a.out) : std::string());
   if (first) {
     const Status s = a.out.empty() ? Status::error("--out: no default location (neither XDG_CONFIG_HOME nor HOME is "
                                                    "set); pass --out FILE")

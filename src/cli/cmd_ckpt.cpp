@@ -57,6 +57,8 @@ Expected<BpeTokenizer> checkpoint_tokenizer(const std::string& dir) {
     ref = info->tokenizer;
   } else if (auto meta = read_checkpoint_meta(dir); meta) {
     ref = meta->tokenizer;
+  } else {
+    return meta.status();
   }
   return tokenizer_from_reference(ref, dir, (fs::path(dir) / "meta.json").string());
 }
@@ -172,6 +174,7 @@ int run_export(const CkptArgs& a) {
   // Outputs first: the weights file and the files beside it; none inside the
   // checkpoint it reads (a later checkpoint of the run replaces that directory).
   const ExportPaths side = export_paths(a.out);
+  const CreatedDirsGuard created(parent_dir(a.out));
   if (Status s = check_output_file(a.out, "--out", a.force, /*create_parent=*/true); !s) return bad_input(s.message());
   for (const std::string& p : {side.config, side.vocab, side.merges}) {
     if (Status s = refuse_existing(p, "--out " + a.out + " writes beside it", a.force); !s) return bad_input(s.message());
@@ -209,6 +212,7 @@ int run_export(const CkptArgs& a) {
 }
 
 int run_import(const CkptArgs& a) {
+  const CreatedDirsGuard created(parent_dir(a.out));
   if (Status s = check_output_dir_replace(a.out, "--out", a.force); !s) return bad_input(s.message());
   if (is_within(a.file, a.out)) {
     return bad_input("--out " + a.out + ": holds the input " + a.file + ", which replacing it would delete; choose "
@@ -288,8 +292,9 @@ int run_reshard(const CkptArgs& a) {
     if (Status s = refuse_existing(target, "--out " + a.out + ": the checkpoint", a.force); !s) {
       return bad_input(s.message());
     }
-    if (Status s = probe_output_dir(a.out, "--out"); !s) return bad_input(s.message());
   }
+  const CreatedDirsGuard created(a.out);
+  if (Status s = probe_output_dir(a.out, "--out"); !s) return bad_input(s.message());
   const int tp = layout->tp, pp = layout->pp, vpp = layout->vpp;
   if (spec.config().heads % tp != 0 || spec.config().hidden % tp != 0) {
     print_error(fmt::format("--layout: tp = {} must divide the model's heads ({}) and hidden ({})", tp,

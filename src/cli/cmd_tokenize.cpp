@@ -154,6 +154,7 @@ int run_encode(const EncodeArgs& a) {
                   " (an encode rewrites that directory); write the shards elsewhere or move the text out");
     }
   }
+  const CreatedDirsGuard created(a.out);
   if (Status s = probe_output_dir(a.out, "--out"); !s) return fail(s.message());
   EncodeOptions opts;
   opts.threads = a.threads;

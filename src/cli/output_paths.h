@@ -16,6 +16,41 @@
 
 namespace tera::cli {
 
+// The missing directories on the way to `dir` (which probing an output
+// creates), removed again when the guard goes out of scope if they are still
+// empty: a command that fails after the probe leaves no empty directories
+// behind, and one that succeeds has written its output into them.
+class CreatedDirsGuard {
+ public:
+  explicit CreatedDirsGuard(const std::string& dir) {
+    std::error_code ec;
+    if (dir.empty()) return;
+    const std::filesystem::path start = std::filesystem::absolute(dir, ec);
+    if (ec) return;
+    for (std::filesystem::path p = start; !p.empty() && p != p.root_path(); p = p.parent_path()) {
+      // symlink_status reports a missing path as not_found and sets ec (ENOENT)
+      if (std::filesystem::symlink_status(p, ec).type() != std::filesystem::file_type::not_found) break;
+      missing_.push_back(p.string());  // deepest first
+    }
+  }
+  ~CreatedDirsGuard() {
+    std::error_code ec;
+    for (const auto& d : missing_) {
+      if (!std::filesystem::remove(d, ec)) break;  // not empty (the output is there) or not ours
+    }
+  }
+  CreatedDirsGuard(const CreatedDirsGuard&) = delete;
+  CreatedDirsGuard& operator=(const CreatedDirsGuard&) = delete;
+
+ private:
+  std::vector<std::string> missing_;
+};
+
+inline std::string parent_dir(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
 // What a path is, for messages ("a directory", "a file").
 inline std::string describe_existing(const std::string& path) {
   std::error_code ec;

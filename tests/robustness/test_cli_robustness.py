@@ -359,6 +359,13 @@ class CliRobustness(RobustnessCase):
             self.assert_unchanged(before, self.dir)
             self.assertFalse(os.path.exists(self.path("nodir")))
         self.assertEqual(set(glob.glob(os.path.join(tempfile.gettempdir(), "tera-calibrate-*"))), tmp_before)
+        # A command refused after its output was probed leaves no directories it created behind.
+        notckpt = self.write("notckpt/readme.txt", "not a checkpoint\n")
+        for args in (["ckpt", "import", notckpt, "--out", self.path("new", "sub", "m")],
+                     ["ckpt", "export", os.path.dirname(notckpt), "--out", self.path("new", "sub", "m.safetensors")]):
+            r = self.tera(*args)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertFalse(os.path.exists(self.path("new")), args)
         # calibrate's default output is the user's configuration directory, never the tracked preset.
         tracked = os.path.join(REPO, "configs", "clusters", "local.toml")
         tracked_before = snapshot(tracked) if os.path.exists(tracked) else None
