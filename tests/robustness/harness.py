@@ -52,13 +52,16 @@ def run(*args, cwd=None, timeout=180, env=None, launcher=None):
 
 
 def snapshot(path):
-    """{relative path: sha256} of every regular file under path (or of path itself)."""
+    """{relative path: sha256} of every regular file under path (or of path
+    itself), less tera's run lock (.tera.lock), which records its holder."""
     out = {}
     if os.path.isfile(path):
         with open(path, "rb") as f:
             return {".": hashlib.sha256(f.read()).hexdigest()}
     for root, _, files in os.walk(path):
         for name in files:
+            if name == ".tera.lock":
+                continue
             p = os.path.join(root, name)
             with open(p, "rb") as f:
                 out[os.path.relpath(p, path)] = hashlib.sha256(f.read()).hexdigest()
