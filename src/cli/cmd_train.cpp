@@ -177,7 +177,9 @@ int run_train(const TrainArgs& args) {
     if (s.skipped && first) {
       std::string groups;
       for (const auto& b : s.bad_groups) groups += (groups.empty() ? "" : ", ") + b;
-      fmt::print("step {}: non-finite values (in {}); skipped, parameters unchanged\n", s.step,
+      const bool update = !s.bad_groups.empty() && s.bad_groups[0].rfind("the optimizer update", 0) == 0;
+      fmt::print("step {}: {} (in {}); skipped, parameters unchanged\n", s.step,
+                 update ? "the update would make parameters non-finite" : "non-finite loss or gradient",
                  groups.empty() ? "the loss" : groups);
     }
     last_loss = s.loss;

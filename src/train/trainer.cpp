@@ -78,12 +78,6 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
   } else {
     local = check_layout(cfg, *layout);
   }
-  // Limits before allocation: every rank checks its own share.
-  if (local && options.ranks_on_node > 0) {
-    const RankMemoryEstimate need = estimate_rank_memory(cfg, *layout, layout->coord(world.rank()));
-    const std::string refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
-    if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
-  }
   // Outputs before any work: rank 0 owns out.dir and the checkpoint
   // directory for the whole run (a second run on either is refused), which
   // also proves both writable.
@@ -108,6 +102,12 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     } else {
       t->data_ = std::move(*data);
     }
+  }
+  // Limits before allocation: every rank checks its own share.
+  if (local && options.ranks_on_node > 0) {
+    const RankMemoryEstimate need = estimate_rank_memory(cfg, *layout, layout->coord(world.rank()));
+    const std::string refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
+    if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
   if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {
     if (!local) return local;
