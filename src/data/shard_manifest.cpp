@@ -42,7 +42,9 @@ Status write_manifest(const std::string& dir, const ShardManifest& m) {
 
 Expected<ShardManifest> read_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / kManifestFile).string();
-  auto bytes = read_file(path);
+  // Regular files only (a FIFO would block, a device never end), with a bound
+  // far above any real manifest (~100 bytes per shard).
+  auto bytes = read_regular_file(path, "manifest", uint64_t{1} << 30);
   if (!bytes) {
     return Status::error(dir + ": not a token-shard directory (" + bytes.error() +
                          "); make one with tera tokenize encode");

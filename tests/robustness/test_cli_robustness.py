@@ -234,11 +234,15 @@ class CliRobustness(RobustnessCase):
         self.assertFalse(os.path.exists(self.path("s2")) or os.path.exists(self.path("x.txt")))
         # A shard the manifest lists, replaced by a FIFO or a link to a device: refused, never waited on.
         for name, make in (("fifo", os.mkfifo), ("device", lambda p: os.symlink("/dev/zero", p))):
-            other = self.copy("shards", "shards-" + name)
-            os.remove(os.path.join(other, "train-00000.tok"))
-            make(os.path.join(other, "train-00000.tok"))
-            r = self.tera("tokenize", "decode", "-i", other, "--out", self.path("x.txt"), timeout=30)
-            self.assert_refused(r, ["train-00000.tok", "not a regular file"])
+            for victim in ("train-00000.tok", "val-00000.tok", "manifest.json"):
+                other = self.copy("shards", f"shards-{name}-{victim}")
+                os.remove(os.path.join(other, victim))
+                make(os.path.join(other, victim))
+                r = self.tera("tokenize", "decode", "-i", other, "--out", self.path("x.txt"), timeout=30)
+                self.assert_refused(r, [victim, "not a regular file"])
+                if victim != "train-00000.tok":  # eval reads the val split
+                    r = self.tera("eval", "--ckpt", final, "--data", other, timeout=30)
+                    self.assert_refused(r, [victim, "not a regular file"])
         os.remove(os.path.join(shards, "tokenizer.json"))
         os.mkfifo(os.path.join(shards, "tokenizer.json"))
         self.assert_refused(self.tera("tokenize", "decode", "-i", shards, "--out", self.path("x.txt"), timeout=30),
