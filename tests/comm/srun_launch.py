@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """`srun -n N build/tera train` under Slurm (PMIx): the same losses as the
-single-process run for dp=2 ZeRO-1 and tp=2, and a rank killed mid-run ends
+single-process run for dp=2 ZeRO-1 and tp=2; SIGUSR1 to srun (forwarded) and
+SIGTERM from Slurm to the tasks (`scancel -s TERM`, what a time limit sends)
+reach the ranks, which checkpoint and exit 0; and a rank killed mid-run ends
 the job non-zero with Slurm naming the task. Needs a reachable Slurm with an
 idle node (scripts/slurm-local makes one on this machine); without one it
 exits 77, which ctest reports as skipped.
@@ -71,6 +73,36 @@ def main():
                 print(f"srun {layout}: losses {b} differ from the single-process {a}")
                 return 1
             print(f"srun -n 2 {' '.join(layout)}: {len(b)} losses match the single process")
+        # Stop signals under Slurm 22.05: srun forwards SIGUSR1 to the tasks;
+        # SIGTERM reaches them from slurmstepd (scancel -s TERM; a time limit
+        # sends it before SIGKILL). SIGTERM to srun itself cancels the step.
+        with open(cfg, "w") as f:
+            f.write(CONFIG.format(steps=1000000, corpus=corpus, out=os.path.join(d, "out")))
+        for sig, via_scancel in ((signal.SIGUSR1, False), (signal.SIGTERM, True)):
+            ck = os.path.join(d, f"ck{int(sig)}")
+            job = subprocess.Popen(["srun", "-n", "2", TERA, "train", "-c", cfg, "-q", "--set", f"ckpt.dir={ck}",
+                                    "--set", "ckpt.every=20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, env=ENV)
+            for _ in range(300):
+                if os.path.exists(os.path.join(ck, "latest")):
+                    break
+                time.sleep(0.1)
+            if via_scancel:
+                ids = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True).stdout.split()
+                subprocess.run(["scancel", "-s", "TERM", *ids], check=True)
+            else:
+                job.send_signal(sig)
+            try:
+                out, _ = job.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                print(f"srun did not end after {signal.Signals(sig).name}")
+                return 1
+            name = signal.Signals(sig).name
+            if f"{name} received" not in out or "continue with --resume auto" not in out or job.returncode != 0:
+                print(f"{name}: exit {job.returncode}, output:\n{out[-3000:]}")
+                return 1
+            print(f"{name} {'from scancel' if via_scancel else 'to srun'}: the ranks checkpointed and exited 0")
         # A rank killed mid-run: the job ends, non-zero, and Slurm names the task.
         with open(cfg, "w") as f:
             f.write(CONFIG.format(steps=1000000, corpus=corpus, out=os.path.join(d, "out")))
