@@ -40,7 +40,7 @@ double op_time(const Op& op, const Cluster& cl, double peak) {
   return t;
 }
 
-PassCost price_pass(const PassOps& p, const Cluster& cl, double peak, int tp, double gemm_peak) {
+PassCost price_pass(const PassOps& p, const Cluster& cl, double peak, int tp, double gemm_peak, int cp) {
   PassCost c;
   if (gemm_peak <= 0) gemm_peak = peak;
   for (const Op& op : p.ops) {
@@ -52,6 +52,12 @@ PassCost price_pass(const PassOps& p, const Cluster& cl, double peak, int tp, do
   double comm = 0;
   for (const CommOp& x : p.comm) comm += collective_time(x.kind, x.bytes, Group{tp, 1}, cl);
   c.tp_comm = cl.stack.tp_comm_overlap ? overlapped(c.gemm, comm, cl.eff) - c.gemm : comm;
+  // Context parallelism: K/V blocks travel round the cp group (stride tp)
+  // while the attention of the blocks already here runs: only what exceeds
+  // the attention is exposed, plus overlap_loss of the rest.
+  double kv = 0;
+  for (const CommOp& x : p.cp_comm) kv += collective_time(x.kind, x.bytes, Group{cp, tp}, cl);
+  if (kv > 0) c.tp_comm += overlapped(c.attention, kv, cl.eff) - c.attention;
   return c;
 }
 
@@ -78,8 +84,8 @@ namespace {
 // with the pass's own work: only what exceeds it is exposed.
 double zero_exposed(const PlanLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
                     double pass_time, int tensors) {
-  if (l.dp <= 1 || l.zero < 2) return 0;
-  const Group dp{l.dp, l.tp};
+  if (l.dp_cp() <= 1 || l.zero < 2) return 0;
+  const Group dp{l.dp_cp(), l.tp};
   // A stack that gathers tensor by tensor pays one latency per tensor.
   const double extra = cl.stack.zero_per_tensor ? tensors - 1 : 0;
   double t = 0;
@@ -102,7 +108,8 @@ PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload
   pc.peak_flops = peak_flops(cl, w.precision).value();
   OpsOptions o;
   o.B = l.micro_batch;
-  o.T = spec.config().seq_len;
+  o.T = spec.config().seq_len / l.cp;  // this rank's share of each sequence
+  o.cp = l.cp;
   o.tp = l.tp;
   o.sequence_parallel = l.sequence_parallel && l.tp > 1;
   o.recompute = l.recompute;
@@ -112,9 +119,9 @@ PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload
   o.fp8_gemms = w.fp8_gemms;
   const double gp = gemm_peak_flops(cl, w).value();
   auto both = [&](const PartOps& ops, PassCost* f, PassCost* b) {
-    *f = price_pass(ops.fwd, cl, pc.peak_flops, l.tp, gp);
-    *b = price_pass(ops.bwd, cl, pc.peak_flops, l.tp, gp);
-    *b += price_pass(ops.recompute, cl, pc.peak_flops, l.tp, gp);
+    *f = price_pass(ops.fwd, cl, pc.peak_flops, l.tp, gp, l.cp);
+    *b = price_pass(ops.bwd, cl, pc.peak_flops, l.tp, gp, l.cp);
+    *b += price_pass(ops.recompute, cl, pc.peak_flops, l.tp, gp, l.cp);
   };
   both(block_ops(spec, o), &pc.block_f, &pc.block_b);
   both(embedding_ops(spec, o), &pc.emb_f, &pc.emb_b);
@@ -136,13 +143,14 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
   sc.peak_flops = parts.peak_flops;
   const double block_p = split.block, emb_p = split.wte;
   // ZeRO-2/3 traffic overlapped with the pass it serves.
-  auto with_zero = [&](PassCost c, double params, bool backward) {
-    c.dp_comm = zero_exposed(l, pb, cl, params, backward, c.total(), parts.block_tensors);
+  auto with_zero = [&](PassCost c, double params, bool backward, int tensors) {
+    c.dp_comm = zero_exposed(l, pb, cl, params, backward, c.total(), tensors);
     return c;
   };
-  const PassCost bf = with_zero(parts.block_f, block_p, false), bb = with_zero(parts.block_b, block_p, true);
-  const PassCost ef = with_zero(parts.emb_f, emb_p, false), eb = with_zero(parts.emb_b, emb_p, true);
-  const PassCost hf = with_zero(parts.head_f, emb_p, false), hb = with_zero(parts.head_b, emb_p, true);
+  const int bt = parts.block_tensors;
+  const PassCost bf = with_zero(parts.block_f, block_p, false, bt), bb = with_zero(parts.block_b, block_p, true, bt);
+  const PassCost ef = with_zero(parts.emb_f, emb_p, false, 1), eb = with_zero(parts.emb_b, emb_p, true, 1);
+  const PassCost hf = with_zero(parts.head_f, emb_p, false, 1), hb = with_zero(parts.head_b, emb_p, true, 1);
   const int V = l.pp * l.vpp;
   sc.fwd.resize(static_cast<size_t>(V));
   sc.bwd.resize(static_cast<size_t>(V));
@@ -162,12 +170,12 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
   }
   // Point-to-point: 1/tp of an activation, then re-gathered over tp.
   const double act = parts.act_bytes;
-  sc.p2p = p2p_time(act / l.tp, l.tp * l.dp, cl);
+  sc.p2p = p2p_time(act / l.tp, l.tp * l.cp * l.dp, cl);
   if (l.tp > 1 && !(l.sequence_parallel && l.tp > 1)) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
   // Per stage: gradient reduction (ZeRO 0: all-reduce, 1: reduce-scatter;
   // 2/3 already reduced per micro-batch), tied-embedding all-reduce between
   // the first and last stage, optimizer step, ZeRO-1/2 parameter all-gather.
-  const Group dp{l.dp, l.tp};
+  const Group dp{l.dp_cp(), l.tp};  // every rank holding the same parameters (dp x cp)
   const double bucket = 40e6;
   const double opt_bytes = w.precision == Precision::mixed ? 30 : 28;
   for (int s = 0; s < l.pp; ++s) {
@@ -180,11 +188,11 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
     }
     if (l.pp > 1 && (s == 0 || s == l.pp - 1)) {
       const double tied = collective_time(Collective::all_reduce, emb_p * static_cast<double>(grad_bytes(pb, l.zero)),
-                                          Group{2, (l.pp - 1) * l.tp * l.dp}, cl);
+                                          Group{2, (l.pp - 1) * l.tp * l.cp * l.dp}, cl);
       reduce += tied;
       last += tied;
     }
-    const double shard = l.zero >= 1 ? P / l.dp : P;
+    const double shard = l.zero >= 1 ? P / l.dp_cp() : P;
     double opt = shard * opt_bytes / (cl.gpu.hbm_bw * cl.eff.hbm) + 10 * cl.eff.kernel_overhead;
     if (l.zero == 1 || l.zero == 2) {
       const double gather = collective_time(Collective::all_gather, P * static_cast<double>(pb.param), dp, cl);

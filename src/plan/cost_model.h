@@ -47,7 +47,10 @@ double op_time(const Op& op, const Cluster& cl, double peak_flops);
 // Prices one pass: compute by class and its tensor-parallel collectives.
 // GEMMs (OpClass::gemm) run at gemm_peak (the fp8 peak for fp8 linear layers;
 // <= 0: peak_flops).
-PassCost price_pass(const PassOps& p, const Cluster& cl, double peak_flops, int tp, double gemm_peak = 0);
+// Context-parallel K/V traffic (p.cp_comm) over the cp group is overlapped
+// with the pass's attention; its exposed part is counted as tp_comm
+// (model-parallel communication).
+PassCost price_pass(const PassOps& p, const Cluster& cl, double peak_flops, int tp, double gemm_peak = 0, int cp = 1);
 
 // Peak FLOP/s for the workload's precision; fails if the GPU lacks it.
 Expected<double> peak_flops(const Cluster& cl, Precision p);

@@ -62,7 +62,10 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
   const double Hl = static_cast<double>(c.heads) / tp, hs = static_cast<double>(c.head_size());
   const double Ql = static_cast<double>(spec.qkv_width_local(o.tp)), Fl = static_cast<double>(c.ffn()) / tp;
   const double fc_n = (c.mlp_matrices() - 1) * Fl;  // up (and gate) projections, fused
-  const double d = o.dropout ? 1 : 0, scores = B * Hl * T * T;
+  // Context parallelism: the rank's T queries attend to all cp * T keys
+  // (causal, load-balanced: half of the full product on average).
+  const double Tk = T * o.cp;
+  const double d = o.dropout ? 1 : 0, scores = B * Hl * T * Tk;
   const double act = N * C * e;  // a full-sequence activation, the TP collective buffer
   PartOps p;
   PassOps &f = p.fwd, &b = p.bwd;
@@ -82,18 +85,28 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
     fb.flops = 2.5 * fa.flops;
     b.ops.push_back(fb);
   } else {
-    core.ops.push_back(gemm("attn_scores", T, T, hs, e, OpClass::attention, B * Hl));
+    core.ops.push_back(gemm("attn_scores", T, Tk, hs, e, OpClass::attention, B * Hl));
     core.ops.push_back(memory("scale_mask_softmax", 2 * scores * e, OpClass::attention));
     if (o.dropout) core.ops.push_back(memory("attn_dropout", scores * (2 * e + 1), OpClass::attention));
-    core.ops.push_back(gemm("attn_context", T, hs, T, e, OpClass::attention, B * Hl));
-    b.ops.push_back(gemm("attn_context_dprobs", T, T, hs, e, OpClass::attention, B * Hl));
-    b.ops.push_back(gemm("attn_context_dv", T, hs, T, e, OpClass::attention, B * Hl));
+    core.ops.push_back(gemm("attn_context", T, hs, Tk, e, OpClass::attention, B * Hl));
+    b.ops.push_back(gemm("attn_context_dprobs", T, Tk, hs, e, OpClass::attention, B * Hl));
+    b.ops.push_back(gemm("attn_context_dv", Tk, hs, T, e, OpClass::attention, B * Hl));
     if (o.dropout) b.ops.push_back(memory("attn_dropout_bwd", scores * (2 * e + 1), OpClass::attention));
     b.ops.push_back(memory("softmax_bwd", 3 * scores * e, OpClass::attention));
-    b.ops.push_back(gemm("attn_scores_dq", T, hs, T, e, OpClass::attention, B * Hl));
-    b.ops.push_back(gemm("attn_scores_dk", T, hs, T, e, OpClass::attention, B * Hl));
+    b.ops.push_back(gemm("attn_scores_dq", T, hs, Tk, e, OpClass::attention, B * Hl));
+    b.ops.push_back(gemm("attn_scores_dk", Tk, hs, T, e, OpClass::attention, B * Hl));
+  }
+  if (o.cp > 1) {
+    // Ring attention (torchtitan's default rotation, an all-gather): forward
+    // gathers every rank's K and V ([B, T, kv/tp, hs] each); backward gathers
+    // them again and reduce-scatters their gradients.
+    const double kv_bytes = 2 * B * Tk * (static_cast<double>(c.kv()) / tp) * hs * e;
+    core.cp_comm.push_back({"cp_kv_all_gather", Collective::all_gather, kv_bytes});
+    b.cp_comm.push_back({"cp_kv_all_gather", Collective::all_gather, kv_bytes});
+    b.cp_comm.push_back({"cp_dkv_reduce_scatter", Collective::reduce_scatter, kv_bytes});
   }
   f.ops.insert(f.ops.end(), core.ops.begin(), core.ops.end());
+  f.cp_comm.insert(f.cp_comm.end(), core.cp_comm.begin(), core.cp_comm.end());
   linear(f, b, "attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", N, C, C / tp, e, f8);
   f.ops.push_back(memory("bias_dropout_add_1", Ns * C * (3 * e + d)));
   b.ops.push_back(memory("bias_dropout_add_1_bwd", Ns * C * (2 * e + d)));
@@ -124,6 +137,7 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
   }
   if (o.recompute == Recompute::full) p.recompute = f;
   if (o.recompute == Recompute::selective && !o.flash_attention) p.recompute = core;
+  p.recompute.cp_comm.clear();  // the backward's own K/V gather serves the recomputed attention too
   return p;
 }
 

@@ -38,12 +38,14 @@ struct CommOp {
 
 struct PassOps {
   std::vector<Op> ops;
-  std::vector<CommOp> comm;  // tensor-parallel collectives
+  std::vector<CommOp> comm;     // tensor-parallel collectives
+  std::vector<CommOp> cp_comm;  // context-parallel K/V exchange (over the cp group)
 };
 
 struct OpsOptions {
-  int64_t B = 1, T = 1;
+  int64_t B = 1, T = 1;  // T: this rank's tokens of each sequence (seq_len / cp)
   int tp = 1;
+  int cp = 1;            // context parallelism: queries of T tokens attend to cp * T keys
   bool sequence_parallel = false;
   Recompute recompute = Recompute::none;
   bool flash_attention = false;

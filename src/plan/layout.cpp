@@ -30,9 +30,9 @@ int64_t micro_batches(const PlanLayout& l, const Workload& w) {
 }
 
 std::string layout_string(const PlanLayout& l) {
-  return fmt::format("tp={},pp={},dp={},vpp={},mb={},zero={},sp={},recompute={},schedule={}", l.tp, l.pp, l.dp,
-                     l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0, recompute_name(l.recompute),
-                     schedule_kind_name(l.schedule));
+  return fmt::format("tp={},pp={},dp={},{}vpp={},mb={},zero={},sp={},recompute={},schedule={}", l.tp, l.pp, l.dp,
+                     l.cp > 1 ? fmt::format("cp={},", l.cp) : "", l.vpp, l.micro_batch, l.zero,
+                     l.sequence_parallel ? 1 : 0, recompute_name(l.recompute), schedule_kind_name(l.schedule));
 }
 
 Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
@@ -66,14 +66,15 @@ Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
   TERA_RETURN_IF_ERROR(integer("tp", &l.tp));
   TERA_RETURN_IF_ERROR(integer("pp", &l.pp));
   TERA_RETURN_IF_ERROR(integer("dp", &dp));
+  TERA_RETURN_IF_ERROR(integer("cp", &l.cp));
   TERA_RETURN_IF_ERROR(integer("vpp", &l.vpp));
   TERA_RETURN_IF_ERROR(integer("mb", &l.micro_batch));
   TERA_RETURN_IF_ERROR(integer("zero", &l.zero));
   TERA_RETURN_IF_ERROR(integer("sp", &sp));
   if (sp > 1) return Status::error("layout key sp must be 0 or 1");
   l.sequence_parallel = sp == 1;
-  if (l.tp < 1 || l.pp < 1 || l.vpp < 1 || l.micro_batch < 1) {
-    return Status::error("layout: tp, pp, vpp and mb must be >= 1 in '" + text + "'");
+  if (l.tp < 1 || l.pp < 1 || l.vpp < 1 || l.micro_batch < 1 || l.cp < 1) {
+    return Status::error("layout: tp, pp, cp, vpp and mb must be >= 1 in '" + text + "'");
   }
   if (auto it = kv.find("recompute"); it != kv.end()) {
     if (it->second == "none") l.recompute = Recompute::none;
@@ -95,11 +96,11 @@ Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
   }
   if (dp == 0) {
     if (gpus <= 0) return Status::error("layout: give dp=N (or --gpus so that dp = gpus / (tp * pp))");
-    if (gpus % (l.tp * l.pp) != 0) {
-      return Status::error(fmt::format("layout: tp({}) * pp({}) = {} does not divide gpus {}; give dp explicitly",
-                                       l.tp, l.pp, l.tp * l.pp, gpus));
+    if (gpus % (l.tp * l.pp * l.cp) != 0) {
+      return Status::error(fmt::format("layout: tp({}) * pp({}) * cp({}) = {} does not divide gpus {}; give dp explicitly",
+                                       l.tp, l.pp, l.cp, l.tp * l.pp * l.cp, gpus));
     }
-    dp = gpus / (l.tp * l.pp);
+    dp = gpus / (l.tp * l.pp * l.cp);
   }
   l.dp = dp;
   return l;
@@ -108,7 +109,19 @@ Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
 Status check_layout(const PlanLayout& l, const Workload& w, int gpus) {
   const ModelConfig& m = w.model;
   if (gpus > 0 && l.gpus() != gpus) {
+    if (l.cp > 1) {
+      return Status::error(fmt::format("tp({}) * pp({}) * dp({}) * cp({}) = {} != gpus {}", l.tp, l.pp, l.dp, l.cp,
+                                       l.gpus(), gpus));
+    }
     return Status::error(fmt::format("tp({}) * pp({}) * dp({}) = {} != gpus {}", l.tp, l.pp, l.dp, l.gpus(), gpus));
+  }
+  if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) {
+    // Load-balanced causal ring attention splits each sequence into 2 * cp chunks.
+    return Status::error(fmt::format("context parallelism needs 2 * cp({}) to divide seq_len({})", l.cp, m.seq_len));
+  }
+  if (l.cp > 1 && l.sequence_parallel && (m.seq_len / l.cp) % l.tp != 0) {
+    return Status::error(fmt::format("sequence parallelism needs tp({}) to divide seq_len / cp({})", l.tp,
+                                     m.seq_len / l.cp));
   }
   if (m.heads % l.tp != 0 || m.kv() % l.tp != 0 || m.hidden % l.tp != 0 || m.ffn() % l.tp != 0) {
     return Status::error(fmt::format("tp({}) must divide heads({}), kv_heads({}), hidden({}) and ffn_hidden({})",

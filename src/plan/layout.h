@@ -57,8 +57,13 @@ struct PlanLayout {
   bool sequence_parallel = false;
   Recompute recompute = Recompute::none;
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  // Context parallelism: each sequence split over cp ranks (ring attention);
+  // rank order tp, cp, dp, pp (Megatron's): cp groups have stride tp, and the
+  // data-parallel reduction and ZeRO shards span dp * cp ranks.
+  int cp = 1;
 
-  int gpus() const { return tp * pp * dp; }
+  int gpus() const { return tp * pp * dp * cp; }
+  int dp_cp() const { return dp * cp; }  // ranks holding the same parameters
   bool operator==(const PlanLayout&) const = default;
 };
 

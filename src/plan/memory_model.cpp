@@ -71,7 +71,9 @@ namespace {
 
 LayoutTables layout_tables(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
   const ActivationOptions ao = activation_options(l, w, cl);
-  const int64_t B = l.micro_batch, T = spec.config().seq_len;
+  // Context parallelism holds 1/cp of each sequence's activations (flash
+  // attention assumed: no T x T scores are kept).
+  const int64_t B = l.micro_batch, T = spec.config().seq_len / l.cp;
   LayoutTables t;
   t.params = param_split(spec, l.tp);
   t.saved = static_cast<double>(table_bytes(spec.saved_block_activations(B, T, ao)));
@@ -96,13 +98,13 @@ MemoryBreakdown stage_memory_from(const LayoutTables& t, const PlanLayout& l, co
   const PrecisionBytes pb = precision_bytes(w.precision);
   const bool first = stage == 0, last = stage == l.pp - 1;
   const double P = stage_params(t.params, l, layers, stage);
-  const double dp = l.dp;
+  const double dp = l.dp_cp();  // ZeRO shards over every rank holding the same parameters
   MemoryBreakdown m;
   m.stage = stage;
   m.params = P * static_cast<double>(pb.param) / (l.zero >= 3 ? dp : 1);
   m.grads = P * static_cast<double>(grad_bytes(pb, l.zero)) / (l.zero >= 2 ? dp : 1);
   m.optimizer = P * static_cast<double>(pb.master + pb.moments) / (l.zero >= 1 ? dp : 1);
-  if (l.zero >= 3 && l.dp > 1) m.zero3_gather = 2 * std::max(t.params.block, t.params.wte) * static_cast<double>(pb.param);
+  if (l.zero >= 3 && l.dp_cp() > 1) m.zero3_gather = 2 * std::max(t.params.block, t.params.wte) * static_cast<double>(pb.param);
   // Every in-flight chunk holds its layers' saved tables (the interleaved
   // schedule requires equal chunks; 1F1B has one chunk per stage).
   const double chunk_layers = static_cast<double>(layers_in_virtual_stage(l, layers, stage));
@@ -116,7 +118,7 @@ MemoryBreakdown stage_memory_from(const LayoutTables& t, const PlanLayout& l, co
   // sequence-parallel gather output, one data-parallel bucket.
   if (l.pp > 1) m.comm_buffers += 4 * t.act / l.tp;
   if (l.sequence_parallel && l.tp > 1) m.comm_buffers += t.act;
-  if (l.dp > 1 && l.zero >= 1) m.comm_buffers += std::min(P, kBucketElements) * static_cast<double>(grad_bytes(pb, l.zero));
+  if (l.dp_cp() > 1 && l.zero >= 1) m.comm_buffers += std::min(P, kBucketElements) * static_cast<double>(grad_bytes(pb, l.zero));
   m.fragmentation = cl.memory.fragmentation * (m.params + m.grads + m.optimizer + m.zero3_gather + m.activations +
                                                m.workspace + m.comm_buffers);
   m.reserved = cl.memory.reserved_bytes;

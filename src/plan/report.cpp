@@ -13,8 +13,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
 
 std::string short_layout(const PlanLayout& l) {
-  return fmt::format("tp={} pp={} dp={} vpp={} mb={} zero={} sp={} rc={}", l.tp, l.pp, l.dp, l.vpp, l.micro_batch,
-                     l.zero, l.sequence_parallel ? 1 : 0, recompute_name(l.recompute));
+  return fmt::format("tp={} pp={} dp={} {}vpp={} mb={} zero={} sp={} rc={}", l.tp, l.pp, l.dp,
+                     l.cp > 1 ? fmt::format("cp={} ", l.cp) : "", l.vpp, l.micro_batch, l.zero,
+                     l.sequence_parallel ? 1 : 0, recompute_name(l.recompute));
 }
 
 }  // namespace
@@ -26,6 +27,7 @@ nlohmann::json evaluation_json(const Evaluation& e) {
       {"tp", l.tp},
       {"pp", l.pp},
       {"dp", l.dp},
+      {"cp", l.cp},
       {"vpp", l.vpp},
       {"micro_batch", l.micro_batch},
       {"zero", l.zero},
@@ -48,14 +50,14 @@ nlohmann::json evaluation_json(const Evaluation& e) {
 }
 
 std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster& cl) {
-  std::string s = fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9}  {:>10}  {:>7}  {:>5}  {:>6}\n",
-                              "rank", "tp", "pp", "dp", "vpp", "mb", "zero", "sp", "recompute", "mem(GiB)", "step(s)",
+  std::string s = fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>2} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9}  {:>10}  {:>7}  {:>5}  {:>6}\n",
+                              "rank", "tp", "pp", "dp", "cp", "vpp", "mb", "zero", "sp", "recompute", "mem(GiB)", "step(s)",
                               "tokens/s", "TFLOP/s", "MFU", "bubble");
   for (size_t i = 0; i < best.size(); ++i) {
     const Evaluation& e = best[i];
     const PlanLayout& l = e.layout;
-    s += fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9.3f}  {:>10.0f}  {:>7.1f}  {:>4.1f}%  {:>5.1f}%\n",
-                     i + 1, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0,
+    s += fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>2} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9.3f}  {:>10.0f}  {:>7.1f}  {:>4.1f}%  {:>5.1f}%\n",
+                     i + 1, l.tp, l.pp, l.dp, l.cp, l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0,
                      recompute_name(l.recompute), gib(e.memory.total()), e.step_time_s, e.tokens_per_s,
                      e.tflops_per_gpu, 100 * e.mfu, 100 * e.bubble);
   }
@@ -193,7 +195,7 @@ nlohmann::json validation_json(const ValidationReport& rep) {
                  {"reported", r.reported},
                  {"rel_error", r.rel_error},
                  {"fits", r.fits},
-                 {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"vpp", l.vpp}, {"micro_batch", l.micro_batch},
+                 {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"vpp", l.vpp}, {"micro_batch", l.micro_batch},
                              {"zero", l.zero}, {"sequence_parallel", l.sequence_parallel},
                              {"recompute", recompute_name(l.recompute)}}},
                  {"flags", r.flags}});

@@ -46,8 +46,10 @@ Expected<Evaluation> run_point(const ModelSpec& spec, const Workload& w, const C
   const int n = static_cast<int>(gpus);
   if (o.layout) {
     PlanLayout l = *o.layout;
-    const int mp = l.tp * l.pp;
-    if (n % mp != 0) return Status::error(fmt::format("tp({}) * pp({}) = {} does not divide {} GPUs", l.tp, l.pp, mp, n));
+    const int mp = l.tp * l.pp * l.cp;
+    if (n % mp != 0) {
+      return Status::error(fmt::format("tp({}) * pp({}) * cp({}) = {} does not divide {} GPUs", l.tp, l.pp, l.cp, mp, n));
+    }
     l.dp = n / mp;
     TERA_RETURN_IF_ERROR(check_layout(l, w, n));
     return evaluate_layout(spec, l, w, cl);

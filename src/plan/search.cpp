@@ -71,12 +71,12 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
   std::vector<Candidate> cands;
   double smallest = 1e300;
   // Tables and pass prices depend on (tp, micro-batch, sp, recompute) only.
-  using Key = std::tuple<int, int, bool, Recompute>;
+  using Key = std::tuple<int, int, int, bool, Recompute>;
   std::map<Key, LayoutTables> tables;
   std::map<Key, PartCosts> parts;
   auto consider = [&](const PlanLayout& l) {
     ++r.enumerated;
-    const Key key{l.tp, l.micro_batch, l.sequence_parallel, l.recompute};
+    const Key key{l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute};
     auto t = tables.find(key);
     if (t == tables.end()) t = tables.emplace(key, layout_tables(spec, l, w, cl)).first;
     const MemoryBreakdown mem = memory_per_gpu(t->second, l, w, cl);
@@ -92,12 +92,22 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
     const StepCosts costs = price_step(p->second, t->second.params, m.layers, l, w, cl);
     cands.push_back({l, step_time_lower_bound(costs, l.pp, l.vpp, micro_batches(l, w), !cl.stack.p2p_overlap)});
   };
-  for (int tp : choices(space.tp, divisors(gpus, cl.node.gpus))) {
+  // Context parallelism is searched for long sequences on stacks with fused
+  // attention: cp = 2, 4, ... while each rank keeps >= kMinCpTokens tokens
+  // (shorter shares only add K/V traffic to what tp and dp already do).
+  constexpr int64_t kMinCpTokens = 4096;
+  std::vector<int> cps = {1};
+  if (cl.stack.flash_attention) {
+    for (int c = 2; m.seq_len / c >= kMinCpTokens && m.seq_len % (2 * c) == 0; c *= 2) cps.push_back(c);
+  }
+  for (int cp : choices(space.cp, cps)) {
+  if (gpus % cp) continue;
+  for (int tp : choices(space.tp, divisors(gpus / cp, cl.node.gpus))) {
     // Tensor-parallel groups stay inside a node: tp divides the node's GPUs.
-    if (cl.node.gpus % tp || m.heads % tp || m.kv() % tp || m.hidden % tp || m.ffn() % tp || gpus % tp) continue;
-    for (int pp : choices(space.pp, divisors(gpus / tp, m.layers))) {
-      if ((gpus / tp) % pp || pp > m.layers) continue;
-      const int dp = gpus / (tp * pp);
+    if (cl.node.gpus % tp || m.heads % tp || m.kv() % tp || m.hidden % tp || m.ffn() % tp || (gpus / cp) % tp) continue;
+    for (int pp : choices(space.pp, divisors(gpus / (tp * cp), m.layers))) {
+      if ((gpus / (tp * cp)) % pp || pp > m.layers) continue;
+      const int dp = gpus / (tp * pp * cp);
       if (space.dp && *space.dp != dp) continue;
       if (w.global_batch % dp) continue;
       const int64_t per_replica = w.global_batch / dp;
@@ -112,8 +122,8 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
         }
         for (int vpp : choices(space.vpp, vpps)) {
           if (vpp > 1 && (pp < 2 || M % pp || m.layers % (static_cast<int64_t>(pp) * vpp))) continue;
-          for (int zero : choices(space.zero, dp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
-            const bool sp_ok = tp > 1 && m.seq_len % tp == 0;
+          for (int zero : choices(space.zero, dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
+            const bool sp_ok = tp > 1 && (m.seq_len / cp) % tp == 0;
             for (bool sp : choices(space.sequence_parallel, sp_ok ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
               if (sp && !sp_ok) continue;
               std::vector<Recompute> rcs = {Recompute::none, Recompute::full};
@@ -123,6 +133,7 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
                 l.tp = tp;
                 l.pp = pp;
                 l.dp = dp;
+                l.cp = cp;
                 l.vpp = vpp;
                 l.micro_batch = mb;
                 l.zero = zero;
@@ -136,6 +147,7 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
         }
       }
     }
+  }
   }
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
   const size_t k = static_cast<size_t>(std::max(top, 1));

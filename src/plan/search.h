@@ -37,6 +37,7 @@ struct SearchSpace {
   std::optional<int> tp, pp, dp, vpp, micro_batch, zero;
   std::optional<bool> sequence_parallel;
   std::optional<Recompute> recompute;
+  std::optional<int> cp;  // context parallelism (searched for long sequences with fused attention)
   int max_micro_batch = 64;
 };
 

@@ -146,12 +146,11 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   TERA_ASSIGN_OR_RETURN(gpus, r.integer("num_gpus"));
   if (gpus < 1) return Status::error(r.where + ": num_gpus must be positive");
   p.gpus = static_cast<int>(gpus);
+  int cp = 1;
   if (r.has("cp")) {
-    TERA_ASSIGN_OR_RETURN(cp, r.integer("cp"));
-    if (cp > 1) {
-      p.skip_reason = fmt::format("context parallelism (cp = {}) is not modelled", cp);
-      return rc_case;
-    }
+    TERA_ASSIGN_OR_RETURN(c, r.integer("cp"));
+    if (c < 1) return Status::error(r.where + ": column cp must be >= 1");
+    cp = static_cast<int>(c);
   }
   const std::string preset = cluster_for(r.text("gpu_type"));
   if (preset.empty()) {
@@ -172,7 +171,7 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
     } else {
       TERA_ASSIGN_OR_RETURN(tp, r.integer("tp"));
       TERA_ASSIGN_OR_RETURN(pp, r.integer("pp"));
-      dp = tp * pp > 0 ? gpus / (tp * pp) : 0;
+      dp = tp * pp > 0 ? gpus / (tp * pp * cp) : 0;
     }
     gb = mb * acc * dp;
     p.flags.push_back("global batch = micro_batch x grad_accum x dp");
@@ -204,7 +203,8 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   TERA_RETURN_IF_ERROR(fixed_int("pp", &space.pp));
   TERA_RETURN_IF_ERROR(fixed_int("dp", &space.dp));
   TERA_RETURN_IF_ERROR(fixed_int("micro_batch", &space.micro_batch));
-  if (space.tp && space.pp && !space.dp) space.dp = p.gpus / (*space.tp * *space.pp);
+  space.cp = cp;
+  if (space.tp && space.pp && !space.dp) space.dp = p.gpus / (*space.tp * *space.pp * cp);
   if (!space.tp) p.flags.push_back("tp chosen");
   if (!space.pp) p.flags.push_back("pp chosen");
   if (!space.micro_batch) p.flags.push_back("micro_batch chosen");
@@ -305,6 +305,7 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
     l.tp = *space.tp;
     l.pp = *space.pp;
     l.dp = *space.dp;
+    l.cp = cp;
     l.vpp = *space.vpp;
     l.micro_batch = *space.micro_batch;
     l.zero = *space.zero;
@@ -345,7 +346,8 @@ RowPrediction price_case(const RowCase& c, const StackParams& params, const Plan
       PlanLayout given;
       given.tp = space.tp.value_or(1);
       given.pp = space.pp.value_or(1);
-      given.dp = space.dp.value_or(p.gpus / (given.tp * given.pp));
+      given.cp = space.cp.value_or(1);
+      given.dp = space.dp.value_or(p.gpus / (given.tp * given.pp * given.cp));
       given.micro_batch = space.micro_batch.value_or(1);
       given.vpp = space.vpp.value_or(1);
       given.schedule = given.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;

@@ -1,0 +1,185 @@
+// Issue 19's cost terms on hand-worked cases: fp8 linear layers, context
+// parallelism (ring attention), per-tensor ZeRO-3 latency, and the stack
+// profiles chosen from a run's framework text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "plan/collectives.h"
+#include "plan/cost_model.h"
+#include "plan/stack_profile.h"
+
+namespace tera {
+namespace {
+
+Cluster round_cluster() {
+  Cluster c;
+  c.gpu.peak_flops_16 = 100e12;
+  c.gpu.peak_flops_32 = 10e12;
+  c.gpu.peak_flops_8 = 200e12;
+  c.gpu.memory_bytes = 80e9;
+  c.gpu.hbm_bw = 1e12;
+  c.node.gpus = 8;
+  c.node.intra_bw = 100e9;
+  c.node.package_bw = 100e9;
+  c.node.nics = 8;
+  c.node.nic_bw = 10e9;
+  c.eff = Efficiency{};
+  c.eff.gemm_max = 1;
+  c.eff.gemm_half_dim = 0;
+  c.eff.hbm = 1;
+  c.eff.intra_link = c.eff.inter_link = 1.0;
+  c.eff.alpha_intra = c.eff.alpha_inter = 0;
+  c.eff.kernel_overhead = 0;
+  c.eff.overlap_loss = 0;
+  return c;
+}
+
+const ModelSpec& tiny() {
+  static const ModelSpec spec(ModelConfig{.layers = 2, .hidden = 64, .heads = 8, .seq_len = 64, .vocab = 96,
+                                          .ffn_hidden = 0, .vocab_align = 32});
+  return spec;
+}
+
+const Op* find(const PassOps& p, const std::string& name) {
+  for (const Op& op : p.ops) {
+    if (name == op.name) return &op;
+  }
+  return nullptr;
+}
+
+TEST(Fp8, LinearGemmsAtTheFp8PeakWithCasts) {
+  OpsOptions o;
+  o.B = 2;
+  o.T = 64;
+  o.fp8_gemms = true;
+  const PartOps p = block_ops(tiny(), o);
+  // qkv: N = 128 tokens, [128, 64] x [64, 192]: operands are 1 byte.
+  const Op* qkv = find(p.fwd, "qkv");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_DOUBLE_EQ(qkv->bytes, 1.0 * (128 * 64 + 64 * 192 + 128 * 192));
+  // Each linear casts X and W before the forward: (128*64 + 64*192) * (2*2 + 1) bytes for qkv.
+  const Op* cast = find(p.fwd, "fp8_cast");
+  ASSERT_NE(cast, nullptr);
+  EXPECT_DOUBLE_EQ(cast->bytes, (128.0 * 64 + 64 * 192) * 5);
+  // The GEMM runs at the fp8 peak (200 TFLOP/s), attention at the 16-bit one.
+  const Cluster c = round_cluster();
+  PassOps only;
+  only.ops.push_back(*qkv);
+  const PassCost g8 = price_pass(only, c, 100e12, 1, 200e12);
+  EXPECT_NEAR(g8.gemm, std::max(qkv->flops / 200e12, qkv->bytes / 1e12), 1e-18);
+  Workload w{tiny().config(), 8, Precision::mixed};
+  w.fp8_gemms = true;
+  EXPECT_DOUBLE_EQ(gemm_peak_flops(c, w).value(), 200e12);
+  Cluster a100 = c;
+  a100.gpu.peak_flops_8 = 0;
+  EXPECT_FALSE(gemm_peak_flops(a100, w).ok());
+}
+
+TEST(ContextParallel, AttentionOverAllKeysAndKvTraffic) {
+  OpsOptions o;
+  o.B = 1;
+  o.T = 32;  // this rank's half of a 64-token sequence
+  o.cp = 2;
+  o.flash_attention = true;
+  const PartOps p = block_ops(tiny(), o);
+  // Causal flash attention: 0.5 * 4 * B * H * T_q * T_k * hs = 0.5 * 4 * 8 * 32 * 64 * 8.
+  const Op* fa = find(p.fwd, "flash_attention");
+  ASSERT_NE(fa, nullptr);
+  EXPECT_DOUBLE_EQ(fa->flops, 0.5 * 4 * 8 * 32 * 64 * 8);
+  // K and V of all 64 tokens gathered: 2 * 64 * kv(8) * hs(8) * 2 bytes; backward gathers again
+  // and reduce-scatters the gradients.
+  ASSERT_EQ(p.fwd.cp_comm.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.fwd.cp_comm[0].bytes, 2.0 * 64 * 8 * 8 * 2);
+  ASSERT_EQ(p.bwd.cp_comm.size(), 2u);
+  EXPECT_EQ(p.bwd.cp_comm[1].kind, Collective::reduce_scatter);
+  // Exposed: what exceeds the attention (overlap_loss 0). The gather over 2 ranks of
+  // one node moves 1/2 of 16,384 bytes at 100 GB/s = 81.92 ns.
+  const Cluster c = round_cluster();
+  const PassCost f = price_pass(p.fwd, c, 100e12, 1, 0, 2);
+  const double kv = 0.5 * 16384 / 100e9;
+  EXPECT_NEAR(f.tp_comm, std::max(0.0, kv - f.attention), 1e-18);
+  // A pure context-parallel pass with a slow link exposes the rest.
+  Cluster slow = c;
+  slow.node.intra_bw = 1e6;
+  const PassCost fs = price_pass(p.fwd, slow, 100e12, 1, 0, 2);
+  EXPECT_NEAR(fs.tp_comm, 0.5 * 16384 / 1e6 - fs.attention, 1e-12);
+}
+
+TEST(ContextParallel, LayoutCountsAndChecks) {
+  PlanLayout l;
+  l.dp = 4;
+  l.cp = 2;
+  EXPECT_EQ(l.gpus(), 8);
+  EXPECT_EQ(l.dp_cp(), 8);
+  Workload w{tiny().config(), 8, Precision::mixed};
+  EXPECT_TRUE(check_layout(l, w, 8));
+  l.cp = 3;  // 2 * 3 does not divide 64
+  l.dp = 1;
+  EXPECT_FALSE(check_layout(l, w, 3));
+  auto parsed = parse_layout("tp=1,pp=1,cp=2", 8);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  EXPECT_EQ(parsed->dp, 4);
+  EXPECT_EQ(parsed->cp, 2);
+}
+
+TEST(ZeroPerTensor, OneLatencyPerParameterTensor) {
+  // ZeRO-3 over 16 ranks on 2 nodes (ring: 15 alpha_inter per collective). A stack gathering
+  // tensor by tensor pays that latency once per tensor (12 in a GPT block), FSDP once per block.
+  const ModelSpec& spec = tiny();
+  PlanLayout l;
+  l.dp = 16;
+  l.zero = 3;
+  Workload w{spec.config(), 16, Precision::mixed};
+  Cluster c = round_cluster();
+  c.eff.alpha_inter = 1e-3;  // large enough to dominate the bytes
+  const StepCosts flat = price_step(spec, l, w, c);
+  c.stack.zero_per_tensor = true;
+  const StepCosts per = price_step(spec, l, w, c);
+  const PartCosts parts = price_parts(spec, l, w, c);
+  EXPECT_EQ(parts.block_tensors, 12);
+  // Forward of a block: one all-gather; 11 more latencies of 15 ms each, per layer (2 layers).
+  const double extra = 2 * 11 * 15 * 1e-3;
+  EXPECT_NEAR(per.fwd[0].dp_comm - flat.fwd[0].dp_comm, extra, 1e-9);
+}
+
+TEST(StackProfile, ChosenFromTheFrameworkText) {
+  EXPECT_EQ(profile_for_framework("torchtitan @9dec370, torch.compile ON; AsyncTP ON").name, "torchtitan-compile");
+  const StackProfile tt = profile_for_framework("torchtitan @1ea476e-era; torch.compile not stated");
+  EXPECT_EQ(tt.name, "torchtitan");
+  EXPECT_TRUE(*tt.flash_attention);
+  EXPECT_FALSE(*tt.dropout);
+  EXPECT_FALSE(*tt.tp_comm_overlap);
+  EXPECT_TRUE(*profile_for_framework("torchtitan; torch.compile ON; AsyncTP ON").tp_comm_overlap);
+  EXPECT_EQ(profile_for_framework("llm.c train_gpt2cu").name, "llm.c");
+  EXPECT_EQ(profile_for_framework("Megatron-Core r0.8.0").name, "megatron-core");
+  EXPECT_EQ(profile_for_framework("DeepSpeed + Megatron-LM (3D parallelism)").name, "megatron-deepspeed");
+  EXPECT_EQ(profile_for_framework("Megatron-LM (2020)").zero_stages, 0);
+  EXPECT_EQ(profile_for_framework("Megatron-LM (+DeepSpeed ZeRO-3 for ZeRO rows)", "ZeRO-3 (DeepSpeed)").name,
+            "deepspeed-zero3");
+  EXPECT_EQ(profile_for_framework("JAX/MaxText").name, "preset");
+}
+
+TEST(StackProfile, ScalesThePresetsParameters) {
+  Cluster c = round_cluster();
+  c.eff.gemm_max = 0.5;
+  c.eff.flash = 0.4;
+  c.eff.kernel_overhead = 2e-6;
+  c.eff.intra_link = c.eff.inter_link = 0.5;
+  StackProfile p;
+  p.flash_attention = true;
+  p.params = StackParams{1.5, 2, 0.25, 1.2};
+  const Cluster a = apply_profile(c, p);
+  EXPECT_DOUBLE_EQ(a.eff.gemm_max, 0.75);
+  EXPECT_DOUBLE_EQ(a.eff.flash, 0.6);
+  EXPECT_DOUBLE_EQ(a.eff.kernel_overhead, 4e-6);
+  EXPECT_DOUBLE_EQ(a.eff.overlap_loss, 0.25);
+  EXPECT_DOUBLE_EQ(a.eff.inter_link, 0.6);
+  EXPECT_TRUE(a.stack.flash_attention);
+  // gemm_max never exceeds the peak.
+  p.params.gemm_scale = 3;
+  EXPECT_DOUBLE_EQ(apply_profile(c, p).eff.gemm_max, 1.0);
+}
+
+}  // namespace
+}  // namespace tera
