@@ -194,6 +194,11 @@ int run_single(const SimulateArgs& a, const Setup& st) {
   return kExitOk;
 }
 
+std::string short_layout_text(const PlanLayout& l) {
+  return fmt::format("tp={} pp={} cp={} vpp={} mb={} zero={} recompute={}", l.tp, l.pp, l.cp, l.vpp, l.micro_batch,
+                     l.zero, recompute_name(l.recompute));
+}
+
 std::string sweep_table(const SweepResult& r, const Cluster& cl, bool failures, bool ttt) {
   std::string s = fmt::format("{:>7} {:>6}  {:>3} {:>3} {:>6} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>7}  {:>10}  {:>12}  {:>8}  "
                               "{:>5}  {:>6}  {:>6}  {:>4}",
@@ -250,9 +255,8 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
   if (a.points.empty() && (a.from < 1 || a.to < 1)) {
     return bad("--sweep needs the GPU counts: --from N --to M (doubling from N) or --points N1,N2,...");
   }
-  if (a.replan == !a.layout.empty()) {
-    return bad(a.replan ? "--replan searches the layout at every point; drop --layout (or drop --replan to scale dp of a fixed layout)"
-                        : "--sweep needs --layout tp=..,pp=..[,vpp=..,mb=..,zero=..] (dp follows the GPU count) or --replan");
+  if (a.replan && !a.layout.empty()) {
+    return bad("--replan searches the layout at every point; drop --layout (or drop --replan to scale dp of a fixed layout)");
   }
   const Workload& w = st.w;
   const Cluster& cl = st.cl;
@@ -263,18 +267,31 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
   }
   const int64_t first = a.points.empty() ? a.from : o.gpus.front();
   int64_t granule = cl.node.gpus;  // the last point of a doubling sweep: whole nodes, or whole replicas
+  bool planned_first = false;  // the layout was the first point's best, held fixed (the default)
   if (!a.layout.empty()) {
     auto l = layout_from_args(a, first);
     if (!l.ok()) return bad(l.error());
     o.layout = *l;
-    granule = static_cast<int64_t>(l->tp) * l->pp;
+    granule = static_cast<int64_t>(l->tp) * l->pp * l->cp;
+  } else if (!a.replan) {
+    // As the study measured weak scaling: one layout, data parallelism grows.
+    const ModelSpec spec(w.model);
+    if (first > (int64_t{1} << 30)) return bad("--from: more than 2^30 GPUs");
+    const SearchResult best = search_layouts(spec, w, cl, static_cast<int>(first), SearchSpace{}, 1);
+    if (best.best.empty()) {
+      return bad(fmt::format("no layout fits {} GPUs at global batch {}; give --layout or a larger --from", first,
+                             w.global_batch));
+    }
+    o.layout = best.best.front().layout;
+    planned_first = true;
+    granule = static_cast<int64_t>(o.layout->tp) * o.layout->pp * o.layout->cp;
   }
   if (a.points.empty()) {
     auto p = doubling_points(a.from, a.to, granule);
     if (!p.ok()) return bad(p.error());
     o.gpus = *p;
   }
-  if (o.layout && o.layout->dp != o.gpus.front() / (o.layout->tp * o.layout->pp)) {
+  if (o.layout && o.layout->dp != o.gpus.front() / (o.layout->tp * o.layout->pp * o.layout->cp)) {
     return bad(fmt::format("--layout dp={} does not match the first point: {} GPUs / (tp({}) * pp({})); leave dp out",
                            o.layout->dp, o.gpus.front(), o.layout->tp, o.layout->pp));
   }
@@ -314,6 +331,10 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
              o.layout ? "fixed layout, dp scales" : "layout re-planned at every point");
   fmt::print("{} points simulated in {:.3f} s; efficiency = tokens/s per GPU relative to the first point\n",
              r->points.size(), seconds);
+  if (planned_first) {
+    fmt::print("layout: the best at {} GPUs, held fixed ({}); --replan searches every point\n", o.gpus.front(),
+               layout_string(*o.layout));
+  }
   if (o.failures) {
     fmt::print("failure model: node MTBF {} h, checkpoint write {} s, restart {} s; interval sqrt(2 x write x MTBF/nodes) "
                "(Young), goodput from Daly's model\n",
@@ -321,6 +342,25 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
   }
   fmt::print("\n{}", sweep_table(*r, cl, o.failures.has_value(), o.train_tokens > 0));
   for (const std::string& s : r->skipped) fmt::print("skipped {}\n", s);
+  // An efficiency above 100% has a cause other than scaling; say which.
+  if (!r->points.empty()) {
+    const SweepPoint& p0 = r->points.front();
+    const PlanLayout& l0 = p0.eval.layout;
+    for (const SweepPoint& p : r->points) {
+      if (p.efficiency <= 1.0005) continue;
+      const PlanLayout& l = p.eval.layout;
+      const int64_t per0 = p0.global_batch / l0.dp, per = p.global_batch / l.dp;
+      std::string why;
+      PlanLayout l_dp = l;
+      l_dp.dp = l0.dp;
+      if (!(l_dp == l0)) why = fmt::format("a different layout ({} vs {} at the first point)", short_layout_text(l), short_layout_text(l0));
+      if (per != per0) {
+        why += fmt::format("{}a different batch per replica ({} vs {} sequences)", why.empty() ? "" : "; ", per, per0);
+      }
+      if (why.empty()) why = "the same layout runs faster per GPU (e.g. collectives over more nodes use more NICs)";
+      fmt::print("note: {:.1f}% at {} GPUs: {}\n", 100 * p.efficiency, p.gpus, why);
+    }
+  }
   for (const SweepPoint& p : r->points) {
     if (!p.eval.fits) {
       fmt::print("warning: at {} GPUs the layout needs {:.1f} GiB per GPU of {:.1f} GiB (fits = NO)\n", p.gpus,
@@ -383,7 +423,8 @@ Command add_simulate_command(CLI::App& parent) {
   sub->add_option("--from", a->from, "First GPU count of the sweep (the reference point)");
   sub->add_option("--to", a->to, "Last GPU count (doubling from --from; the last is rounded down to whole replicas)");
   sub->add_option("--points", a->points, "Explicit GPU counts instead of --from/--to, e.g. 1024,2048,3072");
-  sub->add_flag("--replan", a->replan, "Search the best layout at every point instead of scaling dp of --layout");
+  sub->add_flag("--replan", a->replan,
+                "Search the best layout at every point (default: --layout, or the first point's best, held fixed)");
   sub->add_option("--plot", a->plot, "Write the sweep's efficiency curve as an SVG file");
   sub->add_option("--node-mtbf-hours", a->node_mtbf_hours, "Failure model: mean time between failures of one node");
   sub->add_option("--ckpt-write-s", a->ckpt_write_s, "Failure model: seconds to write one checkpoint");
