@@ -243,7 +243,7 @@ int run_train(const TrainArgs& args) {
   }
   if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
   if (end == RunEnd::preempted) {
-    if (first) fmt::print("stopped at step {}; continue with --resume auto\n", tr.next_step());
+    if (first) fmt::print("preempted at step {}; continue with --resume auto\n", tr.next_step());
     return trace_st ? kExitOk : kExitFailure;
   }
   if (end == RunEnd::bad_steps) return kExitFailure;

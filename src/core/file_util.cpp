@@ -107,6 +107,7 @@ std::string describe_kind(const fs::file_status& st) {
     case fs::file_type::character: return "a character device";
     case fs::file_type::block: return "a block device";
     case fs::file_type::socket: return "a socket";
+    case fs::file_type::regular: return "a regular file";
     default: return "not a regular file";
   }
 }

@@ -87,6 +87,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
       if (dir.empty() || !local) continue;
       local = probe_output_dir(dir, what);
       if (!local) break;
+      if (what == "ckpt.dir" && same_file(dir, cfg.out.dir)) continue;  // one directory, one lock
       auto lock = RunLock::acquire(dir, what);
       if (!lock) {
         local = lock.status();
