@@ -18,24 +18,62 @@ ArenaLayout single(const char* name, int64_t floats) {
 }
 }  // namespace
 
+ZeroArenaSizes zero_arena_sizes(const ParamTable& table, int dp, int dp_rank, int zero_stage) {
+  const int64_t p = dp;
+  const auto& units = table.units();
+  auto dedicated = [&](size_t u) { return static_cast<int>(u) == table.wte_unit() || static_cast<int>(u) == table.io_unit(); };
+  ZeroArenaSizes z;
+  int64_t shard = 0, max_block = 0, max_chunk = 0, dedicated_floats = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    TERA_ASSERT(units[u].size() % (p * ArenaLayout::kAlignFloats) == 0, "ParamTable unit_align must be dp * 16");
+    shard += units[u].size() / p;
+    if (dedicated(u)) {
+      dedicated_floats += units[u].size();
+    } else {
+      max_block = std::max(max_block, units[u].size());
+    }
+    max_chunk = std::max(max_chunk, units[u].size() / p);
+  }
+  const int64_t total = table.total_floats();
+  const int64_t pool = max_block > 0 ? 2 : 0;  // block buffers: the one in use and the next
+  z.params = zero_stage == 3 ? shard : total;
+  if (zero_stage <= 1) z.grads = total;
+  if (zero_stage >= 1) z.grad_shard = shard;
+  if (zero_stage >= 2) {
+    z.staging = dedicated_floats + pool * max_block;
+    z.temps = ((table.wte_unit() >= 0) + (table.io_unit() >= 0) + pool) * max_chunk;
+  }
+  if (zero_stage == 3) z.gathered = dedicated_floats + pool * max_block;
+  // What this rank updates: everything (zero 0) or its chunk of every unit.
+  if (zero_stage == 0) {
+    z.ranges.push_back({0, total});
+  } else {
+    for (const auto& u : units) {
+      const int64_t chunk = u.size() / p, begin = u.begin + dp_rank * chunk;
+      z.ranges.push_back({begin, begin + chunk});
+    }
+  }
+  for (const AdamW::Segment& seg : AdamW::segments_of(table, z.ranges)) z.moments += seg.end - seg.begin;
+  return z;
+}
+
 ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be, AdamWConfig adam,
                        Communicator* tp, bool sequence_parallel)
     : table_(table), dp_(dp), tp_(tp), sp_(sequence_parallel && tp != nullptr && tp->size() > 1), zero_(zero_stage), be_(be) {
   TERA_ASSERT(zero_ >= 0 && zero_ <= 3);
   const int64_t p = dp_.size();
   const auto& units = table_.units();
+  const ZeroArenaSizes sizes = zero_arena_sizes(table_, dp_.size(), dp_.rank(), zero_);
   staging_of_unit_.assign(units.size(), nullptr);
   dedicated_staging_.assign(units.size(), nullptr);
   dedicated_gather_.assign(units.size(), Gather{});
   for (const auto& u : units) {
-    TERA_ASSERT(u.size() % (p * ArenaLayout::kAlignFloats) == 0, "ParamTable unit_align must be dp * 16");
     shard_offset_.push_back(shard_floats_);
     shard_floats_ += u.size() / p;
   }
-  int64_t max_block = 0, max_chunk = 0, dedicated_floats = 0;
+  int64_t max_block = 0, max_chunk = 0;
   for (size_t u = 0; u < units.size(); ++u) {
     if (dedicated(static_cast<int>(u))) {
-      dedicated_floats += units[u].size();
       first_block_unit_ = static_cast<int>(u) + 1;
     } else {
       max_block = std::max(max_block, units[u].size());
@@ -44,16 +82,14 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage
   }
   max_block_ = max_block;
   max_chunk_ = max_chunk;
-  const int64_t total = table_.total_floats();
   const int64_t pool = max_block > 0 ? 2 : 0;  // block buffers: the one in use and the next
 
-  params_ = Arena(single("params", zero_ == 3 ? shard_floats_ : total));
-  if (zero_ <= 1) grads_ = Arena(single("grads", total));
-  if (zero_ >= 1) grad_shard_ = Arena(single("grad_shard", shard_floats_));
+  params_ = Arena(single("params", sizes.params));
+  if (sizes.grads > 0) grads_ = Arena(single("grads", sizes.grads));
+  if (sizes.grad_shard > 0) grad_shard_ = Arena(single("grad_shard", sizes.grad_shard));
   if (zero_ >= 2) {
-    staging_ = Arena(single("grad_staging", dedicated_floats + pool * max_block));
-    const int64_t buffers = (table_.wte_unit() >= 0) + (table_.io_unit() >= 0) + pool;
-    temps_ = Arena(single("reduce_scatter_out", buffers * max_chunk));
+    staging_ = Arena(single("grad_staging", sizes.staging));
+    temps_ = Arena(single("reduce_scatter_out", sizes.temps));
     float* next = staging_.base();
     for (size_t u = 0; u < units.size(); ++u) {
       if (!dedicated(static_cast<int>(u))) continue;
@@ -69,7 +105,7 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage
     for (size_t k = 0; k < staging_buffers_.size(); ++k) temp_of_staging_.push_back(temps_.base() + k * max_chunk);
   }
   if (zero_ == 3) {
-    gathered_ = Arena(single("gathered_params", dedicated_floats + pool * max_block));
+    gathered_ = Arena(single("gathered_params", sizes.gathered));
     float* next = gathered_.base();
     for (size_t u = 0; u < units.size(); ++u) {
       if (!dedicated(static_cast<int>(u))) continue;
@@ -81,17 +117,7 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage
       next += max_block;
     }
   }
-
-  // What this rank updates: everything (zero 0) or its chunk of every unit.
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  if (zero_ == 0) {
-    ranges.push_back({0, total});
-  } else {
-    for (size_t u = 0; u < units.size(); ++u) {
-      ranges.push_back({chunk_begin(static_cast<int>(u)), chunk_begin(static_cast<int>(u)) + chunk(static_cast<int>(u))});
-    }
-  }
-  adam_ = std::make_unique<AdamW>(adam, AdamW::segments_of(table_, ranges));
+  adam_ = std::make_unique<AdamW>(adam, AdamW::segments_of(table_, sizes.ranges));
 }
 
 ZeroMemory::~ZeroMemory() {

@@ -31,6 +31,23 @@
 
 namespace tera {
 
+// The floats of every arena ZeroMemory allocates on data-parallel rank
+// `dp_rank` of `dp` for a ZeRO stage: a pure function of the table, used by
+// the constructor and by the memory check before allocation
+// (train/memory_check.h), so the two cannot disagree.
+struct ZeroArenaSizes {
+  int64_t params = 0;      // zero 0-2: the whole table; zero 3: this rank's shard
+  int64_t grads = 0;       // zero 0-1: the whole table
+  int64_t grad_shard = 0;  // zero 1-3: the reduced chunk of every unit
+  int64_t staging = 0;     // zero 2-3: the dedicated units + two block buffers
+  int64_t temps = 0;       // zero 2-3: a reduce-scatter output per staging buffer
+  int64_t gathered = 0;    // zero 3: the dedicated units + two gathered blocks
+  int64_t moments = 0;     // each of m and v: the segments this rank updates
+  // The ranges of the table this rank updates (AdamW segments come from them).
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+};
+ZeroArenaSizes zero_arena_sizes(const ParamTable& table, int dp, int dp_rank, int zero_stage);
+
 class ZeroMemory final : public ParamMemory {
  public:
   // `table` must be built with unit_align = dp.size() * 16 (see ParamTable).

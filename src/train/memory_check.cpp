@@ -11,6 +11,8 @@
 #include "model/param_table.h"
 #include "parallel/pipeline.h"
 #include "parallel/schedule.h"
+#include "parallel/zero.h"
+#include "core/tensor.h"
 #include "train/engine.h"
 
 namespace tera {
@@ -24,10 +26,11 @@ RankMemoryEstimate estimate_rank_memory(const RunConfig& cfg, const Layout& layo
   RankMemoryEstimate m;
   if (!plan || !sched) return m;  // the caller validated the layout; nothing to add
   const ParamTable table(spec, int64_t{layout.dp} * ArenaLayout::kAlignFloats, layout.tp, coord.tp, *plan);
-  const int64_t total = table.total_floats() * 4, shard = total / layout.dp;
-  m.params = p.zero == 3 ? shard : total;
-  m.grads = (p.zero <= 1 ? total : 0) + (p.zero >= 1 ? shard : 0);
-  m.optimizer = 2 * (p.zero >= 1 ? shard : total);
+  const ZeroArenaSizes z = zero_arena_sizes(table, layout.dp, coord.dp, p.zero);
+  auto bytes = [](int64_t floats) { return round_up(floats, ArenaLayout::kAlignFloats) * 4; };  // as Arena allocates
+  m.params = bytes(z.params) + bytes(z.gathered);
+  m.grads = bytes(z.grads) + bytes(z.grad_shard) + bytes(z.staging) + bytes(z.temps);
+  m.optimizer = 2 * bytes(z.moments);
   const ActivationOptions opts{.tp = layout.tp, .sequence_parallel = p.sequence_parallel, .recompute = cfg.train.recompute};
   const int64_t B = cfg.train.micro_batch, T = cfg.model.seq_len;
   m.activations = spec.stage_activation_bytes(B, T, opts, *plan, slots_per_chunk(*sched, coord.pp));

@@ -14,18 +14,19 @@
 namespace tera {
 
 struct RankMemoryEstimate {
-  int64_t params = 0;       // the parameter arena (this rank's shard under ZeRO-3)
-  int64_t grads = 0;        // full gradients (ZeRO 0-1) + the reduced shard (ZeRO 1-3)
+  int64_t params = 0;       // the parameter arena (+ ZeRO-3's gathered blocks)
+  int64_t grads = 0;        // gradients, the reduced shard, ZeRO-2/3 staging and reduce-scatter outputs
   int64_t optimizer = 0;    // Adam moments of the segments this rank updates
   int64_t activations = 0;  // the schedule's in-flight micro-batches (ModelSpec::stage_activation_bytes)
   int64_t workspace = 0;    // ModelSpec::workspace_bytes
   int64_t total() const { return params + grads + optimizer + activations + workspace; }
 };
 
-// Bytes rank `coord` of `layout` allocates in its arenas, less the ZeRO
-// staging and gather buffers (a few blocks' worth): a lower bound that is
-// within a few percent of the memory report for every layout tested.
-// cfg must be valid for the layout (check_layout passed).
+// Bytes rank `coord` of `layout` allocates in its arenas, class by class,
+// from the tables the arenas are carved from (zero_arena_sizes,
+// ModelSpec's activation and workspace tables): equal to the engine's memory
+// report (tests/train/test_memory_check.cpp). cfg must be valid for the
+// layout (check_layout passed).
 RankMemoryEstimate estimate_rank_memory(const RunConfig& cfg, const Layout& layout, const Layout::Coord& coord);
 
 // Bytes this process may still allocate: MemAvailable from /proc/meminfo,
