@@ -15,13 +15,14 @@
 #include "plan/emit.h"
 #include "plan/presets.h"
 #include "plan/report.h"
+#include "plan/stack_profile.h"
 
 namespace tera::cli {
 
 namespace {
 
 struct PlanArgs {
-  std::string model, cluster, explain, emit, precision = "mixed";
+  std::string model, cluster, explain, emit, precision = "mixed", stack;
   int gpus = 0, top = 10;
   int64_t global_batch = 0, seq = 0;
   bool seq_given = false;
@@ -154,9 +155,15 @@ int run_plan(const PlanArgs& a) {
   if (!model.ok()) return bad("--model: " + model.error());
   auto cluster = load_cluster(a.cluster);
   if (!cluster.ok()) return bad("--cluster: " + cluster.error());
+  if (!a.stack.empty()) {  // price the layouts as that software stack runs them
+    auto prof = stack_profile(a.stack);
+    if (!prof.ok()) return bad("--stack: " + prof.error());
+    *cluster = apply_profile(*cluster, *prof);
+  }
   Workload w;
   w.model = *model;
   if (a.seq_given) w.model.seq_len = a.seq;
+  w.untied_embeddings = untied_by_family(w.model);
   w.global_batch = a.global_batch;
   auto prec = parse_precision(a.precision);
   if (!prec.ok()) return bad("--precision: " + prec.error());
@@ -221,6 +228,9 @@ Command add_plan_command(CLI::App& parent) {
   sub->add_option("--emit", a->emit, "Print the best (or --explain) layout as a tera config or Megatron-LM arguments")
       ->check(CLI::IsMember({"tera", "megatron"}));
   sub->add_option("--precision", a->precision, "mixed (16-bit, fp32 master weights) or fp32")->capture_default_str();
+  sub->add_option("--stack", a->stack,
+                  "Software stack profile (megatron-lm, megatron-core, torchtitan, torchtitan-compile, llm.c, ...; "
+                  "default: the cluster preset's own)");
   sub->add_option("--tp", a->tp, "Fix the tensor-parallel degree")->check(positive_integer());
   sub->add_option("--pp", a->pp, "Fix the pipeline-parallel degree")->check(positive_integer());
   sub->add_option("--vpp", a->vpp, "Fix the virtual chunks per stage")->check(positive_integer());

@@ -104,6 +104,7 @@ Expected<Setup> load_setup(const SimulateArgs& a) {
   Setup s;
   s.w.model = *model;
   if (a.seq_given) s.w.model.seq_len = a.seq;
+  s.w.untied_embeddings = untied_by_family(s.w.model);
   s.w.global_batch = a.global_batch;
   auto prec = parse_precision(a.precision);
   if (!prec.ok()) return Status::error("--precision: " + prec.error());

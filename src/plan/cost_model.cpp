@@ -133,7 +133,9 @@ PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload
 }
 
 StepCosts price_step(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
-  return price_step(price_parts(spec, l, w, cl), param_split(spec, l.tp), spec.config().layers, l, w, cl);
+  ParamSplit split = param_split(spec, l.tp);
+  split.untied = w.untied_embeddings;
+  return price_step(price_parts(spec, l, w, cl), split, spec.config().layers, l, w, cl);
 }
 
 StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const PlanLayout& l,
@@ -186,7 +188,7 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
       reduce = collective_time(k, P * static_cast<double>(pb.grad), dp, cl);
       last = collective_time(k, std::min(P, bucket) * static_cast<double>(pb.grad), dp, cl);
     }
-    if (l.pp > 1 && (s == 0 || s == l.pp - 1)) {
+    if (l.pp > 1 && (s == 0 || s == l.pp - 1) && !split.untied) {
       const double tied = collective_time(Collective::all_reduce, emb_p * static_cast<double>(grad_bytes(pb, l.zero)),
                                           Group{2, (l.pp - 1) * l.tp * l.cp * l.dp}, cl);
       reduce += tied;

@@ -42,7 +42,13 @@ struct Workload {
   // Linear layers in fp8 (torchao float8: dynamic scaling, casts before each
   // GEMM; attention, norms and master weights as in `precision`).
   bool fp8_gemms = false;
+  // Separate input and output embeddings (Llama); ModelSpec's table ties them.
+  bool untied_embeddings = false;
 };
+
+// ModelConfig has no tying flag: the gated-MLP family (Llama) unties its
+// embeddings, GPT-2/3 shapes tie them.
+inline bool untied_by_family(const ModelConfig& m) { return m.mlp == MlpKind::gated; }
 
 // A parallel layout as the planner prices it. (comm/layout.h's Layout is the
 // runtime's rank arithmetic; a distinct name keeps the two types, both in

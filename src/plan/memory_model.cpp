@@ -46,8 +46,10 @@ double stage_params(const ParamSplit& p, const PlanLayout& l, int64_t layers, in
   const bool first = stage == 0, last = stage == l.pp - 1;
   double stage_layers = 0;
   for (int c = 0; c < l.vpp; ++c) stage_layers += static_cast<double>(layers_in_virtual_stage(l, layers, c * l.pp + stage));
-  // With one stage the tied output embedding is the input one, counted once.
-  return stage_layers * p.block + (first ? p.wte + p.wpe : 0) + (last ? p.lnf : 0) + (last && !first ? p.wte : 0);
+  // With one stage the tied output embedding is the input one, counted once;
+  // an untied head is always its own.
+  return stage_layers * p.block + (first ? p.wte + p.wpe : 0) + (last ? p.lnf : 0) +
+         (last && (!first || p.untied) ? p.wte : 0);
 }
 
 int64_t stage_params(const ModelSpec& spec, const PlanLayout& l, int stage) {
@@ -76,6 +78,7 @@ LayoutTables layout_tables(const ModelSpec& spec, const PlanLayout& l, const Wor
   const int64_t B = l.micro_batch, T = spec.config().seq_len / l.cp;
   LayoutTables t;
   t.params = param_split(spec, l.tp);
+  t.params.untied = w.untied_embeddings;
   t.saved = static_cast<double>(table_bytes(spec.saved_block_activations(B, T, ao)));
   t.full = static_cast<double>(table_bytes(spec.block_activations(B, T, ao)));
   for (const auto& b : spec.head_activations(B, T, ao)) {

@@ -40,6 +40,9 @@ struct MemoryBreakdown {
 // position embedding and final norm.
 struct ParamSplit {
   double block = 0, wte = 0, wpe = 0, lnf = 0;
+  // Untied output embedding (Llama): the last stage holds its own [V/tp, C]
+  // head beside the input embedding, and no tied gradient crosses the pipeline.
+  bool untied = false;
 };
 ParamSplit param_split(const ModelSpec& spec, int tp);
 // Parameters one GPU of pipeline stage `stage` holds (after the tensor-parallel

@@ -49,6 +49,8 @@ struct StackProfile {
 // deepspeed-zero3 (a row whose sharding column names DeepSpeed's ZeRO-3); any
 // other text: "preset" (the cluster preset's stack unchanged).
 StackProfile profile_for_framework(const std::string& framework, const std::string& sharding = "");
+// A profile by name (profile_names()); an unknown name is an error naming them.
+Expected<StackProfile> stack_profile(const std::string& name);
 // Names of every profile, for fits and reports.
 const std::vector<std::string>& profile_names();
 // The parameters fitted on the calibration files (docs/plan_validation.md;

@@ -135,6 +135,11 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
     if (!k.ok()) return Status::error(r.where + ": column mlp: " + k.error());
     m.mlp = *k;
   }
+  // The gated-MLP family (Llama) unties its input and output embeddings.
+  if (untied_by_family(m)) {
+    w.untied_embeddings = true;
+    p.flags.push_back("untied embeddings (Llama family)");
+  }
   if (Status s = validate_model_config(m); !s) return Status::error(r.where + ": " + s.message());
   const std::string prec = lower(r.text("precision"));
   w.precision = contains(prec, "fp32") && !contains(prec, "mixed") ? Precision::fp32 : Precision::mixed;

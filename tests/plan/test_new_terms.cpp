@@ -7,6 +7,7 @@
 
 #include "plan/collectives.h"
 #include "plan/cost_model.h"
+#include "plan/memory_model.h"
 #include "plan/stack_profile.h"
 
 namespace tera {
@@ -143,6 +144,33 @@ TEST(ZeroPerTensor, OneLatencyPerParameterTensor) {
   EXPECT_NEAR(per.fwd[0].dp_comm - flat.fwd[0].dp_comm, extra, 1e-9);
 }
 
+TEST(UntiedEmbeddings, TheHeadIsItsOwnParameters) {
+  // wte [V=96 padded to 96, C=64]: tied, one stage holds it once; untied, twice.
+  ParamSplit p;
+  p.block = 100;
+  p.wte = 96 * 64;
+  p.wpe = 64 * 64;
+  p.lnf = 128;
+  PlanLayout one;
+  EXPECT_DOUBLE_EQ(stage_params(p, one, 2, 0), 200 + 96 * 64 + 64 * 64 + 128);
+  p.untied = true;
+  EXPECT_DOUBLE_EQ(stage_params(p, one, 2, 0), 200 + 2 * 96 * 64 + 64 * 64 + 128);
+  // Two stages: the last holds the head either way; untied, no tied-gradient all-reduce crosses.
+  PlanLayout two;
+  two.pp = 2;
+  EXPECT_DOUBLE_EQ(stage_params(p, two, 2, 1), 100 + 96 * 64 + 128);
+  const ModelSpec& spec = tiny();
+  Workload w{spec.config(), 8, Precision::mixed};
+  Cluster c = round_cluster();
+  const StepCosts tied = price_step(spec, two, w, c);
+  w.untied_embeddings = true;
+  const StepCosts untied = price_step(spec, two, w, c);
+  EXPECT_GT(tied.dp_reduce[0], 0);
+  EXPECT_DOUBLE_EQ(untied.dp_reduce[0], 0);  // dp = 1: only the tied all-reduce was there
+  EXPECT_TRUE(untied_by_family(ModelConfig{.layers = 1, .hidden = 8, .heads = 1, .seq_len = 4, .vocab = 8,
+                                           .mlp = MlpKind::gated}));
+}
+
 TEST(StackProfile, ChosenFromTheFrameworkText) {
   EXPECT_EQ(profile_for_framework("torchtitan @9dec370, torch.compile ON; AsyncTP ON").name, "torchtitan-compile");
   const StackProfile tt = profile_for_framework("torchtitan @1ea476e-era; torch.compile not stated");
@@ -158,6 +186,8 @@ TEST(StackProfile, ChosenFromTheFrameworkText) {
   EXPECT_EQ(profile_for_framework("Megatron-LM (+DeepSpeed ZeRO-3 for ZeRO rows)", "ZeRO-3 (DeepSpeed)").name,
             "deepspeed-zero3");
   EXPECT_EQ(profile_for_framework("JAX/MaxText").name, "preset");
+  for (const std::string& n : profile_names()) EXPECT_EQ(stack_profile(n).value().name, n);
+  EXPECT_FALSE(stack_profile("bogus").ok());
 }
 
 TEST(StackProfile, ScalesThePresetsParameters) {

@@ -113,6 +113,22 @@ class PlanCli(unittest.TestCase):
         self.assertEqual(both.returncode, 0, both.stdout[-3000:] + both.stderr)
         self.assertIn("torchtitan", both.stdout)
         self.assertIn("llm.c", both.stdout)
+        self.assertNotIn("skipped", both.stdout)  # cp and fp8 rows are priced
+
+    @unittest.skipUnless(CSV, "no calibration file given")
+    def test_cross_validation_by_source(self):
+        # Issue 19's honest figure on the calibration file: leave-one-source-out median <= 7%,
+        # no source's held-out median above 12%, in-sample median <= 5%.
+        r = run("plan", "validate", CSV, "--cross-validate", "source", "--fail-above-median", "7")
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
+        per_source = [l for l in r.stdout.splitlines() if l.count("%") == 4]
+        self.assertEqual(len(per_source), 6, r.stdout[-3000:])  # 5 sources + "all"
+        for line in per_source:
+            in_median, _, held_median, _ = [float(x.rstrip("%")) for x in line.split()[-4:]]
+            self.assertLessEqual(held_median, 12.0, line)
+            if line.startswith("all"):
+                self.assertLessEqual(in_median, 5.0, line)
+        self.bad(["plan", "validate", CSV, "--cross-validate", "row"], "the unit is 'source'")
         j = run("plan", "validate", CSV, "--json")
         rows = json.loads(j.stdout)
         self.assertGreater(len(rows), 40)
