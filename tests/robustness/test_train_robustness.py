@@ -44,10 +44,11 @@ class TrainRobustness(RobustnessCase):
         """A background process (tera or mpirun) with its output in files."""
         e = dict(os.environ, OMP_NUM_THREADS="1")
         e.update(env or {})
-        out = open(self.path(f"bg-{time.time_ns()}.log"), "w+")
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, env=e, text=True,
-                             stdin=subprocess.DEVNULL)
-        p.log = out
+        path = self.path(f"bg-{time.time_ns()}.log")
+        with open(path, "w") as out:  # the child's own file description: reading below never moves its offset
+            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, env=e, text=True,
+                                 stdin=subprocess.DEVNULL)
+        p.log = open(path)
         return p
 
     def wait_for(self, p, needle, timeout=120):
