@@ -9,6 +9,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/model_checkpoint.h"
+#include "ckpt/model_source.h"
 #include "core/file_util.h"
 
 namespace tera {
@@ -111,36 +112,13 @@ Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& para
   return Status::ok();
 }
 
-Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& dir, ModelConfig* model) {
-  std::vector<GlobalTensor> out;
-  if (auto info = read_checkpoint_info(dir); info) {  // a training checkpoint
-    auto reader = CheckpointReader::open(dir, /*verify_crc=*/true);
-    if (!reader) return reader.status();
-    *model = reader->info().model;
-    for (const ParamInfo& p : reader->spec().params()) {
-      GlobalTensor t{p.name, p.shape, std::vector<float>(static_cast<size_t>(numel(p.shape)))};
-      TERA_RETURN_IF_ERROR(reader->read_global(StateKind::param, p, t.data.data()));
-      out.push_back(std::move(t));
-    }
-    return out;
-  }
-  auto meta = read_checkpoint_meta(dir);  // a tera-model directory (out.dir/final, tera ckpt import)
-  if (!meta) return meta.status();
-  *model = meta->model;
-  const ModelSpec spec(meta->model);
-  const std::string path = (fs::path(dir) / "model.safetensors").string();
-  auto file = SafetensorsFile::open(path);
-  if (!file) return file.status();
-  if (meta->tensors_crc32 && *meta->tensors_crc32 != file->crc32()) {
-    return Status::error(path + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is corrupt",
-                                            file->crc32(), *meta->tensors_crc32));
-  }
-  for (const ParamInfo& p : spec.params()) {
-    GlobalTensor t{p.name, p.shape, std::vector<float>(static_cast<size_t>(numel(p.shape)))};
-    TERA_RETURN_IF_ERROR(read_named_tensor(*file, p, t.data.data()));
-    out.push_back(std::move(t));
-  }
-  return out;
+Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& path, ModelConfig* model) {
+  auto source = resolve_model_source(path);
+  if (!source) return source.status();
+  auto reader = ModelSourceReader::open(*source);
+  if (!reader) return reader.status();
+  *model = reader->model();
+  return reader->read_all();
 }
 
 Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,

@@ -33,9 +33,10 @@ struct GlobalTensor {
   std::vector<float> data;
 };
 
-// Every parameter of a tera checkpoint directory (tera-checkpoint or
-// tera-model), in ModelSpec order; *model receives its config.
-Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& dir, ModelConfig* model);
+// Every parameter of a model source (ckpt/model_source.h: a step-N, a
+// ckpt.dir, a tera-model directory or a safetensors file), in ModelSpec
+// order; *model receives its config.
+Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& path, ModelConfig* model);
 
 // `param` from a file holding tera names (F32, exact shape).
 Status read_named_tensor(const SafetensorsFile& file, const ParamInfo& param, float* out);

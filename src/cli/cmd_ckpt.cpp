@@ -1,12 +1,16 @@
-// `tera ckpt`: inspect, export, import and reshard checkpoints offline.
-//   inspect DIR                        metadata, files with checksum status, tensors
-//   export DIR --out FILE.safetensors  Hugging Face GPT-2 names + config.json
-//                                      (+ vocab.json, merges.txt for a BPE tokenizer)
-//   import FILE --out DIR              a tera-model directory (weights and the
-//                                      tokenizer beside the file) for ckpt.init
-//   reshard DIR --layout tp=..,pp=.. --out ROOT
-//                                      the checkpoint rewritten as another
-//                                      layout's shard files under ROOT/step-N
+// `tera ckpt`: inspect, export, import and reshard checkpoints offline. Every
+// SOURCE is a model source (ckpt/model_source.h): a training checkpoint
+// ckpt.dir/step-N, a ckpt.dir (its latest valid checkpoint), a tera-model
+// directory (out.dir/final) or a .safetensors file.
+//   inspect SOURCE                        metadata, files with checksum status,
+//                                         tensors; a ckpt.dir lists its checkpoints
+//   export SOURCE --out FILE.safetensors  Hugging Face GPT-2 names + config.json
+//                                         (+ vocab.json, merges.txt for a BPE tokenizer)
+//   import SOURCE --out DIR               a tera-model directory (weights and the
+//                                         tokenizer) for ckpt.init, generate, eval
+//   reshard SOURCE --layout tp=..,pp=.. --out ROOT
+//                                         a training checkpoint rewritten as another
+//                                         layout's shard files under ROOT/step-N
 // Outputs are checked before any work (cli/output_paths.h): an existing one
 // is replaced only with --force (atomically), and never one of the inputs.
 #include <CLI/CLI.hpp>
@@ -20,6 +24,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_gpt2.h"
 #include "ckpt/model_checkpoint.h"
+#include "ckpt/model_source.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
 #include "core/file_util.h"
@@ -35,12 +40,12 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CkptArgs {
-  std::string dir;     // checkpoint directory (or ckpt.dir root for inspect)
-  std::string file;    // import input
+  std::string dir;     // SOURCE of inspect, export, reshard
+  std::string file;    // SOURCE of import
   std::string out;
   std::string format = "safetensors";
   std::string layout;  // reshard target
-  int64_t heads = 0;   // import: when no config.json
+  int64_t heads = 0;   // a safetensors SOURCE without config.json
   std::string tokenizer;  // import: "bytes", a tokenizer file or directory (default: vocab.json beside the file)
   bool force = false;     // replace an existing --out
 };
@@ -50,17 +55,18 @@ int bad_input(const std::string& msg) {
   return kExitBadInput;
 }
 
-// The tokenizer a checkpoint or tera-model directory records.
-Expected<BpeTokenizer> checkpoint_tokenizer(const std::string& dir) {
-  std::string ref = "bytes";
-  if (auto info = read_checkpoint_info(dir); info) {
-    ref = info->tokenizer;
-  } else if (auto meta = read_checkpoint_meta(dir); meta) {
-    ref = meta->tokenizer;
-  } else {
-    return meta.status();
-  }
-  return tokenizer_from_reference(ref, dir, (fs::path(dir) / "meta.json").string());
+// The tokenizer a source records.
+Expected<BpeTokenizer> source_tokenizer(const ModelSourceReader& src) {
+  return tokenizer_from_reference(src.tokenizer(), src.tokenizer_base(), src.tokenizer_where());
+}
+
+// Resolves and opens SOURCE; a safetensors file's heads from --heads when no config.json is beside it.
+Expected<ModelSourceReader> open_source(const std::string& path, int64_t heads) {
+  auto source = resolve_model_source(path);
+  if (!source) return source.status();
+  ModelSourceOptions opt;
+  opt.heads = heads;
+  return ModelSourceReader::open(*source, opt);
 }
 
 // The files export writes beside --out (GPT-2's names, fixed by Hugging Face).
@@ -73,27 +79,42 @@ ExportPaths export_paths(const std::string& out) {
   return {(parent / "config.json").string(), (parent / "vocab.json").string(), (parent / "merges.txt").string()};
 }
 
+// A weights-only source: a tera-model directory or a safetensors file.
+int inspect_weights(const ModelSource& source, int64_t heads) {
+  ModelSourceOptions opt;
+  opt.heads = heads;
+  auto src = ModelSourceReader::open(source, opt);
+  if (!src) {
+    print_error(src.error());
+    return kExitBadInput;
+  }
+  const ModelConfig& model = src->model();
+  const std::string what = source.kind == ModelSourceKind::model_dir
+                               ? fmt::format("tera-model (weights only), step {}", src->step())
+                               : fmt::format("safetensors ({} names, weights only)",
+                                             src->file()->metadata().count("format") &&
+                                                     src->file()->metadata().at("format") == "tera"
+                                                 ? "tera"
+                                                 : "Hugging Face GPT-2");
+  fmt::print("{}: {}, {} layers, hidden {}, {} heads, seq {}, vocab {}\n", source.given, what, model.layers,
+             model.hidden, model.heads, model.seq_len, model.vocab);
+  auto weights = src->read_all();
+  if (!weights) {
+    fmt::print("  INVALID: {}\n", weights.error());
+    return kExitFailure;
+  }
+  int64_t n = 0;
+  for (const auto& t : *weights) n += static_cast<int64_t>(t.data.size());
+  fmt::print("  {} tensors, {} parameters, {}\n", weights->size(), human_count(static_cast<double>(n)),
+             source.kind == ModelSourceKind::model_dir ? "checksum OK" : fmt::format("crc32 {:08x}", src->file()->crc32()));
+  return kExitOk;
+}
+
 int inspect_one(const std::string& dir) {
   auto info = read_checkpoint_info(dir);
   if (!info) {
-    // A weights-only tera-model directory is inspectable too.
-    auto meta = read_checkpoint_meta(dir);
-    if (!meta) {
-      print_error(info.error());
-      return kExitBadInput;
-    }
-    ModelConfig model;
-    auto weights = read_global_weights(dir, &model);
-    fmt::print("{}: tera-model (weights only), step {}, {} layers, hidden {}, {} heads, seq {}, vocab {}\n", dir,
-               meta->step, model.layers, model.hidden, model.heads, model.seq_len, model.vocab);
-    if (!weights) {
-      fmt::print("  INVALID: {}\n", weights.error());
-      return kExitFailure;
-    }
-    int64_t n = 0;
-    for (const auto& t : *weights) n += static_cast<int64_t>(t.data.size());
-    fmt::print("  {} tensors, {} parameters, checksum OK\n", weights->size(), human_count(static_cast<double>(n)));
-    return kExitOk;
+    print_error(info.error());
+    return kExitBadInput;
   }
   const CheckpointInfo& c = *info;
   const ModelConfig& m = c.model;
@@ -146,7 +167,7 @@ int inspect_one(const std::string& dir) {
 
 int run_inspect(const CkptArgs& a) {
   std::error_code ec;
-  if (!fs::exists(fs::path(a.dir) / "meta.json", ec)) {
+  if (fs::is_directory(a.dir, ec) && !fs::exists(fs::path(a.dir) / "meta.json", ec)) {
     const auto all = list_checkpoints(a.dir);
     if (all.empty()) {
       print_error(a.dir + ": neither a checkpoint (no meta.json) nor a ckpt.dir holding step-N checkpoints");
@@ -163,7 +184,13 @@ int run_inspect(const CkptArgs& a) {
     }
     return kExitOk;
   }
-  return inspect_one(a.dir);
+  auto source = resolve_model_source(a.dir);
+  if (!source) {
+    print_error(source.error());
+    return kExitBadInput;
+  }
+  if (source->weights_only()) return inspect_weights(*source, a.heads);
+  return inspect_one(source->path);
 }
 
 int run_export(const CkptArgs& a) {
@@ -179,13 +206,19 @@ int run_export(const CkptArgs& a) {
   for (const std::string& p : {side.config, side.vocab, side.merges}) {
     if (Status s = refuse_existing(p, "--out " + a.out + " writes beside it", a.force); !s) return bad_input(s.message());
   }
-  if (is_within(a.out, a.dir)) {
+  if (is_within(a.out, a.dir) || same_file(a.out, a.dir)) {
     return bad_input("--out " + a.out + ": is inside the checkpoint it exports (" + a.dir + "); write it elsewhere");
   }
-  auto tok = checkpoint_tokenizer(a.dir);
+  auto src = open_source(a.dir, a.heads);
+  if (!src) return bad_input(src.error());
+  if (is_within(a.out, src->source().path)) {
+    return bad_input("--out " + a.out + ": is inside the checkpoint it exports (" + src->source().path +
+                     "); write it elsewhere");
+  }
+  auto tok = source_tokenizer(*src);
   if (!tok) return bad_input(tok.error());
-  ModelConfig model;
-  auto weights = read_global_weights(a.dir, &model);
+  const ModelConfig model = src->model();
+  auto weights = src->read_all();
   if (!weights) return bad_input(weights.error());
   if (Status s = export_hf_gpt2(*weights, model, a.out, tok->eot()); !s) {
     print_error(s.message());
@@ -211,6 +244,37 @@ int run_export(const CkptArgs& a) {
   return kExitOk;
 }
 
+// import of a training checkpoint, a ckpt.dir or a tera-model directory: its
+// weights and tokenizer (or --tokenizer) as a self-contained tera-model directory.
+int import_tera_source(const CkptArgs& a, const ModelSource& source) {
+  auto src = ModelSourceReader::open(source);
+  if (!src) return bad_input(src.error());
+  auto tok = a.tokenizer.empty() ? source_tokenizer(*src) : open_tokenizer(a.tokenizer);
+  if (!tok) return bad_input("tokenizer: " + tok.error());
+  if (tok->vocab_size() > src->model().vocab) {
+    return bad_input(fmt::format("tokenizer: {} tokens, more than the model's vocab {}", tok->vocab_size(),
+                                 src->model().vocab));
+  }
+  auto weights = src->read_all();
+  if (!weights) return bad_input(weights.error());
+  std::vector<NamedTensor> named;
+  for (const GlobalTensor& t : *weights) named.push_back({t.name, t.shape, t.data.data()});
+  CheckpointMeta meta;
+  meta.model = src->model();
+  meta.step = src->step();
+  meta.extra = {{"imported_from", source.path}};
+  if (src->micro_batch() > 0) meta.extra["micro_batch"] = src->micro_batch();
+  meta.tokenizer = tokenizer_reference(*tok);
+  if (Status s = save_model_checkpoint(a.out, named, meta); !s) {
+    print_error(s.message());
+    return kExitFailure;
+  }
+  fmt::print("imported {} ({}, step {}): {} layers, hidden {}, {} heads, seq {}, vocab {} -> {}\n", a.file,
+             model_source_kind_name(source.kind), src->step(), meta.model.layers, meta.model.hidden,
+             meta.model.heads, meta.model.seq_len, meta.model.vocab, a.out);
+  return kExitOk;
+}
+
 int run_import(const CkptArgs& a) {
   const CreatedDirsGuard created(parent_dir(a.out));
   if (Status s = check_output_dir_replace(a.out, "--out", a.force); !s) return bad_input(s.message());
@@ -218,6 +282,9 @@ int run_import(const CkptArgs& a) {
     return bad_input("--out " + a.out + ": holds the input " + a.file + ", which replacing it would delete; choose "
                      "another --out");
   }
+  auto source = resolve_model_source(a.file);
+  if (!source) return bad_input(source.error());
+  if (source->kind != ModelSourceKind::safetensors) return import_tera_source(a, *source);
   auto file = SafetensorsFile::open(a.file);
   if (!file) return bad_input(file.error());
   auto model = infer_hf_gpt2_config(*file, a.heads);
@@ -276,7 +343,14 @@ int run_reshard(const CkptArgs& a) {
     print_error("--layout: " + layout.error());
     return kExitBadInput;
   }
-  auto reader = CheckpointReader::open(a.dir, /*verify_crc=*/true);
+  auto source = resolve_model_source(a.dir);
+  if (!source) return bad_input(source.error());
+  if (source->weights_only()) {
+    return bad_input(fmt::format("{}: a {} holds weights only (no optimizer or data-loader state), so it has no "
+                                 "training checkpoint to reshard; any layout loads it directly as ckpt.init",
+                                 a.dir, model_source_kind_name(source->kind)));
+  }
+  auto reader = CheckpointReader::open(source->path, /*verify_crc=*/true);
   if (!reader) {
     print_error(reader.error());
     return kExitBadInput;
@@ -285,7 +359,7 @@ int run_reshard(const CkptArgs& a) {
   const ModelSpec& spec = reader->spec();
   {
     const std::string target = (fs::path(a.out) / step_dir_name(src.step)).string();
-    if (same_file(target, a.dir) || is_within(a.dir, target)) {
+    if (same_file(target, source->path) || is_within(source->path, target)) {
       return bad_input("--out " + a.out + ": would replace the checkpoint it reads (" + target +
                        "); choose another --out");
     }
@@ -314,6 +388,7 @@ int run_reshard(const CkptArgs& a) {
   info.files.clear();
   info.layout = {{"tp", tp}, {"pp", pp}, {"dp", layout->dp}, {"zero", layout->zero}, {"vpp", vpp},
                  {"resharded_from", src.layout}};
+  if (src.layout.contains("micro_batch")) info.layout["micro_batch"] = src.layout["micro_batch"];
   const bool moments = src.optimizer_state;
   info.optimizer_state = moments;
   std::vector<float> global;
@@ -365,7 +440,7 @@ int run_reshard(const CkptArgs& a) {
     return kExitFailure;
   }
   fmt::print("resharded {} (layout {}) -> {} (tp {}, pp {}; {} files); train with ckpt.dir = {} and --resume auto\n",
-             a.dir, src.layout.dump(), *dir, tp, pp, info.files.size(), a.out);
+             source->path, src.layout.dump(), *dir, tp, pp, info.files.size(), a.out);
   return kExitOk;
 }
 
@@ -377,15 +452,20 @@ Command add_ckpt_command(CLI::App& parent) {
   sub->require_subcommand(1);
   auto* inspect = sub->add_subcommand("inspect", "Print a checkpoint's metadata, files (checksums verified) and tensors; "
                                                  "or list the checkpoints of a ckpt.dir");
-  inspect->add_option("dir", args->dir, "Checkpoint directory (ckpt.dir/step-N), tera-model directory or ckpt.dir")->required();
+  const std::string source_help =
+      "Model source: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid checkpoint), a tera-model "
+      "directory (out.dir/final) or a .safetensors file";
+  inspect->add_option("source", args->dir, source_help + " (a ckpt.dir: its checkpoints listed)")->required();
+  inspect->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
   auto* exp = sub->add_subcommand("export", "Write the weights as safetensors with Hugging Face GPT-2 names (+ config.json)");
-  exp->add_option("dir", args->dir, "Checkpoint or tera-model directory")->required();
+  exp->add_option("source", args->dir, source_help)->required();
+  exp->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
   exp->add_option("-o,--out", args->out, "Output .safetensors file")->required();
   exp->add_option("--format", args->format, "Output format (safetensors)");
   exp->add_flag("--force", args->force, "Replace an existing --out (and the config.json, vocab.json, merges.txt beside it)");
-  auto* imp = sub->add_subcommand("import", "Read a GPT-2 safetensors file (Hugging Face or tera names) into a tera-model "
-                                            "directory, for ckpt.init, generate and eval");
-  imp->add_option("file", args->file, "Input .safetensors file")->required();
+  auto* imp = sub->add_subcommand("import", "Read a GPT-2 safetensors file (Hugging Face or tera names), or any other "
+                                            "model source, into a tera-model directory, for ckpt.init, generate and eval");
+  imp->add_option("source", args->file, source_help + " (Hugging Face GPT-2 or tera names)")->required();
   imp->add_option("-o,--out", args->out, "Output directory")->required();
   imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file");
   imp->add_option("--tokenizer", args->tokenizer,
@@ -394,7 +474,8 @@ Command add_ckpt_command(CLI::App& parent) {
   imp->add_flag("--force", args->force, "Replace an existing --out (atomically: the old one stays until the new one is complete)");
   auto* re = sub->add_subcommand("reshard", "Rewrite a checkpoint's shard files for another layout (any layout also "
                                             "loads any checkpoint directly; this is the offline form)");
-  re->add_option("dir", args->dir, "Checkpoint directory")->required();
+  re->add_option("source", args->dir, "A training checkpoint (ckpt.dir/step-N) or a ckpt.dir (its latest valid "
+                                      "checkpoint)")->required();
   re->add_option("--layout", args->layout, "Target layout: tp=..,pp=..[,dp=..,zero=..,vpp=..]")->required();
   re->add_option("-o,--out", args->out, "Output ckpt.dir (the checkpoint goes to OUT/step-N)")->required();
   re->add_flag("--force", args->force, "Replace an existing OUT/step-N");

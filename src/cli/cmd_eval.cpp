@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "ckpt/model_checkpoint.h"
+#include "ckpt/model_source.h"
 #include "cli/commands.h"
 #include "data/dataset.h"
 #include "data/tokenizer_file.h"
@@ -24,19 +24,31 @@ namespace tera::cli {
 namespace {
 
 struct EvalArgs {
-  std::string ckpt;
+  std::string ckpt;  // a model source (ckpt/model_source.h)
+  int64_t heads = 0;
   std::string data;
   int64_t batches = 0;  // 0: the whole file, in windows of seq_len
   bool quiet = false;
 };
 
 int run_eval(const EvalArgs& args) {
-  auto meta = read_checkpoint_meta(args.ckpt);
-  if (!meta) {
-    print_error(meta.error());
+  if (args.ckpt.empty()) {
+    print_error("eval: name the model to evaluate: tera eval SOURCE --data FILE (or --ckpt SOURCE)");
     return kExitBadInput;
   }
-  auto tok = tokenizer_from_reference(meta->tokenizer, args.ckpt, args.ckpt + "/meta.json");
+  auto source = resolve_model_source(args.ckpt);
+  if (!source) {
+    print_error(source.error());
+    return kExitBadInput;
+  }
+  ModelSourceOptions opt;
+  opt.heads = args.heads;
+  auto src = ModelSourceReader::open(*source, opt);
+  if (!src) {
+    print_error(src.error());
+    return kExitBadInput;
+  }
+  auto tok = tokenizer_from_reference(src->tokenizer(), src->tokenizer_base(), src->tokenizer_where());
   if (!tok) {
     print_error(tok.error());
     return kExitBadInput;
@@ -46,19 +58,21 @@ int run_eval(const EvalArgs& args) {
     print_error(data.error());
     return kExitBadInput;
   }
-  if ((*data)->vocab() > meta->model.vocab) {
+  if ((*data)->vocab() > src->model().vocab) {
     print_error(fmt::format("--data {}: vocabulary {} is larger than the checkpoint's model.vocab {}", args.data,
-                            (*data)->vocab(), meta->model.vocab));
+                            (*data)->vocab(), src->model().vocab));
     return kExitBadInput;
   }
-  const int64_t T = meta->model.seq_len;
+  const int64_t T = src->model().seq_len;
   if (Status s = check_dataset_fits(**data, T, "--data " + args.data); !s) {
     print_error(s.message());
     return kExitBadInput;
   }
-  const int64_t B = std::max<int64_t>(1, meta->extra.value("micro_batch", int64_t{8}));
-  Gpt model(ModelSpec(meta->model), cpu_backend(), B);
-  if (Status s = load_model_weights(args.ckpt, model.table(), model.params()); !s) {
+  // The training run's micro-batch when the source records it (the same
+  // batches, so the same sums, from a step-N and from its final/).
+  const int64_t B = src->micro_batch() > 0 ? src->micro_batch() : 8;
+  Gpt model(ModelSpec(src->model()), cpu_backend(), B);
+  if (Status s = src->read_into(model.table(), model.params()); !s) {
     print_error(s.message());
     return kExitBadInput;
   }
@@ -112,7 +126,11 @@ int run_eval(const EvalArgs& args) {
 Command add_eval_command(CLI::App& parent) {
   auto a = std::make_shared<EvalArgs>();
   auto* sub = parent.add_subcommand("eval", "Mean loss of a checkpoint on a text file or token shards");
-  sub->add_option("--ckpt", a->ckpt, "Checkpoint directory")->required();
+  auto* pos = sub->add_option("source", a->ckpt,
+                              "The model: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid "
+                              "checkpoint), a tera-model directory (out.dir/final) or a .safetensors file");
+  sub->add_option("--ckpt", a->ckpt, "The model, as SOURCE (the older spelling)")->excludes(pos);
+  sub->add_option("--heads", a->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
   sub->add_option("--data", a->data, "Text file or token-shard directory (its val split if any) to evaluate on")->required();
   sub->add_option("--batches", a->batches, "Micro-batches to evaluate (0: the whole file)")
       ->capture_default_str()

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/model_checkpoint.h"
+#include "ckpt/model_source.h"
 #include "cli/commands.h"
 #include "core/rng.h"
 #include "data/tokenizer_file.h"
@@ -40,7 +40,8 @@ int32_t pick(const Backend& be, const float* logits, int64_t V, double temperatu
 }
 
 struct GenerateArgs {
-  std::string ckpt;
+  std::string ckpt;  // a model source (ckpt/model_source.h)
+  int64_t heads = 0;
   std::string prompt;
   int64_t tokens = 200;
   double temperature = 0.8;
@@ -49,29 +50,40 @@ struct GenerateArgs {
 };
 
 int run_generate(const GenerateArgs& args) {
-  auto meta = read_checkpoint_meta(args.ckpt);
-  if (!meta) {
-    print_error(meta.error());
+  if (args.ckpt.empty()) {
+    print_error("generate: name the model to sample: tera generate SOURCE (or --ckpt SOURCE)");
     return kExitBadInput;
   }
-  auto tok = tokenizer_from_reference(meta->tokenizer, args.ckpt, args.ckpt + "/meta.json");
+  auto source = resolve_model_source(args.ckpt);
+  if (!source) {
+    print_error(source.error());
+    return kExitBadInput;
+  }
+  ModelSourceOptions opt;
+  opt.heads = args.heads;
+  auto src = ModelSourceReader::open(*source, opt);
+  if (!src) {
+    print_error(src.error());
+    return kExitBadInput;
+  }
+  auto tok = tokenizer_from_reference(src->tokenizer(), src->tokenizer_base(), src->tokenizer_where());
   if (!tok) {
     print_error(tok.error());
     return kExitBadInput;
   }
-  if (tok->vocab_size() > meta->model.vocab) {
+  if (tok->vocab_size() > src->model().vocab) {
     print_error(fmt::format("{}: its tokenizer has {} tokens but model.vocab is {}", args.ckpt, tok->vocab_size(),
-                            meta->model.vocab));
+                            src->model().vocab));
     return kExitBadInput;
   }
   const Backend& be = cpu_backend();
-  Gpt model(ModelSpec(meta->model), be, 1);
-  if (Status s = load_model_weights(args.ckpt, model.table(), model.params()); !s) {
+  Gpt model(ModelSpec(src->model()), be, 1);
+  if (Status s = src->read_into(model.table(), model.params()); !s) {
     print_error(s.message());
     return kExitBadInput;
   }
   // Sampling is restricted to the tokenizer's ids (model.vocab may be larger).
-  const int64_t V = tok->vocab_size(), T = meta->model.seq_len;
+  const int64_t V = tok->vocab_size(), T = src->model().seq_len;
   std::vector<int32_t> ctx = tok->encode(args.prompt);
   if (ctx.empty()) ctx.push_back(tok->eot() >= 0 ? tok->eot() : tok->byte_token('\n'));
   std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
@@ -106,7 +118,11 @@ int run_generate(const GenerateArgs& args) {
 Command add_generate_command(CLI::App& parent) {
   auto a = std::make_shared<GenerateArgs>();
   auto* sub = parent.add_subcommand("generate", "Sample text from a trained checkpoint");
-  sub->add_option("--ckpt", a->ckpt, "Checkpoint directory (train writes <out.dir>/final)")->required();
+  auto* pos = sub->add_option("source", a->ckpt,
+                              "The model: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid "
+                              "checkpoint), a tera-model directory (out.dir/final) or a .safetensors file");
+  sub->add_option("--ckpt", a->ckpt, "The model, as SOURCE (the older spelling)")->excludes(pos);
+  sub->add_option("--heads", a->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
   sub->add_option("--prompt", a->prompt, "Text to continue")->required();
   sub->add_option("-n,--tokens", a->tokens, "Tokens to generate")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   sub->add_option("-t,--temperature", a->temperature, "Sampling temperature; 0 is greedy")

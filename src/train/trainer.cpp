@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
-#include "ckpt/hf_gpt2.h"
+#include "ckpt/model_source.h"
 #include "ckpt/model_checkpoint.h"
 #include "core/file_util.h"
 #include "train/checkpointing.h"
@@ -257,7 +257,8 @@ Expected<std::string> Trainer::save_checkpoint() {
   const ParallelConfig& p = cfg_.parallel;
   const Layout& l = groups().layout;
   info.layout = {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel},
-                 {"schedule", schedule_kind_name(p.schedule)}, {"vpp", p.vpp}, {"stage_layers", p.stage_layers}};
+                 {"schedule", schedule_kind_name(p.schedule)}, {"vpp", p.vpp}, {"stage_layers", p.stage_layers},
+                 {"micro_batch", cfg_.train.micro_batch}};
   info.loader = data_.sampler->state(info.consumed_samples).to_json();
   info.lr_schedule = {{"lr", cfg_.train.lr}, {"min_lr", cfg_.train.min_lr}, {"warmup", cfg_.train.warmup},
                       {"steps", cfg_.train.steps}, {"next_step", next_step_}, {"next_lr", schedule_.at(next_step_)}};
@@ -416,39 +417,26 @@ Status Trainer::check_schedule(const CheckpointInfo& info, const std::string& di
 }
 
 Status Trainer::init_weights_from(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    // A training checkpoint (weights, no optimizer state) or a tera-model directory.
-    if (auto info = read_checkpoint_info(path); info) {
-      // One rank checks the CRCs (start() shares its verdict); all read.
-      auto reader = CheckpointReader::open(path, /*verify_crc=*/is_first_rank());
-      if (!reader) return reader.status();
-      if (const std::string d = model_config_diff(reader->info().model, cfg_.model); !d.empty()) {
-        return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
-      }
-      return load_engine_checkpoint(*engine_, *reader, /*with_optimizer=*/false);
-    }
-    ModelConfig model;
-    auto weights = read_global_weights(path, &model);
-    if (!weights) return Status::error("ckpt.init = " + path + ": " + weights.error());
-    if (const std::string d = model_config_diff(model, cfg_.model); !d.empty()) {
-      return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
-    }
-    return load_engine_weights(*engine_, [&](const ParamInfo& p, float* out) {
-      for (const GlobalTensor& t : *weights) {
-        if (t.name == p.name) {
-          std::copy(t.data.begin(), t.data.end(), out);
-          return Status::ok();
-        }
-      }
-      return Status::error("ckpt.init = " + path + ": no tensor '" + p.name + "'");
-    });
+  // Any model source (ckpt/model_source.h); a safetensors file is read as the
+  // run's model, every tensor's shape checked.
+  auto source = resolve_model_source(path);
+  if (!source) return Status::error("ckpt.init = " + path + ": " + source.error());
+  ModelSourceOptions opt;
+  opt.model = &cfg_.model;
+  opt.verify_crc = is_first_rank();  // one rank checks a checkpoint's CRCs (start() shares its verdict); all read
+  auto src = ModelSourceReader::open(*source, opt);
+  if (!src) return Status::error("ckpt.init = " + path + ": " + src.error());
+  if (const std::string d = model_config_diff(src->model(), cfg_.model); !d.empty()) {
+    return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
   }
-  // A safetensors file: tera names or Hugging Face GPT-2 names.
-  auto st = SafetensorsFile::open(path);
-  if (!st) return Status::error("ckpt.init = " + path + ": " + st.error());
-  return load_engine_weights(*engine_, [&](const ParamInfo& p, float* out) { return read_hf_or_tera_tensor(*st, p, out); });
+  if (source->kind == ModelSourceKind::checkpoint_root) {
+    log("ckpt.init = " + path + ": its latest valid checkpoint, " + source->path);
+  }
+  if (src->checkpoint() != nullptr) return load_engine_checkpoint(*engine_, *src->checkpoint(), /*with_optimizer=*/false);
+  return load_engine_weights(*engine_, [&](const ParamInfo& p, float* out) {
+    Status st = src->read(p, out);
+    return st ? st : Status::error("ckpt.init = " + path + ": " + st.message());
+  });
 }
 
 std::vector<float> Trainer::gather_parameters() { return engine_->gather_parameters(); }

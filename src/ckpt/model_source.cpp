@@ -1,0 +1,180 @@
+// Model sources: resolve a user's path to a kind, then read global tensors.
+#include "ckpt/model_source.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/model_checkpoint.h"
+#include "core/file_util.h"
+
+namespace tera {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kAccepted =
+    "name a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid checkpoint), a tera-model directory "
+    "(out.dir/final, ckpt import's output) or a .safetensors file";
+
+// The "format" a meta.json declares ("" when unreadable): which reader's
+// message to show when neither accepts it.
+std::string declared_format(const std::string& dir) {
+  auto bytes = read_regular_file((fs::path(dir) / "meta.json").string(), "meta.json", uint64_t{1} << 30);
+  if (!bytes) return "";
+  const auto j = nlohmann::json::parse(bytes->begin(), bytes->end(), nullptr, false);
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string()) return "";
+  return j["format"].get<std::string>();
+}
+
+}  // namespace
+
+const char* model_source_kind_name(ModelSourceKind k) {
+  switch (k) {
+    case ModelSourceKind::checkpoint: return "training checkpoint";
+    case ModelSourceKind::checkpoint_root: return "ckpt.dir";
+    case ModelSourceKind::model_dir: return "tera-model directory";
+    case ModelSourceKind::safetensors: return "safetensors file";
+  }
+  return "?";
+}
+
+Expected<ModelSource> resolve_model_source(const std::string& path) {
+  ModelSource src;
+  src.given = path;
+  src.path = path;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (path.empty() || st.type() == fs::file_type::not_found) {
+    return Status::error((path.empty() ? std::string("''") : path) + ": not a tera checkpoint (not found); " + kAccepted);
+  }
+  if (st.type() != fs::file_type::directory) {
+    src.kind = ModelSourceKind::safetensors;  // SafetensorsFile::open refuses what is not a regular file
+    return src;
+  }
+  if (fs::exists(fs::path(path) / "meta.json", ec)) {
+    if (read_checkpoint_info(path)) {
+      src.kind = ModelSourceKind::checkpoint;
+      return src;
+    }
+    auto meta = read_checkpoint_meta(path);
+    if (meta) {
+      src.kind = ModelSourceKind::model_dir;
+      return src;
+    }
+    if (declared_format(path) == kCheckpointFormat) return read_checkpoint_info(path).status();
+    return meta.status();
+  }
+  if (list_checkpoints(path).empty()) {
+    return Status::error(path + ": not a tera checkpoint (a directory with no meta.json and no step-N checkpoints); " +
+                         kAccepted);
+  }
+  auto found = find_latest_valid(path, &src.skipped);
+  if (!found) return found.status();
+  src.kind = ModelSourceKind::checkpoint_root;
+  src.path = (*found)->dir;
+  return src;
+}
+
+Expected<ModelSourceReader> ModelSourceReader::open(const ModelSource& source, const ModelSourceOptions& opt) {
+  ModelSourceReader r;
+  r.source_ = source;
+  switch (source.kind) {
+    case ModelSourceKind::checkpoint:
+    case ModelSourceKind::checkpoint_root: {
+      auto reader = CheckpointReader::open(source.path, opt.verify_crc);
+      if (!reader) return reader.status();
+      const CheckpointInfo& info = reader->info();
+      r.spec_ = std::make_unique<ModelSpec>(info.model);
+      r.step_ = info.step;
+      r.tokenizer_ = info.tokenizer;
+      r.tokenizer_base_ = source.path;
+      r.tokenizer_where_ = (fs::path(source.path) / "meta.json").string();
+      if (info.layout.is_object() && info.layout.contains("micro_batch") && info.layout["micro_batch"].is_number_integer()) {
+        r.micro_batch_ = info.layout["micro_batch"].get<int64_t>();
+      }
+      r.ckpt_.emplace(std::move(*reader));
+      return r;
+    }
+    case ModelSourceKind::model_dir: {
+      auto meta = read_checkpoint_meta(source.path);
+      if (!meta) return meta.status();
+      const std::string path = (fs::path(source.path) / "model.safetensors").string();
+      auto file = SafetensorsFile::open(path);
+      if (!file) return file.status();
+      if (!meta->tensors_crc32) {
+        return Status::error((fs::path(source.path) / "meta.json").string() +
+                             ": 'tensors' must hold the tensor file name and its crc32");
+      }
+      if (*meta->tensors_crc32 != file->crc32()) {
+        return Status::error(path + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is "
+                                                "corrupt or was replaced",
+                                                file->crc32(), *meta->tensors_crc32));
+      }
+      r.spec_ = std::make_unique<ModelSpec>(meta->model);
+      r.step_ = meta->step;
+      r.tokenizer_ = meta->tokenizer;
+      r.tokenizer_base_ = source.path;
+      r.tokenizer_where_ = (fs::path(source.path) / "meta.json").string();
+      if (meta->extra.is_object() && meta->extra.contains("micro_batch") && meta->extra["micro_batch"].is_number_integer()) {
+        r.micro_batch_ = meta->extra["micro_batch"].get<int64_t>();
+      }
+      r.file_.emplace(std::move(*file));
+      return r;
+    }
+    case ModelSourceKind::safetensors: {
+      auto file = SafetensorsFile::open(source.path);
+      if (!file) return file.status();
+      if (opt.model != nullptr) {
+        r.spec_ = std::make_unique<ModelSpec>(*opt.model);
+      } else {
+        auto model = infer_hf_gpt2_config(*file, opt.heads);
+        if (!model) return model.status();
+        r.spec_ = std::make_unique<ModelSpec>(*model);
+      }
+      // GPT-2's tokenizer files beside the weights (what ckpt export writes), else byte-level.
+      const fs::path beside = fs::path(source.path).has_parent_path() ? fs::path(source.path).parent_path() : fs::path(".");
+      std::error_code ec;
+      const bool gpt2 = fs::exists(beside / "vocab.json", ec) || fs::exists(beside / "merges.txt", ec);
+      r.tokenizer_ = gpt2 ? "." : "bytes";  // "." resolves to the directory beside the file
+      r.tokenizer_base_ = beside.string();
+      r.tokenizer_where_ = source.path;
+      r.file_.emplace(std::move(*file));
+      return r;
+    }
+  }
+  return Status::error(source.given + ": unknown source kind");
+}
+
+Status ModelSourceReader::read(const ParamInfo& param, float* out) const {
+  if (ckpt_) return ckpt_->read_global(StateKind::param, param, out);
+  if (source_.kind == ModelSourceKind::model_dir) return read_named_tensor(*file_, param, out);
+  return read_hf_or_tera_tensor(*file_, param, out);
+}
+
+Expected<std::vector<GlobalTensor>> ModelSourceReader::read_all() const {
+  std::vector<GlobalTensor> out;
+  out.reserve(spec_->params().size());
+  for (const ParamInfo& p : spec_->params()) {
+    GlobalTensor t{p.name, p.shape, std::vector<float>(static_cast<size_t>(numel(p.shape)))};
+    TERA_RETURN_IF_ERROR(read(p, t.data.data()));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Status ModelSourceReader::read_into(const ParamTable& table, float* params) const {
+  TERA_ASSERT(table.tp() == 1, "read a tensor-parallel table's slices with read() and ParamTable::global_index");
+  Status result;
+  table.for_each([&](const ParamEntry& e) {
+    if (!result) return;
+    result = read(*e.info, params + e.offset);
+    std::memset(params + e.offset + numel(e.info->shape), 0,
+                static_cast<size_t>(e.count - numel(e.info->shape)) * sizeof(float));
+  });
+  return result;
+}
+
+}  // namespace tera
