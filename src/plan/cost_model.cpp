@@ -170,6 +170,22 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
     sc.fwd[static_cast<size_t>(v)] = f;
     sc.bwd[static_cast<size_t>(v)] = b;
   }
+  // ZeRO-3 prefetching hides block i+1's gather behind block i, so the first
+  // block's forward gather has nothing to hide behind, nor the reduce-scatter
+  // of the first block's gradients (the last backward) has anything after
+  // it: what the per-block overlap above counted as hidden of those two is
+  // exposed, once per micro-batch, on the first virtual stage.
+  if (l.zero >= 3 && l.dp_cp() > 1 && layers > 0) {
+    const Group g{l.dp_cp(), l.tp};
+    const double extra = cl.stack.zero_per_tensor ? bt - 1 : 0;
+    const double ag = collective_time(Collective::all_gather, block_p * static_cast<double>(pb.param), g, cl) +
+                      extra * collective_time(Collective::all_gather, 0, g, cl);
+    const double rs = collective_time(Collective::reduce_scatter, block_p * static_cast<double>(grad_bytes(pb, l.zero)), g, cl) +
+                      extra * collective_time(Collective::reduce_scatter, 0, g, cl);
+    const double hide = 1 - cl.eff.overlap_loss;
+    sc.fwd[0].dp_comm += hide * std::min(ag, parts.block_f.total());
+    sc.bwd[0].dp_comm += hide * std::min(rs, parts.block_b.total());
+  }
   // Point-to-point: 1/tp of an activation, then re-gathered over tp.
   const double act = parts.act_bytes;
   sc.p2p = p2p_time(act / l.tp, l.tp * l.cp * l.dp, cl);

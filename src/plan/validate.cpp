@@ -532,9 +532,12 @@ Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, co
   rep.skipped = parsed->skipped;
   std::map<std::string, StackParams> params = opt.params;
   if (opt.fit) {
+    // From neutral parameters (the presets unchanged), so a fit depends on the rows only.
+    std::map<std::string, StackParams> neutral;
+    for (const RowCase& c : cases) neutral[c.profile.name] = StackParams{};
     std::vector<size_t> all(cases.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    params = fit_profiles(cases, all, start_layouts(cases, params), params);
+    params = fit_profiles(cases, all, start_layouts(cases, neutral), neutral);
   }
   for (const RowCase& c : cases) {
     const StackParams q = params_for(params, c);
@@ -566,7 +569,9 @@ Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& 
   auto in = validate_runs(tables, wheres, load, fit);
   if (!in.ok()) return in.status();
   cv.in_sample = std::move(*in);
-  const std::vector<PlanLayout> layouts = start_layouts(cases, {});
+  std::map<std::string, StackParams> neutral;
+  for (const RowCase& c : cases) neutral[c.profile.name] = StackParams{};
+  const std::vector<PlanLayout> layouts = start_layouts(cases, neutral);  // as the in-sample fit started
   std::vector<std::string> sources;
   for (const RowCase& c : cases) {
     if (std::find(sources.begin(), sources.end(), c.p.source) == sources.end()) sources.push_back(c.p.source);

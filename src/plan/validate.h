@@ -63,7 +63,8 @@ void summarise(ValidationReport* rep);
 
 struct ValidateOptions {
   // Fit every profile's parameters (stack_profile.h) on the rows first
-  // (minimising the mean |log(predicted / reported)| of its rows).
+  // from neutral parameters (minimising the mean |log(predicted / reported)|
+  // of its rows; `params` is then ignored).
   bool fit = false;
   std::map<std::string, StackParams> params;  // profile -> parameters; missing: the profile's defaults
 };

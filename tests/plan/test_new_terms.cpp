@@ -144,6 +144,27 @@ TEST(ZeroPerTensor, OneLatencyPerParameterTensor) {
   EXPECT_NEAR(per.fwd[0].dp_comm - flat.fwd[0].dp_comm, extra, 1e-9);
 }
 
+TEST(ZeroThree, FirstGatherAndLastReduceScatterExposed) {
+  // Forward of one stage with 2 blocks, ZeRO-3 over 16 ranks, overlap_loss 0: each block's
+  // gather hides behind its pass (max(0, ag - pass) exposed), the embedding's and head's too,
+  // and the first block's gather, which nothing precedes, is exposed in full: + min(ag, pass).
+  const ModelSpec& spec = tiny();
+  PlanLayout l;
+  l.dp = 16;
+  l.zero = 3;
+  Workload w{spec.config(), 16, Precision::mixed};
+  const Cluster c = round_cluster();
+  const PartCosts parts = price_parts(spec, l, w, c);
+  const ParamSplit split = param_split(spec, 1);
+  const Group g{16, 1};
+  const double ag = collective_time(Collective::all_gather, split.block * 2, g, c);
+  const double ag_e = collective_time(Collective::all_gather, split.wte * 2, g, c);
+  const double bf = parts.block_f.total();
+  const double want = 2 * std::max(0.0, ag - bf) + std::max(0.0, ag_e - parts.emb_f.total()) +
+                      std::max(0.0, ag_e - parts.head_f.total()) + std::min(ag, bf);
+  EXPECT_NEAR(price_step(spec, l, w, c).fwd[0].dp_comm, want, 1e-12);
+}
+
 TEST(UntiedEmbeddings, TheHeadIsItsOwnParameters) {
   // wte [V=96 padded to 96, C=64]: tied, one stage holds it once; untied, twice.
   ParamSplit p;
