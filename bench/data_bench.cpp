@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     const double cpu0 = cpu_seconds();
     auto st = encode_corpus({corpus}, *tok, eo, [&](int, const int32_t*, size_t n) {
       tokens += static_cast<int64_t>(n);
-      return Status::ok();
+      return ok_status();
     });
     const double s = since(t0), cpu = cpu_seconds() - cpu0;
     fmt::print("encode: {} thread{}: {:.1f} MB/s ({:.2f} s wall, {:.2f} s CPU; {} tokens, {:.2f} bytes/token)\n",

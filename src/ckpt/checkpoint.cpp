@@ -71,7 +71,7 @@ Expected<CheckpointInfo> checkpoint_info_from_json(const json& j, const std::str
       return Status::error(what + ": '" + k + "' is missing or not a non-negative integer");
     }
     *out = j[k].get<int64_t>();
-    return Status::ok();
+    return ok_status();
   };
   TERA_RETURN_IF_ERROR(int_field("step", &info.step));
   TERA_RETURN_IF_ERROR(int_field("consumed_samples", &info.consumed_samples));
@@ -80,10 +80,10 @@ Expected<CheckpointInfo> checkpoint_info_from_json(const json& j, const std::str
   if (!model) return model.status();
   info.model = *model;
   auto obj = [&](const char* k, json* out) -> Status {
-    if (!j.contains(k)) return Status::ok();
+    if (!j.contains(k)) return ok_status();
     if (!j[k].is_object()) return Status::error(what + ": '" + k + "' must be an object");
     *out = j[k];
-    return Status::ok();
+    return ok_status();
   };
   TERA_RETURN_IF_ERROR(obj("layout", &info.layout));
   TERA_RETURN_IF_ERROR(obj("loader", &info.loader));
@@ -156,7 +156,7 @@ Status verify_checkpoint(const std::string& dir, const CheckpointInfo& info, boo
       }
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 std::string staging_dir(const std::string& root, int64_t step) {
@@ -172,7 +172,7 @@ Status begin_checkpoint_dir(const std::string& root, int64_t step) {
   if (!fs::create_directory(tmp, ec)) {
     return Status::error(tmp + ": cannot create (" + ec.message() + "); check ckpt.dir is writable");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 namespace {
@@ -297,7 +297,7 @@ Expected<CheckpointReader> CheckpointReader::open(const std::string& dir, bool v
       }
       if (v < 0 || v > 1 << 20) return Status::error(path + ": metadata '" + key + "' is missing or not a small integer");
       *out = v;
-      return Status::ok();
+      return ok_status();
     };
     int tp = 0, tp_rank = 0;
     TERA_RETURN_IF_ERROR(meta_int("tp", &tp));
@@ -347,7 +347,7 @@ Status CheckpointReader::read_global(StateKind kind, const ParamInfo& param, flo
     if (table.tp() == 1 || e->info->tp_split == TpSplit::none) {
       // The whole tensor, in order (vocab padding rows, if any, at the end).
       std::memcpy(out, src, static_cast<size_t>(n) * sizeof(float));
-      return Status::ok();
+      return ok_status();
     }
     if (covered.empty()) covered.assign(static_cast<size_t>(n), 0);
     for (int64_t i = 0; i < count; ++i) {
@@ -362,7 +362,7 @@ Status CheckpointReader::read_global(StateKind kind, const ParamInfo& param, flo
   if (std::find(covered.begin(), covered.end(), 0) != covered.end()) {
     return Status::error(dir_ + ": the slices of '" + name + "' do not cover the whole tensor (a shard file is missing)");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 std::string model_config_diff(const ModelConfig& ckpt, const ModelConfig& run) {

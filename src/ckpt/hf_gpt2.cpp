@@ -71,7 +71,7 @@ Status read_named_tensor(const SafetensorsFile& file, const ParamInfo& param, fl
                          ", expected F32 " + shape_str(param.shape));
   }
   copy_floats(t->data, static_cast<size_t>(numel(param.shape)), out);
-  return Status::ok();
+  return ok_status();
 }
 
 Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& param, float* out) {
@@ -99,17 +99,17 @@ Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& para
     std::vector<float> src(static_cast<size_t>(numel(t->shape)));
     copy_floats(t->data, src.size(), src.data());
     transpose(src.data(), t->shape[0], t->shape[1], out);
-    return Status::ok();
+    return ok_status();
   }
   if (param.name == "wpe.weight" && t->shape.size() == 2 && t->shape[1] == want[1] && t->shape[0] >= want[0]) {
     copy_floats(t->data, static_cast<size_t>(numel(want)), out);  // the first seq_len positions
-    return Status::ok();
+    return ok_status();
   }
   if (t->shape != want) {
     return Status::error(file.path() + ": '" + t->name + "' is " + shape_str(t->shape) + ", expected " + shape_str(want));
   }
   copy_floats(t->data, static_cast<size_t>(numel(want)), out);
-  return Status::ok();
+  return ok_status();
 }
 
 Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& path, ModelConfig* model) {
@@ -291,7 +291,7 @@ Status check_hf_gpt2_tensors(const SafetensorsFile& file, const ModelSpec& spec)
                                      unknown.size() == 1 ? "" : "s", spec.config().layers, names,
                                      unknown.size() == 1 ? "it" : "them"));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace tera

@@ -34,7 +34,7 @@ Expected<ModelConfig> model_config_from_json(const json& j, const std::string& w
       return Status::error(what + ": model." + k + " is missing or not an integer");
     }
     *out = j[k].get<int64_t>();
-    return Status::ok();
+    return ok_status();
   };
   TERA_RETURN_IF_ERROR(get("layers", &m.layers));
   TERA_RETURN_IF_ERROR(get("hidden", &m.hidden));
@@ -103,7 +103,7 @@ Status save_model_checkpoint(const std::string& dir, const std::vector<NamedTens
   const fs::path parent = final_dir.has_parent_path() ? final_dir.parent_path() : fs::path(".");
   TERA_RETURN_IF_ERROR(fsync_dir(parent.string()));
   if (had_old) fs::remove_all(old, ec);
-  return Status::ok();
+  return ok_status();
 }
 
 Expected<CheckpointMeta> read_checkpoint_meta(const std::string& dir) {
@@ -164,7 +164,7 @@ Status load_model_weights(const std::string& dir, const ParamTable& table, float
     return Status::error(tpath + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is "
                                              "corrupt or was replaced", st->crc32(), want));
   }
-  Status result = Status::ok();
+  Status result = ok_status();
   table.for_each([&](const ParamEntry& e) {
     if (!result) return;
     const StTensorRef* t = st->find(e.info->name);

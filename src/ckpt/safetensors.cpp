@@ -126,7 +126,7 @@ Status parse_safetensors(const uint8_t* data, size_t size, const std::string& wh
   // Keep the writer's order (by offset) so iteration is deterministic.
   std::sort(tensors->begin(), tensors->end(),
             [](const StTensorRef& a, const StTensorRef& b) { return a.data < b.data; });
-  return Status::ok();
+  return ok_status();
 }
 
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {

@@ -122,7 +122,7 @@ Status fill_space(const PlanArgs& a, SearchSpace* s) {
   if (a.tp && a.pp && a.gpus % (a.tp * a.pp) != 0) {
     return Status::error(fmt::format("--tp {} x --pp {} = {} does not divide --gpus {}", a.tp, a.pp, a.tp * a.pp, a.gpus));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 std::string no_fit_message(const SearchResult& r, const Workload& w, const Cluster& cl, int gpus) {

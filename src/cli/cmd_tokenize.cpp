@@ -299,7 +299,7 @@ int run_stats(const StatsArgs& a) {
         *files, *tok, opts,
         [&](int, const int32_t* t, size_t n) {
           for (size_t i = 0; i < n; ++i) used[static_cast<size_t>(t[i])] = 1;
-          return Status::ok();
+          return ok_status();
         },
         [&](int64_t d, int64_t t) { bar.update(d, t); });
   }

@@ -72,7 +72,7 @@ inline bool path_exists(const std::string& path) {
 // An existing `path` is refused unless `force`; the message names the path,
 // what it is, and --force.
 inline Status refuse_existing(const std::string& path, const std::string& what, bool force) {
-  if (force || !path_exists(path)) return Status::ok();
+  if (force || !path_exists(path)) return ok_status();
   return Status::error(what + " " + path + ": already exists (" + describe_existing(path) +
                        "); pass --force to replace it (the old one is kept until the new one is complete)");
 }
@@ -126,7 +126,7 @@ inline Status refuse_input_as_output(const std::string& out, const std::string& 
                            "); write the output somewhere else (--force never replaces an input)");
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace tera::cli

@@ -222,7 +222,7 @@ Status apply_override(toml::table& root, const std::string& kv) {
   } else {
     t.insert_or_assign(name, value);  // bare words are strings: --set data.train=corpus.txt
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status validate(const RunConfig& c, const std::string& src, bool check_files) {
@@ -321,7 +321,7 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (c.ckpt.every < 0) return err("ckpt.every must be >= 0 (0: checkpoint only at the end and on preemption)");
   if (c.ckpt.keep < 1) return err("ckpt.keep must be at least 1 (how many checkpoints to retain)");
   if (c.ckpt.every > 0 && c.ckpt.dir.empty()) return err("ckpt.every is set but ckpt.dir is empty; set ckpt.dir to where checkpoints go");
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace

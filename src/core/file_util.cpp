@@ -37,13 +37,13 @@ AtomicFile::~AtomicFile() {
 }
 
 Status AtomicFile::write(const void* data, size_t bytes) {
-  if (bytes == 0) return Status::ok();
+  if (bytes == 0) return ok_status();
   if (std::fwrite(data, 1, bytes, f_) != bytes) {
     return Status::error(path_ + ": write failed (" + std::strerror(errno) + ")");
   }
   crc_ = crc32_of(data, bytes, crc_);
   written_ += bytes;
-  return Status::ok();
+  return ok_status();
 }
 
 Status AtomicFile::commit() {
@@ -66,7 +66,7 @@ Status fsync_dir(const std::string& dir) {
   const int rc = fsync(fd);
   ::close(fd);
   if (rc != 0) return Status::error(dir + ": fsync failed (" + std::strerror(errno) + ")");
-  return Status::ok();
+  return ok_status();
 }
 
 Expected<std::vector<uint8_t>> read_file(const std::string& path) {
@@ -127,7 +127,7 @@ Status check_regular_file(const std::string& path, const std::string& what, uint
     return Status::error(what + " " + path + ": " + std::to_string(size) + " bytes, more than the " +
                          std::to_string(max_bytes) + " a " + what + " may have; is this the right file?");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Expected<std::vector<uint8_t>> read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
@@ -157,7 +157,7 @@ Status probe_writable(const std::string& dir, const std::string& what, const std
   }
   ::close(fd);
   ::unlink(probe.c_str());
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace
@@ -191,7 +191,7 @@ Status probe_output_file(const std::string& path, const std::string& what, bool 
   if (st.type() != fs::file_type::not_found && ::access(path.c_str(), W_OK) != 0) {
     return Status::error(what + " " + path + ": exists and is not writable (" + std::strerror(errno) + ")");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 bool same_file(const std::string& a, const std::string& b) {

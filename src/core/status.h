@@ -1,6 +1,8 @@
 // Status and Expected<T>: how code below cli/ reports bad input (configs, data
 // files, checkpoints). The message names the file or field and the fix; cli/
 // turns a failed Status into exit code 2. Nothing below cli/ calls exit().
+// A failure carries a kind, so that callers decide by kind, never by the
+// message's text.
 #pragma once
 
 #include <optional>
@@ -12,24 +14,38 @@
 
 namespace tera {
 
+enum class StatusKind {
+  ok,
+  bad_input,    // the input named in the message is wrong (the usual failure)
+  peer_failed,  // another rank failed collectively; that rank's message names the problem
+};
+
 class Status {
  public:
-  Status() = default;  // ok
-  static Status ok() { return Status(); }
-  static Status error(std::string msg) {
+  Status() = default;  // ok; ok_status() says so where it is returned
+  static Status error(std::string msg, StatusKind kind = StatusKind::bad_input) {
+    TERA_ASSERT(kind != StatusKind::ok, "Status::error of kind ok");
     Status s;
     s.msg_ = std::move(msg);
-    s.failed_ = true;
+    s.kind_ = kind;
     return s;
   }
-  bool is_ok() const { return !failed_; }
-  explicit operator bool() const { return !failed_; }
+  // This rank is fine but another failed (collective verdicts): cli/ prints
+  // such a message only on the first rank, the failing rank prints its own.
+  static Status peer_failed(std::string msg) { return error(std::move(msg), StatusKind::peer_failed); }
+  bool is_ok() const { return kind_ == StatusKind::ok; }
+  StatusKind kind() const { return kind_; }
+  explicit operator bool() const { return is_ok(); }
   const std::string& message() const { return msg_; }
 
  private:
-  bool failed_ = false;
+  StatusKind kind_ = StatusKind::ok;
   std::string msg_;
 };
+
+// The OK status. A free function, not a static member: `st.ok()` on an
+// instance would compile and mean "OK" rather than "is it OK?".
+inline Status ok_status() { return Status(); }
 
 // A value or an error message. Access the value only after checking ok().
 template <typename T>
@@ -58,7 +74,7 @@ class Expected {
     static const std::string none;
     return ok() ? none : std::get<Status>(v_).message();
   }
-  Status status() const { return ok() ? Status::ok() : std::get<Status>(v_); }
+  Status status() const { return ok() ? ok_status() : std::get<Status>(v_); }
 
  private:
   std::variant<T, Status> v_;

@@ -39,7 +39,7 @@ Expected<EncodeStats> encode_corpus(const std::vector<std::string>& files, const
             TERA_RETURN_IF_ERROR(sink(p, &eot, 1));
           }
         }
-        return Status::ok();
+        return ok_status();
       },
       progress);
   if (!s) return s;
@@ -64,10 +64,10 @@ class ShardWriter {
       n -= take;
       if (static_cast<int64_t>(buf_.size()) == cap_) TERA_RETURN_IF_ERROR(flush());
     }
-    return Status::ok();
+    return ok_status();
   }
   Status flush() {
-    if (buf_.empty()) return Status::ok();
+    if (buf_.empty()) return ok_status();
     if (static_cast<int64_t>(info_.shards.size()) >= kMaxShards) {
       return Status::error(fmt::format("{}: more than {} {} shards; raise --shard-tokens", dir_, kMaxShards, split_));
     }
@@ -78,7 +78,7 @@ class ShardWriter {
     info_.shards.push_back({name, static_cast<int64_t>(buf_.size()), *crc});
     info_.tokens += static_cast<int64_t>(buf_.size());
     buf_.clear();
-    return Status::ok();
+    return ok_status();
   }
   SplitInfo& info() { return info_; }
 

@@ -62,7 +62,7 @@ Status check_dataset_fits(const TokenDataset& data, int64_t seq_len, const std::
                          " tokens, fewer than model.seq_len + 1 = " + std::to_string(seq_len + 1) +
                          "; use a larger file or a shorter model.seq_len");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace tera

@@ -60,7 +60,7 @@ class File {
   File(const File&) = delete;
   File& operator=(const File&) = delete;
   Status opened() const {
-    return f_ != nullptr ? Status::ok() : Status::error(path_ + ": cannot open (" + std::strerror(errno) + ")");
+    return f_ != nullptr ? ok_status() : Status::error(path_ + ": cannot open (" + std::strerror(errno) + ")");
   }
   // Appends up to n bytes read at offset to out.
   Status read_at(int64_t offset, size_t n, std::string& out) {
@@ -70,7 +70,7 @@ class File {
     const size_t got = std::fread(out.data() + old, 1, n, f_);
     out.resize(old + got);
     if (std::ferror(f_) != 0) return Status::error(path_ + ": read error (" + std::strerror(errno) + ")");
-    return Status::ok();
+    return ok_status();
   }
 
  private:

@@ -77,7 +77,7 @@ Expected<std::vector<std::unique_ptr<TokenDataset>>> encode_text(const std::stri
   opts.val_fraction = hold_out;
   auto st = encode_corpus({path}, tok, opts, [&](int p, const int32_t* t, size_t n) {
     parts[p].insert(parts[p].end(), t, t + n);
-    return Status::ok();
+    return ok_status();
   });
   if (!st) return Status::error(keyed(key, path) + ": " + st.error());
   std::vector<std::unique_ptr<TokenDataset>> out;

@@ -38,7 +38,7 @@ Expected<WordCounts> count_words(const std::vector<std::string>& files, int thre
         WordCounts& wc = per_thread[static_cast<size_t>(t)];
         for_each_pretoken(c.text, [&](std::string_view piece) { wc.add(piece); });
       },
-      [](TextChunk&) { return Status::ok(); }, progress);
+      [](TextChunk&) { return ok_status(); }, progress);
   if (!s) return s;
   for (size_t t = 1; t < per_thread.size(); ++t) per_thread[0].merge_from(std::move(per_thread[t]));
   return std::move(per_thread[0]);

@@ -16,7 +16,7 @@ namespace tera {
 Status validate_model_config(const ModelConfig& c) {
   auto positive = [](const char* key, int64_t v) -> Status {
     if (v <= 0) return Status::error(std::string("model.") + key + " = " + std::to_string(v) + " must be a positive integer");
-    return Status::ok();
+    return ok_status();
   };
   TERA_RETURN_IF_ERROR(positive("layers", c.layers));
   TERA_RETURN_IF_ERROR(positive("hidden", c.hidden));
@@ -65,7 +65,7 @@ Status validate_model_config(const ModelConfig& c) {
     return Status::error("model.kv_heads = " + std::to_string(c.kv_heads) + " must divide model.heads = " +
                          std::to_string(c.heads) + " (0 means kv_heads = heads); choose a divisor of heads");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 const char* mlp_kind_name(MlpKind k) { return k == MlpKind::gated ? "gated" : "standard"; }
@@ -86,7 +86,7 @@ Status check_runtime_supports(const ModelConfig& c) {
     return Status::error(std::string("model.mlp = \"") + mlp_kind_name(c.mlp) +
                          "\" is not supported by tera's runtime yet, only by `tera plan`; remove model.mlp or set it to \"standard\"");
   }
-  return Status::ok();
+  return ok_status();
 }
 
 ModelSpec::ModelSpec(ModelConfig cfg) : cfg_(cfg) {

@@ -54,9 +54,9 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
   }
   io_sp.insert(io_sp.end(), io.begin(), io.end());
   int64_t offset = 0;
-  auto add_unit = [&](const std::string& name, const std::vector<const ParamInfo*>& members) {
+  auto add_unit = [&](const std::string& name, const std::vector<const ParamInfo*>& members, int64_t layer) {
     if (members.empty()) return -1;
-    ParamUnit u{name, offset, offset, static_cast<int>(entries_.size()), 0, offset};
+    ParamUnit u{name, offset, offset, static_cast<int>(entries_.size()), 0, offset, layer};
     const int index = static_cast<int>(units_.size());
     for (const ParamInfo* p : members) {
       const Shape local = local_shape_of(*p, tp_, padded_vocab_rows_);
@@ -73,12 +73,12 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
     units_.push_back(u);
     return index;
   };
-  wte_unit_ = add_unit("wte", wte);
-  io_unit_ = add_unit("io", io_sp);
+  wte_unit_ = add_unit("wte", wte, -1);
+  io_unit_ = add_unit("io", io_sp, -1);
   layer_unit_.assign(static_cast<size_t>(L), -1);
   for (int64_t l = 0; l < L; ++l) {
     // Block tensors keep ModelSpec's order, which puts sp_partial_grad ones first.
-    layer_unit_[static_cast<size_t>(l)] = add_unit("h." + std::to_string(l), blocks[static_cast<size_t>(l)]);
+    layer_unit_[static_cast<size_t>(l)] = add_unit("h." + std::to_string(l), blocks[static_cast<size_t>(l)], l);
   }
   total_ = offset;
 }

@@ -44,6 +44,7 @@ struct ParamUnit {
   int64_t begin, end;      // arena range; (end - begin) % unit_align == 0
   int first_entry, end_entry;
   int64_t sp_partial_end;  // [begin, sp_partial_end) holds the sp_partial_grad tensors
+  int64_t layer = -1;      // the block's global layer ("h.<layer>"); -1 for "wte" and "io"
   int64_t size() const { return end - begin; }
 };
 

@@ -16,7 +16,7 @@ Status write_chrome_trace(const std::string& path, Communicator& world, const Tr
   constexpr int kTag = 77;
   if (r != 0) {
     if (n > 0) world.send(mine.data(), n, 0, kTag);
-    return Status::ok();
+    return ok_status();
   }
   std::string body = "{\"traceEvents\":[\n" + mine;
   for (int q = 1; q < p; ++q) {

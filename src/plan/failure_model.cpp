@@ -9,7 +9,7 @@ Status check_failure_model(const FailureModel& m) {
   if (!(m.node_mtbf_s > 0)) return Status::error("--node-mtbf-hours must be > 0 (mean time between failures of one node)");
   if (!(m.ckpt_write_s > 0)) return Status::error("--ckpt-write-s must be > 0 (seconds to write one checkpoint)");
   if (!(m.restart_s >= 0)) return Status::error("--restart-s must be >= 0 (seconds to restart after a failure)");
-  return Status::ok();
+  return ok_status();
 }
 
 FailureEstimate estimate_failures(const FailureModel& m, int64_t gpus, int gpus_per_node) {

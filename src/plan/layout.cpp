@@ -51,7 +51,7 @@ Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
   }
   auto integer = [&](const std::string& key, int* out) -> Status {
     auto it = kv.find(key);
-    if (it == kv.end()) return Status::ok();
+    if (it == kv.end()) return ok_status();
     int v = 0;
     const auto& s = it->second;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -60,7 +60,7 @@ Expected<PlanLayout> parse_layout(const std::string& text, int gpus) {
     }
     *out = v;
     kv.erase(it);
-    return Status::ok();
+    return ok_status();
   };
   int dp = 0, sp = 0;
   TERA_RETURN_IF_ERROR(integer("tp", &l.tp));
@@ -163,7 +163,7 @@ Status check_layout(const PlanLayout& l, const Workload& w, int gpus) {
                                        w.global_batch, l.dp, l.micro_batch, M, l.pp));
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 int64_t layers_in_virtual_stage(const PlanLayout& l, int64_t layers, int v) {

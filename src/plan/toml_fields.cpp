@@ -31,7 +31,7 @@ Status TomlFields::missing(const std::string& key) const {
 
 Status TomlFields::number(const std::string& key, double* out, bool required, double lo, double hi) {
   const toml::node* n = find(key);
-  if (!n) return required ? missing(key) : Status::ok();
+  if (!n) return required ? missing(key) : ok_status();
   auto v = n->value<double>();  // integers convert too
   if (!v || n->is_boolean() || n->is_string()) {
     return Status::error(fmt::format("{}: '{}' must be a number", where_, key));
@@ -40,35 +40,35 @@ Status TomlFields::number(const std::string& key, double* out, bool required, do
     return Status::error(fmt::format("{}: '{}' = {} is out of range; expected {} to {}", where_, key, *v, lo, hi));
   }
   *out = *v;
-  return Status::ok();
+  return ok_status();
 }
 
 Status TomlFields::integer(const std::string& key, int64_t* out, bool required, int64_t lo, int64_t hi) {
   const toml::node* n = find(key);
-  if (!n) return required ? missing(key) : Status::ok();
+  if (!n) return required ? missing(key) : ok_status();
   if (!n->is_integer()) return Status::error(fmt::format("{}: '{}' must be an integer", where_, key));
   const int64_t v = n->value<int64_t>().value();
   if (v < lo || v > hi) {
     return Status::error(fmt::format("{}: '{}' = {} is out of range; expected {} to {}", where_, key, v, lo, hi));
   }
   *out = v;
-  return Status::ok();
+  return ok_status();
 }
 
 Status TomlFields::boolean(const std::string& key, bool* out, bool required) {
   const toml::node* n = find(key);
-  if (!n) return required ? missing(key) : Status::ok();
+  if (!n) return required ? missing(key) : ok_status();
   if (!n->is_boolean()) return Status::error(fmt::format("{}: '{}' must be true or false", where_, key));
   *out = n->value<bool>().value();
-  return Status::ok();
+  return ok_status();
 }
 
 Status TomlFields::string(const std::string& key, std::string* out, bool required) {
   const toml::node* n = find(key);
-  if (!n) return required ? missing(key) : Status::ok();
+  if (!n) return required ? missing(key) : ok_status();
   if (!n->is_string()) return Status::error(fmt::format("{}: '{}' must be a string", where_, key));
   *out = n->value<std::string>().value();
-  return Status::ok();
+  return ok_status();
 }
 
 void TomlFields::skip_table(const std::string& prefix) { read_.insert(prefix + ".*"); }
@@ -87,7 +87,7 @@ Status TomlFields::finish() const {
     }
   };
   walk(root_, "");
-  if (unknown.empty()) return Status::ok();
+  if (unknown.empty()) return ok_status();
   std::string list;
   for (const auto& k : unknown) list += (list.empty() ? "'" : ", '") + k + "'";
   return Status::error(fmt::format("{}: unknown key {}; remove it or fix its spelling (see configs/ for the keys)",

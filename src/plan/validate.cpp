@@ -197,12 +197,12 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   SearchSpace space;
   space.max_micro_batch = 32;
   auto fixed_int = [&](const char* col, std::optional<int>* out) -> Status {
-    if (!r.has(col)) return Status::ok();
+    if (!r.has(col)) return ok_status();
     auto v = r.integer(col);
     if (!v.ok()) return v.status();
     if (*v < 1) return Status::error(fmt::format("{}: column {} must be >= 1", r.where, col));
     *out = static_cast<int>(*v);
-    return Status::ok();
+    return ok_status();
   };
   TERA_RETURN_IF_ERROR(fixed_int("tp", &space.tp));
   TERA_RETURN_IF_ERROR(fixed_int("pp", &space.pp));

@@ -30,7 +30,7 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
                                      info.step, bad > 0 ? std::to_string(bad) : std::string("some"), root));
   }
   // 2. Rank 0 makes the staging directory; everyone learns if it failed.
-  Status st = world.rank() == 0 ? begin_checkpoint_dir(root, info.step) : Status::ok();
+  Status st = world.rank() == 0 ? begin_checkpoint_dir(root, info.step) : ok_status();
   if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
     return st ? Status::error("rank 0 could not create the checkpoint directory (see its message)") : st;
   }
@@ -115,7 +115,7 @@ Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
   const ParamTable& table = engine.table();
   const size_t total = static_cast<size_t>(table.total_floats());
   std::vector<float> p(total, 0.0f), zeros(total, 0.0f), global;
-  Status st = Status::ok();
+  Status st = ok_status();
   table.for_each([&](const ParamEntry& e) {
     if (!st) return;
     global.assign(static_cast<size_t>(numel(e.info->shape)), 0.0f);
@@ -124,7 +124,7 @@ Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
   });
   if (!st) return st;
   engine.load_state(p.data(), zeros.data(), zeros.data());
-  return Status::ok();
+  return ok_status();
 }
 
 Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bool with_optimizer) {
@@ -132,7 +132,7 @@ Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bo
   const size_t total = static_cast<size_t>(table.total_floats());
   std::vector<float> p(total, 0.0f), m(total, 0.0f), v(total, 0.0f), global;
   const bool moments = with_optimizer && reader.info().optimizer_state;
-  Status st = Status::ok();
+  Status st = ok_status();
   table.for_each([&](const ParamEntry& e) {
     if (!st) return;
     const auto& ps = reader.spec().params();
@@ -153,7 +153,7 @@ Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bo
   });
   if (!st) return st;
   engine.load_state(p.data(), m.data(), v.data());
-  return Status::ok();
+  return ok_status();
 }
 
 }  // namespace tera

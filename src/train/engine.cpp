@@ -19,8 +19,9 @@ Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage) {
   return make_stage_plan(*per, cfg.parallel.pp, stage);
 }
 
-Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace)
-    : cfg_(cfg), be_(backend), g_(groups), spec_(cfg.model) {
+Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace,
+               EngineOptions engine_options)
+    : cfg_(cfg), be_(backend), g_(groups), spec_(cfg.model), poison_steps_(std::move(engine_options.nonfinite_steps)) {
   const ParallelConfig& p = cfg.parallel;
   micro_batches_ = cfg.train.global_batch / g_.layout.dp / cfg.train.micro_batch;
   auto sched = make_schedule(p.schedule, g_.layout.pp, static_cast<int>(micro_batches_), p.vpp);
@@ -39,13 +40,6 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   options.slots = slots_per_chunk(schedule_, g_.coord.pp);
   model_ = std::make_unique<Gpt>(spec_, backend, cfg.train.micro_batch, *table_, *zero_, *tp_, options);
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
-  // Test hook: "3,5" poisons world rank 0's embedding gradient at (1-based)
-  // steps 3 and 5 so tests can drive the non-finite skip path end to end.
-  if (const char* env = std::getenv("TERA_TEST_NONFINITE_STEPS"); env != nullptr) {
-    for (const std::string& item : split(env, ',')) {
-      if (!item.empty()) poison_steps_.push_back(std::atoll(item.c_str()));
-    }
-  }
 }
 
 std::vector<std::string> Engine::nonfinite_groups() {
@@ -58,8 +52,10 @@ std::vector<std::string> Engine::nonfinite_groups() {
     bool finite = true;
     for (int64_t i = 0; i < count && finite; ++i) finite = std::isfinite(gr[i]);
     if (finite) continue;
-    const std::string& name = table_->units()[u].name;
-    const size_t slot = name == "wte" ? 0 : name == "io" ? 1 : 2 + static_cast<size_t>(std::atoll(name.c_str() + 2));
+    const ParamUnit& unit = table_->units()[u];
+    const size_t slot = unit.layer >= 0 ? 2 + static_cast<size_t>(unit.layer)
+                        : static_cast<int>(u) == table_->wte_unit() ? 0
+                                                                    : 1;
     bad[std::min(slot, bad.size() - 1)] = 1.0;
   }
   g_.world->all_reduce(bad.data(), static_cast<int64_t>(bad.size()), CommType::f64, ReduceOp::max);
@@ -113,6 +109,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
     const bool ok = zero_->update_is_finite(lr, scale, step + 1);
     if (g_.world->all_reduce_max(ok ? 0.0 : 1.0) > 0) {
       r.skipped = true;
+      r.update_nonfinite = true;
       r.bad_groups = {"the optimizer update: the learning rate is too large for the parameters"};
       return r;
     }

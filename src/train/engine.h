@@ -44,12 +44,24 @@ struct StepResult {
   // ("wte", "io", "h.3") whose gradient was non-finite, on every rank.
   bool skipped = false;
   std::vector<std::string> bad_groups;
+  // Skipped because the update itself would make parameters non-finite
+  // (finite gradients, too large a learning rate); bad_groups then says so.
+  bool update_nonfinite = false;
+};
+
+// Settings of an Engine that are not part of the run config.
+struct EngineOptions {
+  // Test hook (tests of the skip path, via tera train's hidden
+  // --test-nonfinite-steps): at these 1-based steps world rank 0's embedding
+  // gradient is poisoned with a NaN after the reduction.
+  std::vector<int64_t> nonfinite_steps;
 };
 
 class Engine {
  public:
   // Collective over the groups (every rank builds its engine). `trace` may be null.
-  Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace = nullptr);
+  Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace = nullptr,
+         EngineOptions options = {});
 
   void init_parameters(uint64_t seed) { zero_->init_parameters(seed); }
   // Step `step` (0-based) at learning rate lr over global samples [step*G, (step+1)*G).
@@ -95,7 +107,7 @@ class Engine {
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<PipelineExecutor> executor_;
   int64_t micro_batches_ = 1;  // per data-parallel rank per step
-  std::vector<int64_t> poison_steps_;  // TERA_TEST_NONFINITE_STEPS (tests of the skip path)
+  std::vector<int64_t> poison_steps_;  // EngineOptions::nonfinite_steps
   std::vector<std::string> nonfinite_groups();  // collective over the world
 };
 

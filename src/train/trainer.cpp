@@ -38,7 +38,7 @@ Status check_layout(const RunConfig& cfg, const Layout& layout) {
                                      "(train.global_batch / (micro_batch x dp)): {}",
                                      cfg.source, micro, s.error()));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 // Bytes of the regular files directly in dir (a checkpoint's size).
@@ -71,7 +71,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
   const std::string& trace_path = options.trace_path;
   // Local checks first; then every rank learns whether any rank failed, so
   // nobody is left waiting in a collective.
-  Status local = Status::ok();
+  Status local = ok_status();
   auto layout = make_layout(cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp, world.size());
   if (!layout) {
     local = Status::error(cfg.source + ": " + layout.error());
@@ -112,7 +112,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
   }
   if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {
     if (!local) return local;
-    return Status::error("another rank could not start (its message above names the problem)");
+    return Status::peer_failed("another rank could not start (its message above names the problem)");
   }
 
   t->groups_ = std::make_unique<ProcessGroups>(world, *layout);
@@ -120,7 +120,8 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     t->trace_ = std::make_unique<Trace>(world.rank());
     t->trace_path_ = trace_path;
   }
-  t->engine_ = std::make_unique<Engine>(cfg, backend, t->groups_->groups(), t->trace_.get());
+  t->engine_ = std::make_unique<Engine>(cfg, backend, t->groups_->groups(), t->trace_.get(),
+                                        EngineOptions{.nonfinite_steps = options.test_nonfinite_steps});
   t->groups_->set_trace(t->trace_.get());
   t->engine_->init_parameters(cfg.train.seed);
   t->schedule_ = LrSchedule{cfg.train.lr, cfg.train.min_lr, cfg.train.warmup, cfg.train.steps};
@@ -151,6 +152,7 @@ StepStats Trainer::step() {
   st.grad_norm = r.grad_norm;
   st.skipped = r.skipped;
   st.bad_groups = r.bad_groups;
+  st.update_nonfinite = r.update_nonfinite;
   st.seconds = sw.seconds();
   st.tokens_per_s = static_cast<double>(G * T) / st.seconds;
   st.gflops = st.tokens_per_s * spec().train_flops_per_token() / 1e9 / g.layout.world();
@@ -238,14 +240,14 @@ Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
     }
     if (too_bad) {
       end_ = RunEnd::bad_steps;
-      return Status::ok();
+      return ok_status();
     }
     if (signalled) {
       end_ = RunEnd::preempted;
-      return Status::ok();
+      return ok_status();
     }
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Expected<std::string> Trainer::save_checkpoint() {
@@ -275,7 +277,7 @@ Status Trainer::claim_checkpoint_root(bool start_over) {
   namespace fs = std::filesystem;
   const std::string root = checkpoint_root();
   const auto found = list_checkpoints(root);
-  if (found.empty()) return Status::ok();
+  if (found.empty()) return ok_status();
   const std::string key = cfg_.ckpt.dir.empty() ? "out.dir/checkpoints" : "ckpt.dir";
   if (!start_over) {
     return Status::error(fmt::format(
@@ -290,7 +292,7 @@ Status Trainer::claim_checkpoint_root(bool start_over) {
   }
   fs::remove(fs::path(root) / "latest", ec);
   log(fmt::format("--start-over: deleted {} checkpoint(s) of the earlier run in {}", found.size(), root));
-  return Status::ok();
+  return ok_status();
 }
 
 Status Trainer::start(const StartOptions& options) {
@@ -300,9 +302,9 @@ Status Trainer::start(const StartOptions& options) {
   Stopwatch sw;
   std::string dir;
   if (resume.empty()) {
-    const Status st = is_first_rank() ? claim_checkpoint_root(options.start_over) : Status::ok();
+    const Status st = is_first_rank() ? claim_checkpoint_root(options.start_over) : ok_status();
     if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-      return st ? Status::error("another rank (rank 0) refused the checkpoint directory (see its message)") : st;
+      return st ? Status::peer_failed("another rank (rank 0) refused the checkpoint directory (see its message)") : st;
     }
   } else if (options.start_over) {
     return Status::error("--start-over and --resume contradict each other: --start-over deletes the checkpoints "
@@ -311,7 +313,7 @@ Status Trainer::start(const StartOptions& options) {
   if (resume == "auto") {
     // Rank 0 picks (so every rank loads the same one) and tells the others the step.
     double step = -1;
-    Status st = Status::ok();
+    Status st = ok_status();
     if (is_first_rank()) {
       std::vector<std::string> skipped;
       auto found = find_latest_valid(checkpoint_root(), &skipped);
@@ -325,22 +327,22 @@ Status Trainer::start(const StartOptions& options) {
       }
     }
     if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-      return st ? Status::error("another rank (rank 0) could not choose a checkpoint (see its message)") : st;
+      return st ? Status::peer_failed("another rank (rank 0) could not choose a checkpoint (see its message)") : st;
     }
     step = world.all_reduce_max(step);
     if (step >= 0) dir = (std::filesystem::path(checkpoint_root()) / step_dir_name(static_cast<int64_t>(step))).string();
   } else if (!resume.empty()) {
     dir = resume;
-    Status st = Status::ok();
+    Status st = ok_status();
     if (is_first_rank()) {
       auto info = read_checkpoint_info(dir);
       st = info ? verify_checkpoint(dir, *info) : info.status();
     }
     if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-      return st ? Status::error("another rank (rank 0) found the checkpoint invalid (see its message)") : st;
+      return st ? Status::peer_failed("another rank (rank 0) found the checkpoint invalid (see its message)") : st;
     }
   }
-  Status st = Status::ok();
+  Status st = ok_status();
   if (!dir.empty()) {
     st = resume_from(dir);
   } else if (!cfg_.ckpt.init.empty()) {
@@ -348,7 +350,7 @@ Status Trainer::start(const StartOptions& options) {
   }
   // Loading is per rank: a failure anywhere stops everyone.
   if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-    return st ? Status::error("another rank could not load the checkpoint (see its message)") : st;
+    return st ? Status::peer_failed("another rank could not load the checkpoint (see its message)") : st;
   }
   if (!dir.empty()) {
     resumed_ = true;
@@ -357,7 +359,7 @@ Status Trainer::start(const StartOptions& options) {
     log(fmt::format("resumed from {} at step {} ({}, {:.2f} s, {:.0f} MB/s)", dir, next_step_, human_bytes(bytes), secs,
                     static_cast<double>(bytes) / 1e6 / std::max(secs, 1e-9)));
   }
-  return Status::ok();
+  return ok_status();
 }
 
 Status Trainer::resume_from(const std::string& dir) {
@@ -388,14 +390,14 @@ Status Trainer::resume_from(const std::string& dir) {
   }
   TERA_RETURN_IF_ERROR(load_engine_checkpoint(*engine_, *reader, /*with_optimizer=*/true));
   next_step_ = info.step;
-  return Status::ok();
+  return ok_status();
 }
 
 Status Trainer::check_schedule(const CheckpointInfo& info, const std::string& dir) {
   // The learning-rate schedule is a function of (lr, min_lr, warmup, steps):
   // changing any on resume reshapes the curve from this step on.
   const nlohmann::json& was = info.lr_schedule;
-  if (!was.is_object()) return Status::ok();  // written before schedules were recorded
+  if (!was.is_object()) return ok_status();  // written before schedules were recorded
   std::string changes;
   auto compare = [&](const char* key, double now) {
     if (!was.contains(key) || !was[key].is_number()) return;
@@ -407,13 +409,13 @@ Status Trainer::check_schedule(const CheckpointInfo& info, const std::string& di
   compare("lr", cfg_.train.lr);
   compare("min_lr", cfg_.train.min_lr);
   compare("warmup", static_cast<double>(cfg_.train.warmup));
-  if (changes.empty()) return Status::ok();
+  if (changes.empty()) return ok_status();
   if (!change_schedule_) {
     return Status::error(dir + ": the learning-rate schedule differs from the checkpoint's (" + changes +
                          "); resume with the same settings, or pass --change-schedule to continue on the new schedule");
   }
   log("--change-schedule: the learning-rate schedule continues with " + changes);
-  return Status::ok();
+  return ok_status();
 }
 
 Status Trainer::init_weights_from(const std::string& path) {
@@ -443,7 +445,7 @@ std::vector<float> Trainer::gather_parameters() { return engine_->gather_paramet
 
 Status Trainer::save_final() {
   const auto tensors = engine_->gather_global_parameters();
-  Status st = Status::ok();
+  Status st = ok_status();
   if (is_first_rank()) {
     CheckpointMeta meta;
     meta.model = cfg_.model;
@@ -464,7 +466,7 @@ Status Trainer::save_final() {
 MemoryReport Trainer::memory() const { return engine_->memory(); }
 
 Status Trainer::write_trace() {
-  if (trace_ == nullptr) return Status::ok();
+  if (trace_ == nullptr) return ok_status();
   groups_->set_trace(nullptr);  // the gathering below is not part of the run
   return write_chrome_trace(trace_path_, *groups().world, *trace_);
 }

@@ -40,6 +40,7 @@ struct StepStats {
   bool interrupted = false;             // a stop signal arrived during the step's evaluation
   bool skipped = false;                 // non-finite: no optimizer update (see StepResult)
   std::vector<std::string> bad_groups;  // the parameter groups with non-finite gradients
+  bool update_nonfinite = false;        // skipped because the update would be non-finite (StepResult)
 };
 
 // Why Trainer::run returned.
@@ -54,6 +55,9 @@ struct TrainerOptions {
   // Ranks of this job on this node: the memory each may allocate is the
   // node's available memory over this count. 0: no memory check.
   int ranks_on_node = 0;
+  // Test hook passed to the Engine (EngineOptions::nonfinite_steps): the
+  // 1-based steps whose embedding gradient is poisoned with a NaN.
+  std::vector<int64_t> test_nonfinite_steps;
 };
 
 // How start() treats what is already in the checkpoint directory.
