@@ -31,6 +31,7 @@
 
 #include "core/arena.h"
 #include "kernels/backend.h"
+#include "model/memory_report.h"
 #include "model/model_spec.h"
 #include "model/param_memory.h"
 #include "model/param_table.h"
@@ -38,11 +39,6 @@
 #include "model/tensor_parallel.h"
 
 namespace tera {
-
-struct MemoryReport {
-  int64_t params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;
-  int64_t total() const { return params + grads + optimizer + activations + workspace; }
-};
 
 class Gpt {
  public:

@@ -25,7 +25,7 @@
 
 #include "comm/communicator.h"
 #include "kernels/backend.h"
-#include "model/gpt.h"
+#include "model/memory_report.h"
 #include "model/param_memory.h"
 #include "optim/adamw.h"
 

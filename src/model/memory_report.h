@@ -1,0 +1,16 @@
+// Bytes one rank holds, by buffer class: what Gpt::memory() reports for the
+// model's own arenas and what a ParamMemory (parallel/zero.h) reports for the
+// parameters, gradients and optimizer state it keeps. Kept apart from gpt.h so
+// that reporting memory does not pull in the model.
+#pragma once
+
+#include <cstdint>
+
+namespace tera {
+
+struct MemoryReport {
+  int64_t params = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0;
+  int64_t total() const { return params + grads + optimizer + activations + workspace; }
+};
+
+}  // namespace tera
