@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/schedule_kind.h"
 #include "model/model_spec.h"
-#include "parallel/schedule.h"
 #include "optim/adamw_config.h"
 
 namespace tera {

@@ -8,13 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "core/schedule_kind.h"
 #include "core/status.h"
 
 namespace tera {
-
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved };
-const char* schedule_kind_name(ScheduleKind k);  // "gpipe", "1f1b", "interleaved"
-Expected<ScheduleKind> parse_schedule_kind(const std::string& s);
 
 enum class InstrKind { forward, backward, send_act, recv_act, send_grad, recv_grad, reduce_grads, optimizer_step };
 
