@@ -17,6 +17,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& f : info->files) {
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.' || f.bytes < 0) std::abort();
   }
-  if (!tera::validate_model_config(info->model).ok()) std::abort();
+  if (!tera::validate_model_config(info->model).is_ok()) std::abort();
   return 0;
 }
