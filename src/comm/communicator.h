@@ -1,6 +1,6 @@
 // The one interface through which ranks talk (DESIGN.md invariant 6): MPI for
-// host buffers (mpi_comm.cpp), an in-process fake with N threads for unit
-// tests (fake_comm.cpp), NCCL/RCCL for device buffers later. Nothing outside
+// host buffers (mpi_comm.cpp), an in-process world of N threads
+// (in_process_comm.cpp: one-process runs and unit tests), NCCL/RCCL for device buffers later. Nothing outside
 // src/comm/ calls MPI or NCCL.
 //
 // Collective semantics (all ranks of the communicator call in the same order):

@@ -14,7 +14,7 @@
 #include <vector>
 #include <fmt/format.h>
 
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 #include "comm/world.h"
 #include "core/check.h"
 #include "core/timer.h"
@@ -371,7 +371,7 @@ class MpiWorld final : public CommWorld {
 
 class SingleWorld final : public CommWorld {
  public:
-  SingleWorld() : fake_(1), world_(fake_.communicator(0)) {
+  SingleWorld() : local_(1), world_(local_.communicator(0)) {
     char h[256] = "localhost";
     gethostname(h, sizeof(h) - 1);
     host_ = h;
@@ -383,7 +383,7 @@ class SingleWorld final : public CommWorld {
   [[noreturn]] void abort(int code) override { std::_Exit(code); }
 
  private:
-  FakeWorld fake_;
+  InProcessWorld local_;
   std::unique_ptr<Communicator> world_;
   std::string host_;
 };

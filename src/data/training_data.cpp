@@ -35,7 +35,7 @@ bool is_dir(const std::string& path) {
 int encode_threads() { return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)); }
 
 // The tokenizer of the run: the shard directory's, data.tokenizer, or bytes.
-Expected<BpeTokenizer> choose_tokenizer(const DataConfig& dc) {
+Expected<BpeTokenizer> choose_tokenizer(const TrainingDataOptions& dc) {
   if (is_dir(dc.train)) {
     auto m = read_manifest(dc.train);
     if (!m) return Status::error(keyed("data.train", dc.train) + ": " + m.error());
@@ -122,11 +122,10 @@ Expected<std::unique_ptr<TokenDataset>> open_eval_data(const std::string& path, 
   return std::move((*parts)[0]);
 }
 
-Expected<TrainingData> open_training_data(const RunConfig& cfg) {
+Expected<TrainingData> open_training_data(const TrainingDataOptions& dc) {
   TrainingData d;
-  const DataConfig& dc = cfg.data;
   auto tok = choose_tokenizer(dc);
-  if (!tok) return Status::error(cfg.source + ": " + tok.error());
+  if (!tok) return Status::error(dc.source + ": " + tok.error());
   std::string val_what = keyed("data.val", dc.val);
   if (is_dir(dc.train)) {
     auto all = open_shards(dc.train, "data.train", "train", *tok);
@@ -180,16 +179,16 @@ Expected<TrainingData> open_training_data(const RunConfig& cfg) {
     d.val = std::move((*parts)[1]);
     val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
   }
-  const int64_t T = cfg.model.seq_len;
+  const int64_t T = dc.seq_len;
   TERA_RETURN_IF_ERROR(check_dataset_fits(*d.train, T, keyed("data.train", dc.train)));
   TERA_RETURN_IF_ERROR(check_dataset_fits(*d.val, T, val_what));
-  if (cfg.model.vocab < d.train->vocab()) {
-    return Status::error(cfg.source + ": model.vocab = " + std::to_string(cfg.model.vocab) +
+  if (dc.vocab < d.train->vocab()) {
+    return Status::error(dc.source + ": model.vocab = " + std::to_string(dc.vocab) +
                          " is smaller than the data's vocabulary (" + std::to_string(d.train->vocab()) +
                          (tok->is_bytes() ? " byte tokens" : " tokens") +
                          "); set model.vocab >= " + std::to_string(d.train->vocab()));
   }
-  auto loader = TokenLoader::create(*d.train, T, cfg.train.seed, keyed("data.train", dc.train));
+  auto loader = TokenLoader::create(*d.train, T, dc.seed, keyed("data.train", dc.train));
   if (!loader) return loader.status();
   d.sampler = std::move(*loader);
   d.tokenizer = tokenizer_reference(*tok);

@@ -7,10 +7,10 @@
 // it is encoded in memory at startup.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
-#include "config/run_config.h"
 #include "core/status.h"
 #include "data/bpe_tokenizer.h"
 #include "data/dataset.h"
@@ -26,9 +26,23 @@ struct TrainingData {
   std::string tokenizer = "bytes";
 };
 
+// What open_training_data reads from a run's config (train/ fills it from
+// RunConfig; data/ does not know the config bundle). Errors name the config
+// keys in the comments, so the fields keep their meaning there.
+struct TrainingDataOptions {
+  std::string train;          // data.train: token-shard directory or text file
+  std::string val;            // data.val; empty: the shards' val split, else the tail of train
+  double val_fraction = 0.1;  // data.val_fraction
+  std::string tokenizer;      // data.tokenizer; empty: bytes are tokens (text files)
+  int64_t seq_len = 0;        // model.seq_len: tokens per training window
+  int64_t vocab = 0;          // model.vocab: must cover the data's vocabulary
+  uint64_t seed = 0;          // train.seed: the loader's sample order
+  std::string source;         // the config file, named in errors
+};
+
 // Opens the run's data and checks it fits model.seq_len and model.vocab;
 // errors name the config key, the file and the fix.
-Expected<TrainingData> open_training_data(const RunConfig& cfg);
+Expected<TrainingData> open_training_data(const TrainingDataOptions& o);
 
 // Evaluation data for a tokenizer: a shard directory (its val split if it has
 // one, else its train split; written with the same tokenizer) or a text file

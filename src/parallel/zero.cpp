@@ -53,11 +53,13 @@ ZeroArenaSizes zero_arena_sizes(const ParamTable& table, int dp, int dp_rank, in
       z.ranges.push_back({begin, begin + chunk});
     }
   }
-  for (const AdamW::Segment& seg : AdamW::segments_of(table, z.ranges)) z.moments += seg.end - seg.begin;
+  for (const auto& [rb, re] : z.ranges) {
+    table.for_each([&](const ParamEntry& e) { z.moments += std::max<int64_t>(0, std::min(re, e.offset + e.count) - std::max(rb, e.offset)); });
+  }
   return z;
 }
 
-ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be, AdamWConfig adam,
+ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be,
                        Communicator* tp, bool sequence_parallel)
     : table_(table), dp_(dp), tp_(tp), sp_(sequence_parallel && tp != nullptr && tp->size() > 1), zero_(zero_stage), be_(be) {
   TERA_ASSERT(zero_ >= 0 && zero_ <= 3);
@@ -117,7 +119,7 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage
       next += max_block;
     }
   }
-  adam_ = std::make_unique<AdamW>(adam, AdamW::segments_of(table_, sizes.ranges));
+  ranges_ = sizes.ranges;
 }
 
 ZeroMemory::~ZeroMemory() {
@@ -305,22 +307,19 @@ void ZeroMemory::finish_gradients() {
   while (!pending_.empty()) complete_oldest();
 }
 
-std::vector<AdamW::Span> ZeroMemory::spans() {
-  std::vector<AdamW::Span> out;
-  out.reserve(adam_->segments().size());
+std::vector<ZeroMemory::Shard> ZeroMemory::shards() {
+  std::vector<Shard> out;
+  if (zero_ == 0) {
+    out.push_back({0, table_.total_floats(), params_.base(), grads_.base()});
+    return out;
+  }
   const auto& units = table_.units();
-  size_t u = 0;
-  for (const auto& s : adam_->segments()) {
-    if (zero_ == 0) {
-      out.push_back({params_.at(s.begin), grads_.at(s.begin)});
-      continue;
-    }
-    while (s.begin >= units[u].end) ++u;
+  out.reserve(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
     const int ui = static_cast<int>(u);
-    const int64_t in_chunk = s.begin - chunk_begin(ui);
-    float* g = shard_ptr(grad_shard_.base(), ui) + in_chunk;
-    float* prm = zero_ == 3 ? shard_ptr(params_.base(), ui) + in_chunk : params_.at(s.begin);
-    out.push_back({prm, g});
+    const int64_t b = chunk_begin(ui);
+    float* prm = zero_ == 3 ? shard_ptr(params_.base(), ui) : params_.at(b);
+    out.push_back({b, b + chunk(ui), prm, shard_ptr(grad_shard_.base(), ui)});
   }
   return out;
 }
@@ -336,16 +335,18 @@ float* ZeroMemory::reduced_grads(int unit, int64_t* count) {
 }
 
 ZeroMemory::NormParts ZeroMemory::grad_norm_squared(int skip_unit) {
-  // Over the segments this rank updates (all, or its chunks): zero 0 holds the
-  // whole reduced gradient on every dp rank, zero >= 1 sums chunks over dp.
+  // Over the parameters in the shards this rank updates (all, or its
+  // chunks), tensor by tensor: zero 0 holds the whole reduced gradient on
+  // every dp rank, zero >= 1 sums chunks over dp.
   NormParts n;
-  const auto sp = spans();
   const ParamUnit* skip = skip_unit >= 0 ? &table_.units()[static_cast<size_t>(skip_unit)] : nullptr;
-  for (size_t i = 0; i < sp.size(); ++i) {
-    const auto& s = adam_->segments()[i];
-    if (skip != nullptr && s.begin >= skip->begin && s.begin < skip->end) continue;
-    const double sq = be_.sum_squares(sp[i].grad, s.end - s.begin);
-    (s.tp_split ? n.split : n.replicated) += sq;
+  for (const Shard& sh : shards()) {
+    table_.for_each([&](const ParamEntry& e) {
+      const int64_t b = std::max(sh.begin, e.offset), x = std::min(sh.end, e.offset + e.count);
+      if (b >= x || (skip != nullptr && b >= skip->begin && b < skip->end)) return;
+      const double sq = be_.sum_squares(sh.grad + (b - sh.begin), x - b);
+      (e.tp_split() ? n.split : n.replicated) += sq;
+    });
   }
   if (zero_ >= 1) {
     double both[2] = {n.split, n.replicated};
@@ -356,8 +357,7 @@ ZeroMemory::NormParts ZeroMemory::grad_norm_squared(int skip_unit) {
   return n;
 }
 
-void ZeroMemory::optimizer_step(float lr, float grad_scale, int64_t step) {
-  adam_->step(be_, spans(), lr, grad_scale, step);
+void ZeroMemory::shards_updated() {
   // The shards changed: gathered embedding units are stale from here on.
   for (Gather& g : dedicated_gather_) {
     dp_.wait(g.req);
@@ -401,34 +401,11 @@ void ZeroMemory::load_parameters(const float* full) {
   }
 }
 
-void ZeroMemory::gather_state(float* params, float* m, float* v) {
-  gather_parameters(params);
-  const int64_t total = table_.total_floats();
-  std::fill(m, m + total, 0.0f);
-  std::fill(v, v + total, 0.0f);
-  // Scatter this rank's moments to their arena offsets...
-  const auto& segs = adam_->segments();
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const int64_t n = segs[i].end - segs[i].begin;
-    std::copy(adam_->m() + adam_->state_offset(i), adam_->m() + adam_->state_offset(i) + n, m + segs[i].begin);
-    std::copy(adam_->v() + adam_->state_offset(i), adam_->v() + adam_->state_offset(i) + n, v + segs[i].begin);
-  }
+void ZeroMemory::all_gather_ranges(float* full) {
   if (zero_ == 0) return;
-  // ...then gather every unit's chunks from the data-parallel group, in place.
   for (size_t u = 0; u < table_.units().size(); ++u) {
     const int ui = static_cast<int>(u);
-    const int64_t b = table_.units()[u].begin;
-    for (float* a : {m, v}) dp_.all_gather(a + chunk_begin(ui), a + b, chunk(ui), CommType::f32);
-  }
-}
-
-void ZeroMemory::load_state(const float* params, const float* m, const float* v) {
-  load_parameters(params);
-  const auto& segs = adam_->segments();
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const int64_t n = segs[i].end - segs[i].begin;
-    std::copy(m + segs[i].begin, m + segs[i].begin + n, adam_->m() + adam_->state_offset(i));
-    std::copy(v + segs[i].begin, v + segs[i].begin + n, adam_->v() + adam_->state_offset(i));
+    dp_.all_gather(full + chunk_begin(ui), full + table_.units()[u].begin, chunk(ui), CommType::f32);
   }
 }
 
@@ -436,7 +413,6 @@ MemoryReport ZeroMemory::memory() const {
   MemoryReport r;
   r.params = params_.bytes() + gathered_.bytes();
   r.grads = grads_.bytes() + grad_shard_.bytes() + staging_.bytes() + temps_.bytes();
-  r.optimizer = adam_->bytes();
   return r;
 }
 

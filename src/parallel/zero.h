@@ -18,6 +18,9 @@
 // Unit u (ParamTable::units) of P floats splits into dp chunks of P/dp; rank
 // r owns chunk r of every unit. Grad reduction is a SUM: every rank scales its
 // loss by 1 / (global batch tokens), so the sum is the mean-loss gradient.
+// The optimizer is not ZeroMemory's: it exposes the shards this rank updates
+// (shards()) and the caller (train/engine.h) runs AdamW over them, then calls
+// shards_updated().
 #pragma once
 
 #include <deque>
@@ -27,7 +30,6 @@
 #include "kernels/backend.h"
 #include "model/memory_report.h"
 #include "model/param_memory.h"
-#include "optim/adamw.h"
 
 namespace tera {
 
@@ -42,7 +44,9 @@ struct ZeroArenaSizes {
   int64_t staging = 0;     // zero 2-3: the dedicated units + two block buffers
   int64_t temps = 0;       // zero 2-3: a reduce-scatter output per staging buffer
   int64_t gathered = 0;    // zero 3: the dedicated units + two gathered blocks
-  int64_t moments = 0;     // each of m and v: the segments this rank updates
+  // Floats of parameters (padding excluded) in `ranges`: what an optimizer
+  // keeps per moment for this rank (AdamW::segments_of over the ranges).
+  int64_t moments = 0;
   // The ranges of the table this rank updates (AdamW segments come from them).
   std::vector<std::pair<int64_t, int64_t>> ranges;
 };
@@ -53,7 +57,7 @@ class ZeroMemory final : public ParamMemory {
   // `table` must be built with unit_align = dp.size() * 16 (see ParamTable).
   // With sequence parallelism, `tp` is the tensor-parallel group over which
   // each unit's sp_partial_grad prefix is summed before the dp reduction.
-  ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be, AdamWConfig adam,
+  ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be,
              Communicator* tp = nullptr, bool sequence_parallel = false);
   ~ZeroMemory() override;
 
@@ -67,7 +71,8 @@ class ZeroMemory final : public ParamMemory {
   // Initial parameters: every rank fills what it stores (layout-invariant).
   void init_parameters(uint64_t seed);
   // Step protocol: begin_step, then per micro-batch set_last_micro_batch +
-  // forward_backward, then finish_gradients, grad_norm_squared, optimizer_step.
+  // forward_backward, then finish_gradients, grad_norm_squared, the caller's
+  // optimizer over shards(), shards_updated.
   void begin_step();
   void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
   void finish_gradients();
@@ -83,27 +88,33 @@ class ZeroMemory final : public ParamMemory {
   // The reduced gradient of `unit` this rank holds after finish_gradients:
   // the whole unit (zero 0) or this rank's chunk (zero >= 1).
   float* reduced_grads(int unit, int64_t* count);
-  void optimizer_step(float lr, float grad_scale, int64_t step);
-  // Whether optimizer_step would leave the parameters and moments finite:
-  // certain from scalars (the same answer on every rank), or the exact
-  // check over this rank's segments (local: the caller agrees over the world).
-  bool update_certainly_finite(float lr, float grad_scale, double grad_norm, int64_t step) const {
-    return adam_->update_certainly_finite(lr, grad_scale, grad_norm, step);
-  }
-  bool update_is_finite(float lr, float grad_scale, int64_t step) { return adam_->update_is_finite(spans(), lr, grad_scale, step); }
+
+  // A contiguous range [begin, end) of the table (arena offsets) that this
+  // rank updates, with where its parameters and its reduced gradient live
+  // (param[0 .. end-begin), grad[0 .. end-begin)). zero 0: one shard, the
+  // whole table; zero >= 1: this rank's chunk of every unit, in unit order.
+  struct Shard {
+    int64_t begin, end;
+    float* param;
+    float* grad;
+  };
+  // Valid after finish_gradients; the ranges are update_ranges().
+  std::vector<Shard> shards();
+  const std::vector<std::pair<int64_t, int64_t>>& update_ranges() const { return ranges_; }
+  // After the caller wrote new parameters into shards(): zero 1/2 all-gather
+  // every unit back in place; gathered copies (zero 3) are stale from here on.
+  void shards_updated();
+  // `full` is in the table's layout with this rank's update_ranges() filled
+  // (an optimizer moment, say): collective over dp for the sharded stages,
+  // every unit's chunks are all-gathered into it in place (zero 0: nothing to do).
+  void all_gather_ranges(float* full);
 
   // Full parameters (checkpoints): collective under zero 3.
   void gather_parameters(float* out);
   void load_parameters(const float* full);
-  // This rank's whole tensor-parallel shard of the parameters and both Adam
-  // moments, in the table's layout (padding 0): collective over dp for the
-  // sharded stages. load_state takes arrays of the same layout; each rank
-  // keeps its part.
-  void gather_state(float* params, float* m, float* v);
-  void load_state(const float* params, const float* m, const float* v);
 
   int stage() const { return zero_; }
-  MemoryReport memory() const;  // params / grads / optimizer bytes this rank holds
+  MemoryReport memory() const;  // params / grads bytes this rank holds (optimizer: the caller's)
 
  private:
   struct Pending {
@@ -131,7 +142,6 @@ class ZeroMemory final : public ParamMemory {
   void start_gather(int unit, Gather& g);
   void prefetch(int unit);
 
-  std::vector<AdamW::Span> spans() ;
   const ParamTable& table_;
   Communicator& dp_;
   Communicator* tp_;
@@ -159,7 +169,7 @@ class ZeroMemory final : public ParamMemory {
   std::vector<Gather> dedicated_gather_;     // zero 3: per unit, wte and io only
   Gather block_gathers_[2];
   int first_block_unit_ = 0;
-  std::unique_ptr<AdamW> adam_;
+  std::vector<std::pair<int64_t, int64_t>> ranges_;  // update_ranges()
 };
 
 }  // namespace tera

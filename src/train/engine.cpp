@@ -33,13 +33,55 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   tp_ = std::make_unique<CommTensorParallel>(*g_.tp, p.sequence_parallel);
   table_ = std::make_unique<ParamTable>(spec_, int64_t{g_.layout.dp} * ArenaLayout::kAlignFloats, g_.layout.tp,
                                         g_.coord.tp, plan_);
-  zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, p.zero, backend, cfg.train.adamw, g_.tp, p.sequence_parallel);
+  zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, p.zero, backend, g_.tp, p.sequence_parallel);
+  adam_ = std::make_unique<AdamW>(cfg.train.adamw, AdamW::segments_of(*table_, zero_->update_ranges()));
   Gpt::Options options;
   options.recompute = cfg.train.recompute;
   options.plan = plan_;
   options.slots = slots_per_chunk(schedule_, g_.coord.pp);
   model_ = std::make_unique<Gpt>(spec_, backend, cfg.train.micro_batch, *table_, *zero_, *tp_, options);
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
+}
+
+std::vector<AdamW::Span> Engine::adam_spans() {
+  // Segments lie inside the shards, both in table order.
+  const std::vector<ZeroMemory::Shard> shards = zero_->shards();
+  std::vector<AdamW::Span> out;
+  out.reserve(adam_->segments().size());
+  size_t k = 0;
+  for (const AdamW::Segment& s : adam_->segments()) {
+    while (s.begin >= shards[k].end) ++k;
+    const ZeroMemory::Shard& sh = shards[k];
+    TERA_ASSERT(s.begin >= sh.begin && s.end <= sh.end);
+    out.push_back({sh.param + (s.begin - sh.begin), sh.grad + (s.begin - sh.begin)});
+  }
+  return out;
+}
+
+void Engine::gather_state(float* params, float* m, float* v) {
+  zero_->gather_parameters(params);
+  const int64_t total = table_->total_floats();
+  std::fill(m, m + total, 0.0f);
+  std::fill(v, v + total, 0.0f);
+  // This rank's moments at their arena offsets, then the other ranks' chunks.
+  const auto& segs = adam_->segments();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const int64_t n = segs[i].end - segs[i].begin;
+    std::copy(adam_->m() + adam_->state_offset(i), adam_->m() + adam_->state_offset(i) + n, m + segs[i].begin);
+    std::copy(adam_->v() + adam_->state_offset(i), adam_->v() + adam_->state_offset(i) + n, v + segs[i].begin);
+  }
+  zero_->all_gather_ranges(m);
+  zero_->all_gather_ranges(v);
+}
+
+void Engine::load_state(const float* params, const float* m, const float* v) {
+  zero_->load_parameters(params);
+  const auto& segs = adam_->segments();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const int64_t n = segs[i].end - segs[i].begin;
+    std::copy(m + segs[i].begin, m + segs[i].begin + n, adam_->m() + adam_->state_offset(i));
+    std::copy(v + segs[i].begin, v + segs[i].begin + n, adam_->v() + adam_->state_offset(i));
+  }
 }
 
 std::vector<std::string> Engine::nonfinite_groups() {
@@ -105,8 +147,8 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   // learning rate overflows them from finite gradients): checked before it
   // is applied, so a refused step leaves parameters and moments unchanged.
   const float scale = clip_coefficient(r.grad_norm, tc.clip);
-  if (!zero_->update_certainly_finite(lr, scale, r.grad_norm, step + 1)) {
-    const bool ok = zero_->update_is_finite(lr, scale, step + 1);
+  if (!adam_->update_certainly_finite(lr, scale, r.grad_norm, step + 1)) {
+    const bool ok = adam_->update_is_finite(adam_spans(), lr, scale, step + 1);
     if (g_.world->all_reduce_max(ok ? 0.0 : 1.0) > 0) {
       r.skipped = true;
       r.update_nonfinite = true;
@@ -114,7 +156,8 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
       return r;
     }
   }
-  zero_->optimizer_step(lr, scale, step + 1);
+  adam_->step(be_, adam_spans(), lr, scale, step + 1);
+  zero_->shards_updated();
   return r;
 }
 
@@ -221,7 +264,7 @@ MemoryReport Engine::memory() const {
   const MemoryReport z = zero_->memory();
   r.params = z.params;
   r.grads = z.grads;
-  r.optimizer = z.optimizer;
+  r.optimizer = adam_->bytes();
   return r;
 }
 

@@ -1,10 +1,11 @@
 // One rank's part of the model for a 3D layout: the GPT stage it runs (its
 // pipeline stage's chunks, its tensor-parallel shard), its parameter memory
-// (ZeRO 0-3 over the data-parallel group), the pipeline schedule and its
+// (ZeRO 0-3 over the data-parallel group), the optimizer (AdamW over the
+// shards ZeroMemory says this rank updates), the pipeline schedule and its
 // executor, and the step protocol (run the schedule, reduce, clip by the
 // global norm, AdamW). Batches come through a callback by global sample
 // index, so the engine is independent of the data pipeline and
-// unit-testable on a FakeWorld.
+// unit-testable on a InProcessWorld.
 #pragma once
 
 #include <functional>
@@ -17,6 +18,7 @@
 #include "config/run_config.h"
 #include "kernels/backend.h"
 #include "model/gpt.h"
+#include "optim/adamw.h"
 #include "parallel/pipeline.h"
 #include "parallel/schedule.h"
 #include "parallel/tp_comm.h"
@@ -74,8 +76,8 @@ class Engine {
   // This rank's tensor-parallel shard of parameters and both Adam moments in
   // the table's layout (checkpoints): collective over the data-parallel
   // group. load_state takes the same layout; each rank keeps its part.
-  void gather_state(float* params, float* m, float* v) { zero_->gather_state(params, m, v); }
-  void load_state(const float* params, const float* m, const float* v) { zero_->load_state(params, m, v); }
+  void gather_state(float* params, float* m, float* v);
+  void load_state(const float* params, const float* m, const float* v);
   const Groups& groups() const { return g_; }
   const StagePlan& stage_plan() const { return plan_; }
   // Whether this rank's stage holds the tied embedding only as the LM head's
@@ -104,11 +106,13 @@ class Engine {
   std::unique_ptr<CommTensorParallel> tp_;
   std::unique_ptr<ParamTable> table_;
   std::unique_ptr<ZeroMemory> zero_;
+  std::unique_ptr<AdamW> adam_;  // over zero_->update_ranges()
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<PipelineExecutor> executor_;
   int64_t micro_batches_ = 1;  // per data-parallel rank per step
   std::vector<int64_t> poison_steps_;  // EngineOptions::nonfinite_steps
   std::vector<std::string> nonfinite_groups();  // collective over the world
+  std::vector<AdamW::Span> adam_spans();        // adam_'s segments in zero_'s shards
 };
 
 // The stage plan of `stage` under cfg (balanced, or parallel.stage_layers).

@@ -11,7 +11,7 @@
 #include "core/file_util.h"
 #include "train/checkpointing.h"
 #include "train/preemption.h"
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 #include "config/config.h"
 #include "core/format.h"
 #include "core/timer.h"
@@ -41,6 +41,20 @@ Status check_layout(const RunConfig& cfg, const Layout& layout) {
   return ok_status();
 }
 
+// What the data pipeline reads from the run config (data/ does not include config/).
+TrainingDataOptions training_data_options(const RunConfig& cfg) {
+  TrainingDataOptions o;
+  o.train = cfg.data.train;
+  o.val = cfg.data.val;
+  o.val_fraction = cfg.data.val_fraction;
+  o.tokenizer = cfg.data.tokenizer;
+  o.seq_len = cfg.model.seq_len;
+  o.vocab = cfg.model.vocab;
+  o.seed = cfg.train.seed;
+  o.source = cfg.source;
+  return o;
+}
+
 // Bytes of the regular files directly in dir (a checkpoint's size).
 int64_t directory_bytes(const std::string& dir) {
   int64_t total = 0;
@@ -56,7 +70,7 @@ int64_t directory_bytes(const std::string& dir) {
 Trainer::~Trainer() = default;
 
 Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const Backend& backend) {
-  auto world = std::make_unique<FakeWorld>(1);
+  auto world = std::make_unique<InProcessWorld>(1);
   auto comm = world->communicator(0);
   auto t = create(cfg, backend, *comm, TrainerOptions{});
   if (!t) return t.status();
@@ -97,7 +111,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     }
   }
   if (local) {
-    auto data = open_training_data(cfg);
+    auto data = open_training_data(training_data_options(cfg));
     if (!data) {
       local = data.status();
     } else {

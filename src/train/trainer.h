@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "ckpt/checkpoint.h"
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 #include "comm/groups.h"
 #include "core/status.h"
 #include "data/training_data.h"
@@ -130,7 +130,7 @@ class Trainer {
   Trainer(const RunConfig& cfg, const Backend& be) : cfg_(cfg), be_(be) {}
   RunConfig cfg_;
   const Backend& be_;
-  std::unique_ptr<FakeWorld> own_world_;
+  std::unique_ptr<InProcessWorld> own_world_;
   std::unique_ptr<Communicator> own_comm_;
   TrainingData data_;
   std::unique_ptr<ProcessGroups> groups_;

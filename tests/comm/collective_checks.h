@@ -1,4 +1,4 @@
-// Analytic checks of every Communicator operation, shared by the fake-world
+// Analytic checks of every Communicator operation, shared by the in-process
 // test (threads) and the MPI test (run under mpirun): inputs are small
 // integers, so every reduction is exact and results are compared with ==.
 #pragma once

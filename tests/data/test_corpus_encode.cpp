@@ -97,13 +97,14 @@ TEST(EncodeCorpus, HeldOutTailsSplitAtAPieceBoundary) {
   EXPECT_GT(many, few);
 }
 
-RunConfig config_for(const std::string& train, int64_t vocab, int64_t seq_len = 16) {
-  RunConfig c;
+TrainingDataOptions config_for(const std::string& train, int64_t vocab, int64_t seq_len = 16) {
+  TrainingDataOptions c;
   c.source = "run.toml";
-  c.model.seq_len = seq_len;
-  c.model.vocab = vocab;
-  c.data.train = train;
-  c.data.val_fraction = 0.1;
+  c.seq_len = seq_len;
+  c.vocab = vocab;
+  c.seed = 1234;  // RunConfig's default train.seed
+  c.train = train;
+  c.val_fraction = 0.1;
   return c;
 }
 
@@ -119,8 +120,8 @@ TEST(OpenTrainingData, EveryModeRecordsItsTokenizer) {
   EXPECT_EQ(bytes->tokenizer, "bytes");
   EXPECT_EQ(bytes->train->vocab(), 256);
 
-  RunConfig in_memory = config_for(f, tok.vocab_size());
-  in_memory.data.tokenizer = tok_path;
+  TrainingDataOptions in_memory = config_for(f, tok.vocab_size());
+  in_memory.tokenizer = tok_path;
   auto mem = open_training_data(in_memory);
   ASSERT_TRUE(mem.ok()) << mem.error();
   EXPECT_EQ(tok.decode(all_tokens(*mem->train)) + tok.decode(all_tokens(*mem->val)), text);
@@ -168,8 +169,8 @@ TEST(OpenTrainingData, ErrorsNameTheKeyAndTheFix) {
 
   const std::string other = ::testing::TempDir() + "other_tok.json";
   ASSERT_TRUE(save_tokenizer(small_tokenizer(500), other).is_ok());
-  RunConfig mismatch = config_for(dir, 1024);
-  mismatch.data.tokenizer = other;
+  TrainingDataOptions mismatch = config_for(dir, 1024);
+  mismatch.tokenizer = other;
   auto m = open_training_data(mismatch);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.error().find("data.tokenizer = \"" + other + "\" is not the tokenizer"), std::string::npos) << m.error();

@@ -1,5 +1,5 @@
 // The conjugate pairs of tensor parallelism (model/tensor_parallel.h) over the
-// fake world, against analytic results: each pair's forward and its backward
+// in-process world, against analytic results: each pair's forward and its backward
 // are checked for the transposition identity <f(x), y> = <x, f^T(y)> that makes
 // them conjugate, with small-integer inputs so every sum is exact.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 #include "parallel/tp_comm.h"
 
 namespace tera {
@@ -18,7 +18,7 @@ float v(int r, int64_t i) { return static_cast<float>(10 * r + i % 7 + 1); }
 
 TEST(TpPairs, CopyAndReduceAreAllReduces) {
   for (int p : {1, 2, 3, 4}) {
-    FakeWorld::run(p, [p](Communicator& c) {
+    InProcessWorld::run(p, [p](Communicator& c) {
       CommTensorParallel tp(c, false);
       std::vector<float> x(11);
       for (int64_t i = 0; i < 11; ++i) x[i] = v(c.rank(), i);
@@ -37,7 +37,7 @@ TEST(TpPairs, CopyAndReduceAreAllReduces) {
 
 TEST(TpPairs, GatherAndScatterAreConjugate) {
   for (int p : {1, 2, 3, 4}) {
-    FakeWorld::run(p, [p](Communicator& c) {
+    InProcessWorld::run(p, [p](Communicator& c) {
       CommTensorParallel tp(c, true);
       const int r = c.rank();
       const int64_t n = 5;  // floats per rank's shard
@@ -72,7 +72,7 @@ TEST(TpPairs, GatherAndScatterAreConjugate) {
 }
 
 TEST(TpPairs, MaxAndSumForTheVocabParallelLoss) {
-  FakeWorld::run(3, [](Communicator& c) {
+  InProcessWorld::run(3, [](Communicator& c) {
     CommTensorParallel tp(c, false);
     std::vector<float> m = {static_cast<float>(c.rank()), static_cast<float>(-c.rank())};
     tp.all_max(m.data(), 2);

@@ -1,4 +1,4 @@
-// Layout invariance of the step engine on the in-process fake world
+// Layout invariance of the step engine on the in-process world
 // (DESIGN.md invariant 1): every (tp, sequence parallel, dp, ZeRO stage) must reproduce the
 // single-rank losses and gradient norms step by step within 1e-5 relative
 // (fp32, different reduction order), with gradient accumulation > 1 and
@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 #include "comm/groups.h"
 #include "core/rng.h"
 #include "train/engine.h"
@@ -65,7 +65,7 @@ LayoutRun run_layout(Layout layout, int zero, bool sp = false, int64_t layers = 
   const RunConfig cfg = tiny_config(zero, layers, sp, recompute);
   LayoutRun out;
   std::mutex mu;
-  FakeWorld::run(layout.world(), [&](Communicator& world) {
+  InProcessWorld::run(layout.world(), [&](Communicator& world) {
     omp_set_num_threads(1);
     ProcessGroups groups(world, layout);
     Engine engine(cfg, cpu_backend(), groups.groups());
@@ -176,7 +176,7 @@ TEST(EngineTensorParallel, MeasuredBytesEqualTheClosedForm) {
   for (int tp : {2, 4}) {
     for (bool sp : {false, true}) {
       const RunConfig cfg = tiny_config(0, 2, sp);
-      FakeWorld::run(tp, [&](Communicator& world) {
+      InProcessWorld::run(tp, [&](Communicator& world) {
         omp_set_num_threads(1);
         ProcessGroups groups(world, Layout{tp, 1, 1});
         Engine engine(cfg, cpu_backend(), groups.groups());
@@ -247,7 +247,7 @@ std::vector<double> pipeline_losses(const PipeCase& pc, std::vector<double>* nor
   cfg.parallel.schedule = pc.schedule;
   std::vector<double> out;
   std::mutex mu;
-  FakeWorld::run(pc.tp * pc.pp * pc.dp, [&](Communicator& world) {
+  InProcessWorld::run(pc.tp * pc.pp * pc.dp, [&](Communicator& world) {
     omp_set_num_threads(1);
     ProcessGroups groups(world, Layout{pc.tp, pc.pp, pc.dp});
     Engine engine(cfg, cpu_backend(), groups.groups());

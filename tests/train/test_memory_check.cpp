@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 #include "comm/groups.h"
 #include "train/engine.h"
 #include "train/memory_check.h"
@@ -57,7 +57,7 @@ TEST(MemoryCheck, EstimateMatchesTheEngineAllocation) {
     auto layout = make_layout(c.tp, c.pp, c.dp, c.tp * c.pp * c.dp);
     ASSERT_TRUE(layout.ok()) << layout.error();
     std::mutex mu;
-    FakeWorld::run(layout->world(), [&](Communicator& world) {
+    InProcessWorld::run(layout->world(), [&](Communicator& world) {
       omp_set_num_threads(1);
       ProcessGroups groups(world, *layout);
       Engine engine(cfg, cpu_backend(), groups.groups());

@@ -1,5 +1,5 @@
 // A finite-difference gradient check through a tensor-parallel (tp = 2) model
-// on the fake world, with and without sequence parallelism: for a parameter
+// on the in-process world, with and without sequence parallelism: for a parameter
 // tensor split across the two ranks (and for a replicated LayerNorm), the
 // directional derivative of the mean loss along the gradient direction
 // d = g / |g| equals |g|, where g is assembled from both ranks' shards.
@@ -12,7 +12,7 @@
 #include <cmath>
 #include <vector>
 
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 #include "core/rng.h"
 #include "model/gpt.h"
 #include "parallel/tp_comm.h"
@@ -24,7 +24,7 @@ void check(bool sp) {
   const ModelConfig cfg{.layers = 2, .hidden = 16, .heads = 4, .seq_len = 8, .vocab = 37, .ffn_hidden = 0,
                         .vocab_align = 8};
   const int64_t B = 2, T = cfg.seq_len;
-  FakeWorld::run(2, [&](Communicator& c) {
+  InProcessWorld::run(2, [&](Communicator& c) {
     omp_set_num_threads(1);
     const ModelSpec spec(cfg);
     ParamTable table(spec, 16, 2, c.rank());

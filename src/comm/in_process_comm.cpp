@@ -1,6 +1,6 @@
-// FakeWorld: threads as ranks. Every collective is two barriers around a
+// InProcessWorld: threads as ranks. Every collective is two barriers around a
 // rank-ordered computation over staged copies, so in-place calls are safe.
-#include "comm/fake_comm.h"
+#include "comm/in_process_comm.h"
 
 #include <algorithm>
 #include <barrier>
@@ -17,7 +17,7 @@
 
 namespace tera {
 
-struct FakeWorld::Group {
+struct InProcessWorld::Group {
   explicit Group(int n) : size(n), bar(n), slots(static_cast<size_t>(n)), split_args(static_cast<size_t>(n)) {}
   int size;
   std::barrier<> bar;
@@ -57,9 +57,9 @@ void reduce_typed(void* out, const std::vector<std::vector<uint8_t>>& slots, int
   }
 }
 
-class FakeRecv final : public Request::Impl {
+class InProcessRecv final : public Request::Impl {
  public:
-  FakeRecv(std::shared_ptr<FakeWorld::Group> g, std::tuple<int, int, int> key, void* buf, int64_t bytes)
+  InProcessRecv(std::shared_ptr<InProcessWorld::Group> g, std::tuple<int, int, int> key, void* buf, int64_t bytes)
       : g_(std::move(g)), key_(key), buf_(buf), bytes_(bytes) {}
   bool test() override {
     std::lock_guard<std::mutex> lk(g_->mu);
@@ -75,13 +75,13 @@ class FakeRecv final : public Request::Impl {
     if (done_) return true;
     auto it = g_->mail.find(key_);
     if (it == g_->mail.end() || it->second.empty()) return false;
-    TERA_ASSERT(static_cast<int64_t>(it->second.front().size()) == bytes_, "fake recv: message size mismatch");
+    TERA_ASSERT(static_cast<int64_t>(it->second.front().size()) == bytes_, "in-process recv: message size mismatch");
     std::memcpy(buf_, it->second.front().data(), static_cast<size_t>(bytes_));
     it->second.pop_front();
     done_ = true;
     return true;
   }
-  std::shared_ptr<FakeWorld::Group> g_;
+  std::shared_ptr<InProcessWorld::Group> g_;
   std::tuple<int, int, int> key_;
   void* buf_;
   int64_t bytes_;
@@ -90,9 +90,9 @@ class FakeRecv final : public Request::Impl {
 
 }  // namespace
 
-class FakeComm final : public Communicator {
+class InProcessComm final : public Communicator {
  public:
-  FakeComm(std::shared_ptr<FakeWorld::Group> g, int rank, std::string name)
+  InProcessComm(std::shared_ptr<InProcessWorld::Group> g, int rank, std::string name)
       : g_(std::move(g)), rank_(rank), name_(std::move(name)) {}
   int rank() const override { return rank_; }
   int size() const override { return g_->size; }
@@ -125,7 +125,7 @@ class FakeComm final : public Communicator {
     return {};
   }
   Request isend(const void* buf, int64_t bytes, int dst, int tag) override {
-    TERA_ASSERT(dst >= 0 && dst < size() && dst != rank_, "fake isend: bad destination");
+    TERA_ASSERT(dst >= 0 && dst < size() && dst != rank_, "in-process isend: bad destination");
     {
       std::lock_guard<std::mutex> lk(g_->mu);
       const auto* p = static_cast<const uint8_t*>(buf);
@@ -136,8 +136,8 @@ class FakeComm final : public Communicator {
     return {};
   }
   Request irecv(void* buf, int64_t bytes, int src, int tag) override {
-    TERA_ASSERT(src >= 0 && src < size() && src != rank_, "fake irecv: bad source");
-    return Request(std::make_shared<FakeRecv>(g_, std::tuple<int, int, int>{src, rank_, tag}, buf, bytes));
+    TERA_ASSERT(src >= 0 && src < size() && src != rank_, "in-process irecv: bad source");
+    return Request(std::make_shared<InProcessRecv>(g_, std::tuple<int, int, int>{src, rank_, tag}, buf, bytes));
   }
   void barrier() override { g_->bar.arrive_and_wait(); }
 
@@ -154,14 +154,14 @@ class FakeComm final : public Communicator {
       g_->split_members.clear();
       for (auto& [c, v] : by_color) {
         std::sort(v.begin(), v.end());
-        g_->split_groups[c] = std::make_shared<FakeWorld::Group>(static_cast<int>(v.size()));
+        g_->split_groups[c] = std::make_shared<InProcessWorld::Group>(static_cast<int>(v.size()));
         for (auto& kr : v) g_->split_members[c].push_back(kr.second);
       }
     }
     g_->bar.arrive_and_wait();
     const auto& members = g_->split_members[color];
     const int new_rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
-    auto out = std::make_unique<FakeComm>(g_->split_groups[color], new_rank, name);
+    auto out = std::make_unique<InProcessComm>(g_->split_groups[color], new_rank, name);
     g_->bar.arrive_and_wait();
     return out;
   }
@@ -177,22 +177,22 @@ class FakeComm final : public Communicator {
   }
   void count_bytes(int64_t b) { count(b); }
 
-  std::shared_ptr<FakeWorld::Group> g_;
+  std::shared_ptr<InProcessWorld::Group> g_;
   int rank_;
   std::string name_;
 };
 
-FakeWorld::FakeWorld(int size) : group_(std::make_shared<Group>(size)) { TERA_ASSERT(size >= 1); }
-FakeWorld::~FakeWorld() = default;
-int FakeWorld::size() const { return group_->size; }
+InProcessWorld::InProcessWorld(int size) : group_(std::make_shared<Group>(size)) { TERA_ASSERT(size >= 1); }
+InProcessWorld::~InProcessWorld() = default;
+int InProcessWorld::size() const { return group_->size; }
 
-std::unique_ptr<Communicator> FakeWorld::communicator(int rank) {
+std::unique_ptr<Communicator> InProcessWorld::communicator(int rank) {
   TERA_ASSERT(rank >= 0 && rank < group_->size);
-  return std::make_unique<FakeComm>(group_, rank, "world");
+  return std::make_unique<InProcessComm>(group_, rank, "world");
 }
 
-void FakeWorld::run(int size, const std::function<void(Communicator&)>& f) {
-  FakeWorld world(size);
+void InProcessWorld::run(int size, const std::function<void(Communicator&)>& f) {
+  InProcessWorld world(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&world, &f, r] {
