@@ -1,7 +1,8 @@
 // Bytes one rank holds, by buffer class: what Gpt::memory() reports for the
-// model's own arenas and what a ParamMemory (parallel/zero.h) reports for the
-// parameters, gradients and optimizer state it keeps. Kept apart from gpt.h so
-// that reporting memory does not pull in the model.
+// model's own arenas, what ZeroMemory (parallel/zero.h) reports for the
+// parameters and gradients it keeps, and what the Engine adds for the
+// optimizer state it owns. Kept apart from gpt.h so that reporting memory
+// does not pull in the model.
 #pragma once
 
 #include <cstdint>
