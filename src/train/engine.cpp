@@ -147,8 +147,9 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   // learning rate overflows them from finite gradients): checked before it
   // is applied, so a refused step leaves parameters and moments unchanged.
   const float scale = clip_coefficient(r.grad_norm, tc.clip);
+  const std::vector<AdamW::Span> spans = adam_spans();  // one walk of the shards per step
   if (!adam_->update_certainly_finite(lr, scale, r.grad_norm, step + 1)) {
-    const bool ok = adam_->update_is_finite(adam_spans(), lr, scale, step + 1);
+    const bool ok = adam_->update_is_finite(spans, lr, scale, step + 1);
     if (g_.world->all_reduce_max(ok ? 0.0 : 1.0) > 0) {
       r.skipped = true;
       r.update_nonfinite = true;
@@ -156,7 +157,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
       return r;
     }
   }
-  adam_->step(be_, adam_spans(), lr, scale, step + 1);
+  adam_->step(be_, spans, lr, scale, step + 1);
   zero_->shards_updated();
   return r;
 }
