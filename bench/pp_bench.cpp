@@ -41,10 +41,10 @@ int main(int argc, char** argv) {
   RunConfig cfg;
   cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
                           .ffn_hidden = 0, .vocab_align = 64};
-  cfg.train.micro_batch = micro_batch;
+  cfg.parallel.micro_batch = micro_batch;
   cfg.train.global_batch = micro_batch * micro;
   cfg.train.lr = 1e-3f;
-  cfg.train.recompute = recompute ? Recompute::full : Recompute::none;
+  cfg.parallel.recompute = recompute ? Recompute::full : Recompute::none;
   cfg.parallel.pp = comm.size();
   auto kind = parse_schedule_kind(schedule);
   if (!kind) {
@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   cfg.parallel.schedule = *kind;
-  ProcessGroups groups(comm, Layout{1, comm.size(), 1});
+  cfg.parallel.dp = 1;
+  ProcessGroups groups(comm, cfg.parallel);
   Engine engine(cfg, cpu_backend(), groups.groups());
   engine.init_parameters(1);
   const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {

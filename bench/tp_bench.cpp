@@ -42,12 +42,13 @@ int main(int argc, char** argv) {
   RunConfig cfg;
   cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
                           .ffn_hidden = 0, .vocab_align = 64};
-  cfg.train.micro_batch = batch;
+  cfg.parallel.micro_batch = batch;
   cfg.train.global_batch = batch;
   cfg.train.lr = 1e-3f;
   cfg.parallel.tp = comm.size();
   cfg.parallel.sequence_parallel = sp;
-  ProcessGroups groups(comm, Layout{comm.size(), 1, 1});
+  cfg.parallel.dp = 1;
+  ProcessGroups groups(comm, cfg.parallel);
   Engine engine(cfg, cpu_backend(), groups.groups());
   engine.init_parameters(1);
   const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {

@@ -31,7 +31,8 @@
 #include "core/format.h"
 #include "data/tokenizer_file.h"
 #include "model/stage_plan.h"
-#include "plan/layout.h"
+#include "core/parallel_layout.h"
+#include "model/layout_check.h"
 
 namespace tera::cli {
 
@@ -369,17 +370,13 @@ int run_reshard(const CkptArgs& a) {
   }
   const CreatedDirsGuard created(a.out);
   if (Status s = probe_output_dir(a.out, "--out"); !s) return bad_input(s.message());
+  // The one layout check (model/layout_check.h): the files depend on tp, pp
+  // and the layers of each stage; the batch and the world come with the run.
+  if (Status s = check_layout(*layout, spec.config(), /*global_batch=*/0, /*world=*/0); !s) {
+    return bad_input("--layout " + a.layout + ": " + s.message());
+  }
   const int tp = layout->tp, pp = layout->pp, vpp = layout->vpp;
-  if (spec.config().heads % tp != 0 || spec.config().hidden % tp != 0) {
-    print_error(fmt::format("--layout: tp = {} must divide the model's heads ({}) and hidden ({})", tp,
-                            spec.config().heads, spec.config().hidden));
-    return kExitBadInput;
-  }
-  auto per = layers_per_virtual_stage(spec.config().layers, pp, vpp);
-  if (!per) {
-    print_error("--layout: " + per.error());
-    return kExitBadInput;
-  }
+  const std::vector<int64_t> per = virtual_stage_layers(*layout, spec.config().layers);
   if (Status s = begin_checkpoint_dir(a.out, src.step); !s) {
     print_error(s.message());
     return kExitFailure;
@@ -387,13 +384,14 @@ int run_reshard(const CkptArgs& a) {
   CheckpointInfo info = src;
   info.files.clear();
   info.layout = {{"tp", tp}, {"pp", pp}, {"dp", layout->dp}, {"zero", layout->zero}, {"vpp", vpp},
+                 {"schedule", schedule_kind_name(layout->schedule)}, {"stage_layers", layout->stage_layers},
                  {"resharded_from", src.layout}};
   if (src.layout.contains("micro_batch")) info.layout["micro_batch"] = src.layout["micro_batch"];
   const bool moments = src.optimizer_state;
   info.optimizer_state = moments;
   std::vector<float> global;
   for (int s = 0; s < pp; ++s) {
-    const StagePlan plan = make_stage_plan(*per, pp, s);
+    const StagePlan plan = make_stage_plan(per, pp, s);
     const bool tied_copy = pp > 1 && plan.has_head() && !plan.has_embedding();
     for (int t = 0; t < tp; ++t) {
       const ParamTable table(spec, ArenaLayout::kAlignFloats, tp, t, plan);
@@ -476,7 +474,7 @@ Command add_ckpt_command(CLI::App& parent) {
                                             "loads any checkpoint directly; this is the offline form)");
   re->add_option("source", args->dir, "A training checkpoint (ckpt.dir/step-N) or a ckpt.dir (its latest valid "
                                       "checkpoint)")->required();
-  re->add_option("--layout", args->layout, "Target layout: tp=..,pp=..[,dp=..,zero=..,vpp=..]")->required();
+  re->add_option("--layout", args->layout, "Target layout: tp=..,pp=..[,dp=..,zero=..,vpp=..,schedule=..,stage_layers=3/2/..]")->required();
   re->add_option("-o,--out", args->out, "Output ckpt.dir (the checkpoint goes to OUT/step-N)")->required();
   re->add_flag("--force", args->force, "Replace an existing OUT/step-N");
   return {sub, [args, inspect, exp, imp, re] {

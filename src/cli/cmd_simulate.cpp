@@ -135,7 +135,7 @@ int run_single(const SimulateArgs& a, const Setup& st) {
   if (!a.plot.empty()) return bad("simulate: --plot draws a sweep; add --sweep weak|strong --from N --to M");
   auto l = layout_from_args(a, a.gpus);
   if (!l.ok()) return bad(l.error());
-  const int gpus = l->gpus();
+  const int gpus = l->world();
   if (a.gpus > 0 && a.gpus != gpus) {
     return bad(fmt::format("--layout: tp({}) * pp({}) * dp({}) = {} != --gpus {}", l->tp, l->pp, l->dp, gpus, a.gpus));
   }

@@ -152,9 +152,9 @@ int run_train(const TrainArgs& args) {
                                              cfg->parallel.vpp > 1 ? fmt::format(" x{} chunks", cfg->parallel.vpp) : "")
                                : "",
                omp_get_max_threads(), world->is_mpi() ? " (MPI)" : "");
-    if (cfg->train.recompute == Recompute::full) fmt::print("recompute: full (each block's forward rerun in backward)\n");
+    if (cfg->parallel.recompute == Recompute::full) fmt::print("recompute: full (each block's forward rerun in backward)\n");
     fmt::print("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
-               tc.global_batch, cfg->model.seq_len, tc.global_batch / g.layout.dp / tc.micro_batch, tc.micro_batch,
+               tc.global_batch, cfg->model.seq_len, tc.global_batch / g.layout.dp / g.layout.micro_batch, g.layout.micro_batch,
                tc.steps);
     for (int r = 0; r < comm.size(); ++r) {
       const int64_t* m = &all[static_cast<size_t>(5 * r)];

@@ -5,8 +5,9 @@
 
 namespace tera {
 
-ProcessGroups::ProcessGroups(Communicator& world, const Layout& layout) {
-  TERA_ASSERT(world.size() == layout.world(), "layout " + layout.to_string() + " does not match the world size");
+ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout) {
+  TERA_ASSERT(world.size() == layout.world(), "layout " + layout_string(layout) + " does not match the world size");
+  TERA_ASSERT(layout.cp == 1, "the runtime has no context parallelism (cp = 1)");
   g_.layout = layout;
   g_.rank = world.rank();
   g_.coord = layout.coord(g_.rank);

@@ -1,18 +1,18 @@
 // The process groups of one rank, made once from the world communicator and
-// the Layout (comm/layout.h) with split(), and passed explicitly to every
+// the ParallelLayout (comm/layout.h) with split(), and passed explicitly to every
 // function that communicates (STYLE.md principle 7): no global communicators.
 #pragma once
 
 #include <memory>
 
 #include "comm/communicator.h"
-#include "comm/layout.h"
+#include "core/parallel_layout.h"
 
 namespace tera {
 
 struct Groups {
-  Layout layout;
-  Layout::Coord coord;
+  ParallelLayout layout;
+  ParallelLayout::Coord coord;
   int rank = 0;                     // in the world
   Communicator* world = nullptr;
   Communicator* tp = nullptr;       // same (pp, dp), tp ranks in order
@@ -24,7 +24,7 @@ struct Groups {
 class ProcessGroups {
  public:
   // Collective over `world` (every rank calls it with the same layout).
-  ProcessGroups(Communicator& world, const Layout& layout);
+  ProcessGroups(Communicator& world, const ParallelLayout& layout);
   const Groups& groups() const { return g_; }
   // Sum of the statistics of every group this rank belongs to.
   CommStats stats() const;

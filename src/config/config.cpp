@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 
 #include "core/file_util.h"
+#include "model/layout_check.h"
 
 namespace tera {
 
@@ -53,6 +54,17 @@ std::vector<Field> schema() {
   auto str = [](auto member) {
     return [member](RunConfig& c, const toml::node& n) { member(c) = n.value<std::string>().value(); };
   };
+  // An int field: a value beyond int's range is reported, not wrapped.
+  auto i32 = [](const char* key, auto member) {
+    return [key, member](RunConfig& c, const toml::node& n) {
+      const int64_t v = n.value<int64_t>().value();
+      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+        if (c.range_error.empty()) c.range_error = fmt::format("{} = {} is out of range", key, v);
+        return;
+      }
+      member(c) = static_cast<int>(v);
+    };
+  };
   using R = RunConfig&;
   return {
       {"model.layers", Kind::integer, i64([](R c) -> int64_t& { return c.model.layers; })},
@@ -73,7 +85,7 @@ std::vector<Field> schema() {
        }},
       {"model.vocab_align", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab_align; })},
       {"train.steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.steps; })},
-      {"train.micro_batch", Kind::integer, i64([](R c) -> int64_t& { return c.train.micro_batch; })},
+      {"train.micro_batch", Kind::integer, i32("train.micro_batch", [](R c) -> int& { return c.parallel.micro_batch; })},
       {"train.global_batch", Kind::integer, i64([](R c) -> int64_t& { return c.train.global_batch; })},
       {"train.lr", Kind::number, f32([](R c) -> float& { return c.train.lr; })},
       {"train.min_lr", Kind::number, f32([](R c) -> float& { return c.train.min_lr; })},
@@ -88,8 +100,11 @@ std::vector<Field> schema() {
       {"train.recompute", Kind::string,
        [](R c, const toml::node& n) {
          const std::string& v = n.as_string()->get();  // the schema checked the type
-         c.train.recompute = v == "full" ? Recompute::full : (v == "selective" ? Recompute::selective : Recompute::none);
-         if (v != "none" && v != "full" && v != "selective") c.train.recompute_name_error = v;
+         if (auto r = parse_recompute(v)) {
+           c.parallel.recompute = *r;
+         } else {
+           c.recompute_name_error = v;
+         }
        }},
       {"train.eval_every", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_every; })},
       {"train.eval_sequences", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_sequences; })},
@@ -97,9 +112,9 @@ std::vector<Field> schema() {
       {"data.val", Kind::string, str([](R c) -> std::string& { return c.data.val; })},
       {"data.val_fraction", Kind::number, f64([](R c) -> double& { return c.data.val_fraction; })},
       {"data.tokenizer", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer; })},
-      {"parallel.tp", Kind::integer, [](R c, const toml::node& n) { c.parallel.tp = static_cast<int>(n.value<int64_t>().value()); }},
-      {"parallel.pp", Kind::integer, [](R c, const toml::node& n) { c.parallel.pp = static_cast<int>(n.value<int64_t>().value()); }},
-      {"parallel.dp", Kind::integer, [](R c, const toml::node& n) { c.parallel.dp = static_cast<int>(n.value<int64_t>().value()); }},
+      {"parallel.tp", Kind::integer, i32("parallel.tp", [](R c) -> int& { return c.parallel.tp; })},
+      {"parallel.pp", Kind::integer, i32("parallel.pp", [](R c) -> int& { return c.parallel.pp; })},
+      {"parallel.dp", Kind::integer, i32("parallel.dp", [](R c) -> int& { return c.parallel.dp; })},
       {"parallel.sequence_parallel", Kind::boolean,
        [](R c, const toml::node& n) { c.parallel.sequence_parallel = n.value<bool>().value(); }},
       {"parallel.schedule", Kind::string,
@@ -109,16 +124,16 @@ std::vector<Field> schema() {
          if (k.ok()) {
            c.parallel.schedule = *k;
          } else {
-           c.parallel.schedule_error = v;
+           c.schedule_error = v;
          }
        }},
-      {"parallel.vpp", Kind::integer, [](R c, const toml::node& n) { c.parallel.vpp = static_cast<int>(n.value<int64_t>().value()); }},
+      {"parallel.vpp", Kind::integer, i32("parallel.vpp", [](R c) -> int& { return c.parallel.vpp; })},
       {"parallel.stage_layers", Kind::integer_array,
        [](R c, const toml::node& n) {
          c.parallel.stage_layers.clear();
          for (const auto& e : *n.as_array()) c.parallel.stage_layers.push_back(e.value<int64_t>().value());
        }},
-      {"parallel.zero", Kind::integer, [](R c, const toml::node& n) { c.parallel.zero = static_cast<int>(n.value<int64_t>().value()); }},
+      {"parallel.zero", Kind::integer, i32("parallel.zero", [](R c) -> int& { return c.parallel.zero; })},
       {"out.dir", Kind::string, str([](R c) -> std::string& { return c.out.dir; })},
       {"train.max_bad_steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.max_bad_steps; })},
       {"train.comm_timeout_s", Kind::number, f64([](R c) -> double& { return c.train.comm_timeout_s; })},
@@ -232,15 +247,9 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (Status s = check_runtime_supports(c.model); !s) return err(s.message());
   const TrainConfig& t = c.train;
   if (t.steps <= 0) return err(fmt::format("train.steps = {} must be positive", t.steps));
-  if (t.micro_batch <= 0) return err(fmt::format("train.micro_batch = {} must be positive", t.micro_batch));
+  if (!c.range_error.empty()) return err(c.range_error);
+  if (c.parallel.micro_batch <= 0) return err(fmt::format("train.micro_batch = {} must be positive", c.parallel.micro_batch));
   if (t.global_batch <= 0) return err(fmt::format("train.global_batch = {} must be positive", t.global_batch));
-  if (t.global_batch % t.micro_batch != 0) {
-    const int64_t lo = t.global_batch / t.micro_batch * t.micro_batch;
-    return err(fmt::format(
-        "train.global_batch = {} is not a multiple of train.micro_batch = {}; set train.global_batch to a "
-        "multiple such as {}",
-        t.global_batch, t.micro_batch, lo > 0 ? lo : t.micro_batch));
-  }
   if (!(t.lr > 0)) return err(fmt::format("train.lr = {} must be positive", t.lr));
   if (!(t.min_lr >= 0 && t.min_lr <= t.lr)) {
     return err(fmt::format("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr));
@@ -253,10 +262,10 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (!(t.clip >= 0)) return err(fmt::format("train.clip = {} must be >= 0 (0 disables clipping)", t.clip));
   if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
   if (t.eval_sequences <= 0) return err("train.eval_sequences must be positive");
-  if (!t.recompute_name_error.empty()) {
-    return err("train.recompute = \"" + t.recompute_name_error + "\" is not one of \"none\", \"full\"");
+  if (!c.recompute_name_error.empty()) {
+    return err("train.recompute = \"" + c.recompute_name_error + "\" is not one of \"none\", \"full\"");
   }
-  if (t.recompute == Recompute::selective) {
+  if (c.parallel.recompute == Recompute::selective) {
     return err("train.recompute = \"selective\" is modelled by the planner only; this runtime recomputes \"none\" or "
                "\"full\" blocks");
   }
@@ -279,39 +288,12 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
       }
     }
   }
-  const ParallelConfig& p = c.parallel;
-  if (p.tp < 1 || p.tp > 4096) return err(fmt::format("parallel.tp = {} must lie in [1, 4096]", p.tp));
-  if (p.pp < 1 || p.pp > 4096) return err(fmt::format("parallel.pp = {} must lie in [1, 4096]", p.pp));
-  if (p.dp < 0 || p.dp > 1000000) return err(fmt::format("parallel.dp = {} must be >= 1 (or 0 / left out to derive it from the world size)", p.dp));
-  if (p.zero < 0 || p.zero > 3) return err(fmt::format("parallel.zero = {} must be 0, 1, 2 or 3", p.zero));
-  if (!p.schedule_error.empty()) {
-    return err("parallel.schedule = \"" + p.schedule_error + "\" is not one of \"gpipe\", \"1f1b\", \"interleaved\"");
+  if (!c.schedule_error.empty()) {
+    return err("parallel.schedule = \"" + c.schedule_error + "\" is not one of \"gpipe\", \"1f1b\", \"interleaved\"");
   }
-  if (p.vpp < 1) return err(fmt::format("parallel.vpp = {} must be >= 1", p.vpp));
-  if (p.schedule == ScheduleKind::interleaved && (p.pp < 2 || p.vpp < 2)) {
-    return err(fmt::format(
-        "parallel.schedule = \"interleaved\" needs parallel.pp >= 2 and parallel.vpp >= 2 virtual chunks per stage "
-        "(got pp {}, vpp {})", p.pp, p.vpp));
-  }
-  if (p.schedule != ScheduleKind::interleaved && p.vpp != 1) {
-    return err(fmt::format("parallel.vpp = {} needs parallel.schedule = \"interleaved\"", p.vpp));
-  }
-  if (auto per = layers_per_virtual_stage(c.model.layers, p.pp, p.vpp, p.stage_layers); !per) return err(per.error());
-  // Tensor parallelism splits heads, the hidden width and the MLP width;
-  // sequence parallelism also splits the sequence.
-  const ModelConfig& m = c.model;
-  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"model.heads", m.heads}, {"model.hidden", m.hidden},
-                                {"the MLP width (model.ffn_hidden, or 4 * hidden)", m.ffn()}}) {
-    if (n % p.tp != 0) {
-      return err(fmt::format("parallel.tp = {} does not divide {} = {}; choose a tp that divides it", p.tp, what, n));
-    }
-  }
-  if (p.sequence_parallel && m.seq_len % p.tp != 0) {
-    return err(fmt::format(
-        "parallel.sequence_parallel = true needs model.seq_len = {} divisible by parallel.tp = {}; change seq_len or "
-        "tp, or turn sequence parallelism off",
-        m.seq_len, p.tp));
-  }
+  // The layout against the model and the batch; the world size is checked
+  // when the run starts (train/trainer.cpp), by the same function.
+  if (Status s = check_layout(c.parallel, c.model, t.global_batch, /*world=*/0); !s) return err(s.message());
   if (!(t.comm_timeout_s > 0)) {
     return err(fmt::format("train.comm_timeout_s = {} must be positive (seconds a communication may wait before the "
                            "job is ended as hung)", t.comm_timeout_s));
@@ -409,8 +391,8 @@ std::string run_config_to_toml(const RunConfig& c) {
   s += fmt::format(
       "\n[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = {}\nmin_lr = {}\nwarmup = {}\n"
       "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_sequences = {}\nrecompute = \"{}\"\n",
-      t.steps, t.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
-      t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(t.recompute));
+      t.steps, c.parallel.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
+      t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(c.parallel.recompute));
   s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\n", t.max_bad_steps, t.comm_timeout_s);
   s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";

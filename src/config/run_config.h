@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/schedule_kind.h"
+#include "core/parallel_layout.h"
 #include "model/model_spec.h"
 #include "optim/adamw_config.h"
 
@@ -14,22 +14,17 @@ namespace tera {
 
 struct TrainConfig {
   int64_t steps = 100;
-  int64_t micro_batch = 4;
-  int64_t global_batch = 4;  // sequences per optimizer step = micro_batch * accumulation
+  int64_t global_batch = 4;  // sequences per optimizer step = micro_batch * accumulation * dp
   float lr = 3e-4f;
   float min_lr = 3e-5f;
   int64_t warmup = 0;
   float clip = 1.0f;  // global grad-norm clip; 0 disables
   uint64_t seed = 1234;
   int64_t eval_every = 0;    // 0: only at the end
-  Recompute recompute = Recompute::none;  // full: rerun each block's forward in backward
-  std::string recompute_name_error;       // set by the parser for an unknown value
   int64_t eval_sequences = 32;  // validation windows per evaluation (the same set whatever the layout)
   int64_t max_bad_steps = 5;    // consecutive non-finite steps (skipped) before the run stops
   double comm_timeout_s = 600;  // a communication waiting longer ends the job (hung or stopped rank)
   AdamWConfig adamw;
-
-  int64_t accumulation() const { return global_batch / micro_batch; }
 };
 
 struct DataConfig {
@@ -39,17 +34,16 @@ struct DataConfig {
   std::string tokenizer;      // tokenizer for a text train file (empty: bytes are tokens)
 };
 
-struct ParallelConfig {
-  int tp = 1;    // tensor-parallel degree
-  int pp = 1;    // pipeline-parallel degree
-  int dp = 0;    // data-parallel degree; 0: world size / (tp * pp)
-  int zero = 0;  // ZeRO stage 0-3 over the data-parallel group
-  bool sequence_parallel = false;  // shard LayerNorm / residual regions along the sequence (needs seq_len % tp == 0)
-  ScheduleKind schedule = ScheduleKind::one_f_one_b;  // gpipe | 1f1b | interleaved
-  int vpp = 1;                                        // virtual chunks per stage (interleaved)
-  std::vector<int64_t> stage_layers;                  // layers per virtual stage; empty: balanced
-  std::string schedule_error;                         // set by the parser for an unknown name
-};
+// The run's layout (core/parallel_layout.h) as the config sets it: the
+// [parallel] keys, and train.micro_batch and train.recompute (which the
+// config file keeps under [train]); dp = 0 (the default) is derived from the
+// world size. The runtime runs cp = 1 and recompute none or full.
+inline ParallelLayout default_run_layout() {
+  ParallelLayout l;
+  l.dp = 0;
+  l.micro_batch = 4;
+  return l;
+}
 
 struct OutConfig {
   std::string dir = "out";
@@ -70,11 +64,18 @@ struct RunConfig {
   ModelConfig model;
   TrainConfig train;
   DataConfig data;
-  ParallelConfig parallel;
+  ParallelLayout parallel = default_run_layout();
   OutConfig out;
   CkptConfig ckpt;
   std::string source;     // where it came from, for messages
-  std::string mlp_error;  // set by the parser for an unknown model.mlp
+  // Set by the parser for a value no enum has (reported by validation).
+  std::string mlp_error;             // model.mlp
+  std::string recompute_name_error;  // train.recompute
+  std::string schedule_error;        // parallel.schedule
+  std::string range_error;           // an integer key out of its type's range
+
+  // Micro-batches of a step, over all data-parallel ranks: global_batch / micro_batch.
+  int64_t accumulation() const { return train.global_batch / parallel.micro_batch; }
 };
 
 }  // namespace tera

@@ -1,5 +1,7 @@
 #include "core/schedule_kind.h"
 
+#include <fmt/format.h>
+
 namespace tera {
 
 const char* schedule_kind_name(ScheduleKind k) {
@@ -16,6 +18,30 @@ Expected<ScheduleKind> parse_schedule_kind(const std::string& s) {
   if (s == "1f1b") return ScheduleKind::one_f_one_b;
   if (s == "interleaved") return ScheduleKind::interleaved;
   return Status::error("unknown pipeline schedule '" + s + "'; choose gpipe, 1f1b or interleaved");
+}
+
+Status check_schedule(ScheduleKind kind, int stages, int64_t M, int chunks) {
+  const char* name = schedule_kind_name(kind);
+  if (stages < 1) return Status::error(fmt::format("pipeline stages = {} must be >= 1", stages));
+  if (M < 1) return Status::error(fmt::format("micro-batches = {} must be >= 1", M));
+  if (chunks < 1) return Status::error(fmt::format("virtual chunks = {} must be >= 1", chunks));
+  if (kind != ScheduleKind::interleaved && chunks != 1) {
+    return Status::error(fmt::format("the {} schedule has one model chunk per stage, got chunks = {}; "
+                                     "use the interleaved schedule for virtual chunks",
+                                     name, chunks));
+  }
+  if (kind == ScheduleKind::interleaved) {
+    if (stages < 2) return Status::error("the interleaved schedule needs stages >= 2 (got 1); use 1f1b");
+    if (chunks < 2) {
+      return Status::error(fmt::format("the interleaved schedule needs chunks >= 2 (got {}); use 1f1b", chunks));
+    }
+    if (M % stages != 0) {
+      return Status::error(fmt::format("the interleaved schedule needs micro_batches % stages == 0, got "
+                                       "micro_batches = {}, stages = {}; choose a multiple of {}",
+                                       M, stages, stages));
+    }
+  }
+  return ok_status();
 }
 
 }  // namespace tera

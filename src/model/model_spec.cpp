@@ -172,15 +172,6 @@ double ModelSpec::train_flops_per_token(bool full_recompute) const {
   return (full_recompute ? 4.0 : 3.0) * layers + 3.0 * head;
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
-
 int64_t ModelSpec::qkv_width_local(int64_t tp) const {
   if (cfg_.kv() == cfg_.heads) return 3 * divide(cfg_.hidden, tp);
   return (divide(cfg_.heads, tp) + 2 * divide(cfg_.kv(), tp)) * cfg_.head_size();

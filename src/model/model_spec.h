@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel_layout.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/stage_plan.h"
@@ -95,8 +96,7 @@ struct BufferInfo {
   int64_t bytes() const { return numel(shape) * dtype_bytes(dtype); }
 };
 
-enum class Recompute { none, selective, full };
-const char* recompute_name(Recompute r);
+// Recompute (none, selective, full) is core/parallel_layout.h's.
 
 // How activations are laid out and kept; the defaults are what tera's CPU
 // runtime does. tp splits heads, qkv, atty and the MLP width across the

@@ -65,26 +65,7 @@ int promised_in_flight(ScheduleKind kind, int stages, int M, int chunks, int sta
 }
 
 Expected<Schedule> make_schedule(ScheduleKind kind, int stages, int M, int chunks) {
-  const char* name = schedule_kind_name(kind);
-  if (stages < 1) return Status::error(fmt::format("pipeline stages = {} must be >= 1", stages));
-  if (M < 1) return Status::error(fmt::format("micro-batches = {} must be >= 1", M));
-  if (chunks < 1) return Status::error(fmt::format("virtual chunks = {} must be >= 1", chunks));
-  if (kind != ScheduleKind::interleaved && chunks != 1) {
-    return Status::error(fmt::format("the {} schedule has one model chunk per stage, got chunks = {}; "
-                                     "use the interleaved schedule for virtual chunks",
-                                     name, chunks));
-  }
-  if (kind == ScheduleKind::interleaved) {
-    if (stages < 2) return Status::error("the interleaved schedule needs stages >= 2 (got 1); use 1f1b");
-    if (chunks < 2) {
-      return Status::error(fmt::format("the interleaved schedule needs chunks >= 2 (got {}); use 1f1b", chunks));
-    }
-    if (M % stages != 0) {
-      return Status::error(fmt::format("the interleaved schedule needs micro_batches % stages == 0, got "
-                                       "micro_batches = {}, stages = {}; choose a multiple of {}",
-                                       M, stages, stages));
-    }
-  }
+  TERA_RETURN_IF_ERROR(check_schedule(kind, stages, M, chunks));
   Schedule sch{kind, stages, M, chunks, {}};
   const int V = sch.virtual_stages();
   sch.per_stage.resize(static_cast<size_t>(stages));

@@ -4,6 +4,7 @@
 #include "plan/emit.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tera {
 
@@ -20,6 +21,7 @@ std::string emit_tera_config(const PlanLayout& l, const Workload& w) {
   s += fmt::format("\n[parallel]\ntp = {}\npp = {}\ndp = {}\nzero = {}\nsequence_parallel = {}\nschedule = \"{}\"\n",
                    l.tp, l.pp, l.dp, l.zero, l.sequence_parallel ? "true" : "false", schedule_kind_name(l.schedule));
   if (l.vpp > 1) s += fmt::format("vpp = {}\n", l.vpp);
+  if (!l.stage_layers.empty()) s += fmt::format("stage_layers = [{}]\n", fmt::join(l.stage_layers, ", "));
   return s;
 }
 
@@ -33,7 +35,13 @@ std::string emit_megatron_args(const PlanLayout& l, const Workload& w) {
   if (m.kv() != m.heads) arg(fmt::format("--group-query-attention --num-query-groups {}", m.kv()));
   if (m.mlp == MlpKind::gated) arg("--swiglu");
   arg(fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", l.tp, l.pp));
+  const bool even = l.stage_layers.empty() && m.layers % (int64_t{l.pp} * l.vpp) == 0;
   if (l.vpp > 1) arg(fmt::format("--num-layers-per-virtual-pipeline-stage {}", m.layers / (l.pp * l.vpp)));
+  if (!even && l.pp > 1) {
+    s += fmt::format("\n# note: this layout's virtual stages hold unequal layer counts ({}); Megatron-LM splits "
+                     "layers evenly (uneven first/last stages only through --decoder-first/last-pipeline-num-layers)\n",
+                     layout_string(l));
+  }
   if (l.sequence_parallel) arg("--sequence-parallel");
   arg(fmt::format("--micro-batch-size {} --global-batch-size {}", l.micro_batch, w.global_batch));
   if (l.recompute == Recompute::selective) arg("--recompute-activations");

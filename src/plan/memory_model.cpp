@@ -108,9 +108,12 @@ MemoryBreakdown stage_memory_from(const LayoutTables& t, const PlanLayout& l, co
   m.grads = P * static_cast<double>(grad_bytes(pb, l.zero)) / (l.zero >= 2 ? dp : 1);
   m.optimizer = P * static_cast<double>(pb.master + pb.moments) / (l.zero >= 1 ? dp : 1);
   if (l.zero >= 3 && l.dp_cp() > 1) m.zero3_gather = 2 * std::max(t.params.block, t.params.wte) * static_cast<double>(pb.param);
-  // Every in-flight chunk holds its layers' saved tables (the interleaved
-  // schedule requires equal chunks; 1F1B has one chunk per stage).
-  const double chunk_layers = static_cast<double>(layers_in_virtual_stage(l, layers, stage));
+  // Every in-flight chunk holds its layers' saved tables; counted at the
+  // stage's largest chunk (1F1B has one chunk per stage; balanced interleaved
+  // chunks differ by at most a layer, the first being the largest).
+  int64_t largest_chunk = 0;
+  for (int c = 0; c < l.vpp; ++c) largest_chunk = std::max(largest_chunk, layers_in_virtual_stage(l, layers, c * l.pp + stage));
+  const double chunk_layers = static_cast<double>(largest_chunk);
   m.activations = in_flight * (chunk_layers * t.saved + (first ? t.head_in : 0) + (last ? t.head_out : 0));
   // The block being recomputed holds its full working set (full), or the
   // dropped attention scores (selective).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/model_spec.h"
+#include "parallel/schedule.h"
 #include "plan/hardware.h"
 #include "plan/layout.h"
 

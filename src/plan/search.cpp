@@ -2,7 +2,9 @@
 // dividing heads, kv_heads, hidden and ffn), pp (divisors of gpus/tp up to the layer count),
 // dp = gpus/(tp*pp) dividing the global batch, micro-batch (divisors of the
 // per-replica batch), chunks (1, or every vpp >= 2 whose pp*vpp divides the
-// layers when the micro-batch count is a multiple of pp), ZeRO 0-3 (0 alone
+// layers when the micro-batch count is a multiple of pp: the search proposes
+// equal chunks, as Megatron requires, while --explain, simulate and
+// check_layout take any split the runtime runs), ZeRO 0-3 (0 alone
 // without dp), sequence parallelism (with tp), recompute (selective only
 // without flash attention, where it would equal none).
 #include "plan/search.h"
@@ -34,9 +36,9 @@ Evaluation evaluate_layout(const ModelSpec& spec, const PlanLayout& l, const Wor
   if (l.recompute == Recompute::selective) {
     hw_flops += tokens * 4.0 * static_cast<double>(mc.layers * mc.seq_len * mc.hidden);
   }
-  e.tflops_per_gpu = model_flops / e.step_time_s / l.gpus() / 1e12;
+  e.tflops_per_gpu = model_flops / e.step_time_s / l.world() / 1e12;
   e.mfu = e.tflops_per_gpu * 1e12 / costs.peak_flops;
-  e.hfu = hw_flops / e.step_time_s / l.gpus() / costs.peak_flops;
+  e.hfu = hw_flops / e.step_time_s / l.world() / costs.peak_flops;
   e.bubble = e.sim.stages[static_cast<size_t>(e.sim.critical_stage)].wait / e.step_time_s;
   return e;
 }

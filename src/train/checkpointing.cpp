@@ -77,7 +77,7 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
   if (world.rank() == 0) {
     for (int r = 0; r < n; ++r) {
       if (files[static_cast<size_t>(4 * r)] == 0) continue;
-      const Layout::Coord c = g.layout.coord(r);
+      const ParallelLayout::Coord c = g.layout.coord(r);
       info.files.push_back({shard_file_name(c.pp, c.tp), static_cast<int64_t>(files[static_cast<size_t>(4 * r + 2)]),
                             static_cast<uint32_t>(files[static_cast<size_t>(4 * r + 1)])});
     }

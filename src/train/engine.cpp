@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/strings.h"
 #include "optim/grad_clip.h"
+#include "model/layout_check.h"
 
 namespace tera {
 
@@ -22,8 +23,11 @@ Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage) {
 Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace,
                EngineOptions engine_options)
     : cfg_(cfg), be_(backend), g_(groups), spec_(cfg.model), poison_steps_(std::move(engine_options.nonfinite_steps)) {
-  const ParallelConfig& p = cfg.parallel;
-  micro_batches_ = cfg.train.global_batch / g_.layout.dp / cfg.train.micro_batch;
+  const ParallelLayout& p = cfg.parallel;
+  // One layout: the groups are made from the config's (dp derived).
+  TERA_ASSERT(g_.layout == with_world_size(p, g_.layout.world()),
+              "process groups of layout " + layout_string(g_.layout) + " for a config of layout " + layout_string(p));
+  micro_batches_ = micro_batches_per_step(g_.layout, cfg.train.global_batch);
   auto sched = make_schedule(p.schedule, g_.layout.pp, static_cast<int>(micro_batches_), p.vpp);
   TERA_ASSERT(sched.ok(), sched.error());  // validated with the config
   schedule_ = *sched;
@@ -36,10 +40,10 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, p.zero, backend, g_.tp, p.sequence_parallel);
   adam_ = std::make_unique<AdamW>(cfg.train.adamw, AdamW::segments_of(*table_, zero_->update_ranges()));
   Gpt::Options options;
-  options.recompute = cfg.train.recompute;
+  options.recompute = cfg.parallel.recompute;
   options.plan = plan_;
   options.slots = slots_per_chunk(schedule_, g_.coord.pp);
-  model_ = std::make_unique<Gpt>(spec_, backend, cfg.train.micro_batch, *table_, *zero_, *tp_, options);
+  model_ = std::make_unique<Gpt>(spec_, backend, cfg.parallel.micro_batch, *table_, *zero_, *tp_, options);
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
 }
 
@@ -110,7 +114,7 @@ std::vector<std::string> Engine::nonfinite_groups() {
 
 StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   const TrainConfig& tc = cfg_.train;
-  const int64_t T = cfg_.model.seq_len, mb = tc.micro_batch, G = tc.global_batch;
+  const int64_t T = cfg_.model.seq_len, mb = cfg_.parallel.micro_batch, G = tc.global_batch;
   const int64_t per_rank = G / g_.layout.dp;
   zero_->begin_step();
   const float dloss = static_cast<float>(1.0 / static_cast<double>(G * T));
@@ -163,7 +167,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
 }
 
 std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& batch, const EvalControl& control) {
-  const int64_t mb = cfg_.train.micro_batch;
+  const int64_t mb = cfg_.parallel.micro_batch;
   const int64_t batches = (sequences + mb - 1) / mb;
   const int dp = g_.layout.dp;
   // Micro-batch k (sequences [k*mb, min((k+1)*mb, sequences))) goes to

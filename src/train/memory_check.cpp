@@ -14,14 +14,15 @@
 #include "parallel/zero.h"
 #include "core/tensor.h"
 #include "train/engine.h"
+#include "model/layout_check.h"
 
 namespace tera {
 
-RankMemoryEstimate estimate_rank_memory(const RunConfig& cfg, const Layout& layout, const Layout::Coord& coord) {
-  const ParallelConfig& p = cfg.parallel;
+RankMemoryEstimate estimate_rank_memory(const RunConfig& cfg, const ParallelLayout& layout, const ParallelLayout::Coord& coord) {
+  const ParallelLayout& p = cfg.parallel;
   const ModelSpec spec(cfg.model);
   auto plan = stage_plan_for(cfg, coord.pp);
-  const int64_t micro = cfg.train.global_batch / layout.dp / cfg.train.micro_batch;
+  const int64_t micro = micro_batches_per_step(layout, cfg.train.global_batch);
   auto sched = make_schedule(p.schedule, layout.pp, static_cast<int>(micro), p.vpp);
   RankMemoryEstimate m;
   if (!plan || !sched) return m;  // the caller validated the layout; nothing to add
@@ -31,8 +32,8 @@ RankMemoryEstimate estimate_rank_memory(const RunConfig& cfg, const Layout& layo
   m.params = bytes(z.params) + bytes(z.gathered);
   m.grads = bytes(z.grads) + bytes(z.grad_shard) + bytes(z.staging) + bytes(z.temps);
   m.optimizer = 2 * bytes(z.moments);
-  const ActivationOptions opts{.tp = layout.tp, .sequence_parallel = p.sequence_parallel, .recompute = cfg.train.recompute};
-  const int64_t B = cfg.train.micro_batch, T = cfg.model.seq_len;
+  const ActivationOptions opts{.tp = layout.tp, .sequence_parallel = p.sequence_parallel, .recompute = cfg.parallel.recompute};
+  const int64_t B = cfg.parallel.micro_batch, T = cfg.model.seq_len;
   m.activations = spec.stage_activation_bytes(B, T, opts, *plan, slots_per_chunk(*sched, coord.pp));
   m.workspace = spec.workspace_bytes(B, T, opts);
   return m;

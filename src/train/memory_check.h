@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/layout.h"
+#include "core/parallel_layout.h"
 #include "config/run_config.h"
 
 namespace tera {
@@ -27,7 +27,7 @@ struct RankMemoryEstimate {
 // ModelSpec's activation and workspace tables): equal to the engine's memory
 // report (tests/train/test_memory_check.cpp). cfg must be valid for the
 // layout (check_layout passed).
-RankMemoryEstimate estimate_rank_memory(const RunConfig& cfg, const Layout& layout, const Layout::Coord& coord);
+RankMemoryEstimate estimate_rank_memory(const RunConfig& cfg, const ParallelLayout& layout, const ParallelLayout::Coord& coord);
 
 // Bytes this process may still allocate: MemAvailable from /proc/meminfo,
 // or the cgroup's limit less its usage when that is smaller. 0: unknown.

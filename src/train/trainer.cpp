@@ -16,30 +16,12 @@
 #include "core/format.h"
 #include "core/timer.h"
 #include "core/file_util.h"
+#include "model/layout_check.h"
 #include "train/memory_check.h"
 
 namespace tera {
 
 namespace {
-
-// Checks that need the world size; the message names every factor.
-Status check_layout(const RunConfig& cfg, const Layout& layout) {
-  const ParallelConfig& p = cfg.parallel;
-  const TrainConfig& t = cfg.train;
-  if (t.global_batch % (t.micro_batch * layout.dp) != 0) {
-    return Status::error(fmt::format(
-        "{}: train.global_batch = {} is not a multiple of train.micro_batch ({}) x data-parallel degree ({}) = {}; "
-        "every data-parallel rank needs a whole number of micro-batches",
-        cfg.source, t.global_batch, t.micro_batch, layout.dp, t.micro_batch * layout.dp));
-  }
-  const int64_t micro = t.global_batch / layout.dp / t.micro_batch;
-  if (auto s = make_schedule(p.schedule, layout.pp, static_cast<int>(micro), p.vpp); !s) {
-    return Status::error(fmt::format("{}: the pipeline schedule for {} micro-batches per data-parallel rank "
-                                     "(train.global_batch / (micro_batch x dp)): {}",
-                                     cfg.source, micro, s.error()));
-  }
-  return ok_status();
-}
 
 // What the data pipeline reads from the run config (data/ does not include config/).
 TrainingDataOptions training_data_options(const RunConfig& cfg) {
@@ -86,12 +68,12 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
   // Local checks first; then every rank learns whether any rank failed, so
   // nobody is left waiting in a collective.
   Status local = ok_status();
-  auto layout = make_layout(cfg.parallel.tp, cfg.parallel.pp, cfg.parallel.dp, world.size());
-  if (!layout) {
-    local = Status::error(cfg.source + ": " + layout.error());
-  } else {
-    local = check_layout(cfg, *layout);
+  // The config checked the layout against the model and batch; the world
+  // size is known now, so the same check runs with it.
+  if (Status s = check_layout(cfg.parallel, cfg.model, cfg.train.global_batch, world.size()); !s) {
+    local = Status::error(cfg.source + ": " + s.message());
   }
+  const ParallelLayout layout = with_world_size(cfg.parallel, world.size());
   // Outputs before any work: rank 0 owns out.dir and the checkpoint
   // directory for the whole run (a second run on either is refused), which
   // also proves both writable.
@@ -120,7 +102,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
   }
   // Limits before allocation: every rank checks its own share.
   if (local && options.ranks_on_node > 0) {
-    const RankMemoryEstimate need = estimate_rank_memory(cfg, *layout, layout->coord(world.rank()));
+    const RankMemoryEstimate need = estimate_rank_memory(cfg, layout, layout.coord(world.rank()));
     const std::string refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
     if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
@@ -129,7 +111,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     return Status::peer_failed("another rank could not start (its message above names the problem)");
   }
 
-  t->groups_ = std::make_unique<ProcessGroups>(world, *layout);
+  t->groups_ = std::make_unique<ProcessGroups>(world, layout);
   if (!trace_path.empty()) {
     t->trace_ = std::make_unique<Trace>(world.rank());
     t->trace_path_ = trace_path;
@@ -270,11 +252,10 @@ Expected<std::string> Trainer::save_checkpoint() {
   info.consumed_samples = next_step_ * cfg_.train.global_batch;
   info.model = cfg_.model;
   info.tokenizer = data_.tokenizer;
-  const ParallelConfig& p = cfg_.parallel;
-  const Layout& l = groups().layout;
-  info.layout = {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"zero", p.zero}, {"sequence_parallel", p.sequence_parallel},
-                 {"schedule", schedule_kind_name(p.schedule)}, {"vpp", p.vpp}, {"stage_layers", p.stage_layers},
-                 {"micro_batch", cfg_.train.micro_batch}};
+  const ParallelLayout& l = groups().layout;
+  info.layout = {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"zero", l.zero}, {"sequence_parallel", l.sequence_parallel},
+                 {"schedule", schedule_kind_name(l.schedule)}, {"vpp", l.vpp}, {"stage_layers", l.stage_layers},
+                 {"micro_batch", l.micro_batch}};
   info.loader = data_.sampler->state(info.consumed_samples).to_json();
   info.lr_schedule = {{"lr", cfg_.train.lr}, {"min_lr", cfg_.train.min_lr}, {"warmup", cfg_.train.warmup},
                       {"steps", cfg_.train.steps}, {"next_step", next_step_}, {"next_lr", schedule_.at(next_step_)}};
@@ -465,7 +446,7 @@ Status Trainer::save_final() {
     meta.model = cfg_.model;
     meta.step = next_step_;
     meta.tokenizer = data_.tokenizer;
-    meta.extra = {{"config_toml", run_config_to_toml(cfg_)}, {"micro_batch", cfg_.train.micro_batch}};
+    meta.extra = {{"config_toml", run_config_to_toml(cfg_)}, {"micro_batch", cfg_.parallel.micro_batch}};
     const std::string dir = (std::filesystem::path(cfg_.out.dir) / "final").string();
     std::vector<NamedTensor> named;
     for (const auto& [info, data] : tensors) named.push_back({info->name, info->shape, data.data()});

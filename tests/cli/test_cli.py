@@ -85,8 +85,11 @@ class Cli(unittest.TestCase):
         self.expect_bad_input(["train", "-c", cfg, "--set", "model.vocab=100"], "model.vocab = 100 is smaller")
         self.expect_bad_input(["train", "-c", cfg, "--set", "model.seq_len=100000"], "fewer than model.seq_len + 1")
         self.expect_bad_input(["train", "-c", cfg, "--set", "parallel.tp=4"], "parallel.tp = 4 does not divide model.heads = 2")
-        self.expect_bad_input(["train", "-c", cfg, "--set", "parallel.tp=2", "--set", "parallel.dp=3"],
-                              "parallel.tp (2) * parallel.pp (1) * parallel.dp (3) = 6 != world size 1")
+        self.expect_bad_input(["train", "-c", cfg, "--set", "parallel.tp=2", "--set", "parallel.dp=2"],
+                              "parallel.tp (2) * parallel.pp (1) * parallel.dp (2) = 4 != world size 1")
+        # dp is known before the launch: the batch is checked against it in the config.
+        self.expect_bad_input(["train", "-c", cfg, "--set", "parallel.dp=3"],
+                              "not a multiple of train.micro_batch (2) x data-parallel degree (3) = 6")
         bad = self.write("bad.toml", "[model\nlayers = 1\n")
         self.expect_bad_input(["train", "-c", bad], "TOML syntax error")
 

@@ -39,7 +39,7 @@ TEST(Config, GoodConfigParses) {
   auto r = parse_run_config(kGood, "cfg.toml", {}, false);
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r->model.layers, 2);
-  EXPECT_EQ(r->train.accumulation(), 2);
+  EXPECT_EQ(r->accumulation(), 2);
   EXPECT_EQ(r->data.train, "corpus.txt");
 }
 

@@ -37,11 +37,11 @@ int main(int argc, char** argv) {
   Trainer& t = **tr;
   // A one-process model with the same seed holds the same initial weights as
   // the trainer's (initialisation is keyed by name and element index).
-  Gpt model(ModelSpec(cfg->model), cpu_backend(), cfg->train.micro_batch);
+  Gpt model(ModelSpec(cfg->model), cpu_backend(), cfg->parallel.micro_batch);
   model.init_parameters(tc_seed(*cfg));
   const TrainConfig& tc = cfg->train;
   const int64_t T = cfg->model.seq_len, V = cfg->model.vocab, Vp = model.spec().padded_vocab();
-  const int64_t mb = tc.micro_batch, G = tc.global_batch, steps = tc.steps;
+  const int64_t mb = cfg->parallel.micro_batch, G = tc.global_batch, steps = tc.steps;
 
   std::vector<StTensorRef> out;
   std::vector<std::vector<float>> keep_f;

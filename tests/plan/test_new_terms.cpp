@@ -111,7 +111,7 @@ TEST(ContextParallel, LayoutCountsAndChecks) {
   PlanLayout l;
   l.dp = 4;
   l.cp = 2;
-  EXPECT_EQ(l.gpus(), 8);
+  EXPECT_EQ(l.world(), 8);
   EXPECT_EQ(l.dp_cp(), 8);
   Workload w{tiny().config(), 8, Precision::mixed};
   EXPECT_TRUE(check_layout(l, w, 8));

@@ -85,7 +85,7 @@ class PlanCli(unittest.TestCase):
         self.bad([*SMALL, "--emit", "tera", "--json"], "--emit and --json")
         self.bad([*SMALL, "--explain", "tp=2", "--tp", "2"], "--explain prices the one layout")
         self.bad([*SMALL, "--explain", "tp=3,pp=1"], "does not divide gpus 8")
-        self.bad([*SMALL, "--explain", "tp=2,pp=2,dp=3"], "tp(2) * pp(2) * dp(3) = 12 != gpus 8")
+        self.bad([*SMALL, "--explain", "tp=2,pp=2,dp=3"], "parallel.tp (2) * parallel.pp (2) * parallel.dp (3) = 12 != world size 8")
         self.bad([*SMALL, "--tp", "3", "--pp", "1"], "does not divide --gpus 8")
         self.bad(["plan", "--model", "gpt3-175b", "--cluster", "selene", "--gpus", "1", "--global-batch", "8"],
                  "no layout fits in 80.0 GiB per GPU: the smallest possible needs")

@@ -56,7 +56,7 @@ Evaluation simulate(const std::string& layout, int64_t global_batch) {
   const ModelConfig m = tiny_model();
   const Workload w{m, global_batch, Precision::mixed};
   PlanLayout l = parse_layout(layout, 0).value();
-  EXPECT_TRUE(check_layout(l, w, l.gpus()).is_ok()) << layout;
+  EXPECT_TRUE(check_layout(l, w, l.world()).is_ok()) << layout;
   return evaluate_layout(ModelSpec(m), l, w, round_cluster());
 }
 
@@ -169,7 +169,7 @@ TEST(Sweep, StrongScalingShrinksTheMicroBatchCountAndTheEfficiency) {
   const SweepResult r = run_sweep(ModelSpec(m), w, round_cluster(), o).value();
   ASSERT_EQ(r.points.size(), 4u);
   ASSERT_EQ(r.skipped.size(), 1u);  // 64 GPUs: dp 32 does not divide the batch of 16
-  EXPECT_NE(r.skipped[0].find("not divisible"), std::string::npos) << r.skipped[0];
+  EXPECT_NE(r.skipped[0].find("not a multiple"), std::string::npos) << r.skipped[0];
   const double t1 = 16 * 87.0 / 14 + 6;
   for (const SweepPoint& p : r.points) {
     const int dp = static_cast<int>(p.gpus / 2);
@@ -188,7 +188,7 @@ TEST(Sweep, ReplanFindsALayoutAtEveryPoint) {
   o.global_batch = 8;
   const SweepResult r = run_sweep(ModelSpec(m), w, round_cluster(), o).value();
   ASSERT_EQ(r.points.size(), 3u);
-  for (const SweepPoint& p : r.points) EXPECT_EQ(p.eval.layout.gpus(), p.gpus);
+  for (const SweepPoint& p : r.points) EXPECT_EQ(p.eval.layout.world(), p.gpus);
 }
 
 TEST(Sweep, TheFirstPointMustRun) {
@@ -201,7 +201,7 @@ TEST(Sweep, TheFirstPointMustRun) {
   auto r = run_sweep(ModelSpec(m), w, round_cluster(), o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("first point"), std::string::npos) << r.error();
-  EXPECT_NE(r.error().find("dp(2)"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("data-parallel degree (2)"), std::string::npos) << r.error();
 }
 
 TEST(Sweep, Points) {

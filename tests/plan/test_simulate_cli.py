@@ -139,7 +139,7 @@ class SimulateCli(unittest.TestCase):
         self.bad(["simulate", "--model", "gpt2-350m", "--cluster", "dgx-h100", "--layout", "tp=1,dp=1"],
                  "--global-batch")
         self.bad(["simulate", "--model", "gpt2-350m", "--cluster", "dgx-h100", "--global-batch", "64",
-                  "--layout", "tp=3,pp=1,dp=1"], "tp(3) must divide heads")
+                  "--layout", "tp=3,pp=1,dp=1"], "parallel.tp = 3 does not divide model.heads")
         self.bad(["simulate", "--model", "gpt2-350m", "--cluster", "dgx-h100", "--global-batch", "64",
                   "--layout", "tp=2,pp=2"], "give dp=N")
         self.bad(["simulate", "--model", "gpt2-350m", "--cluster", "dgx-h100", "--global-batch", "64",

@@ -119,7 +119,7 @@ TEST(Validate, BadRowsNameRowAndColumn) {
   auto r5 = validate_runs(*t5, "r.csv", &load_cluster);
   ASSERT_TRUE(r5.ok()) << r5.error();
   ASSERT_EQ(r5->skipped.size(), 1u);
-  EXPECT_NE(r5->skipped[0].find("tp(3) must divide heads(4)"), std::string::npos);
+  EXPECT_NE(r5->skipped[0].find("parallel.tp = 3 does not divide model.heads = 4"), std::string::npos);
   auto t4 = parse_csv(std::string(kHeader) + "10,X,4,64,4,,,,64,100,mixed,A100,,8,1,1,8,,,,,1,,full,100,,,\n", "r.csv");
   auto r4 = validate_runs(*t4, "r.csv", &load_cluster);
   ASSERT_TRUE(r4.ok()) << r4.error();

@@ -27,7 +27,7 @@ RunConfig tiny_config(int zero, int64_t layers = 2, bool sp = false, Recompute r
   c.model = ModelConfig{.layers = layers, .hidden = 32, .heads = 4, .seq_len = 16, .vocab = 61, .ffn_hidden = 0,
                         .vocab_align = 8};
   c.train.steps = 6;
-  c.train.micro_batch = 2;
+  c.parallel.micro_batch = 2;
   c.train.global_batch = 8;
   c.train.lr = 1e-2f;
   c.train.min_lr = 1e-3f;
@@ -35,7 +35,7 @@ RunConfig tiny_config(int zero, int64_t layers = 2, bool sp = false, Recompute r
   c.train.seed = 5;
   c.parallel.zero = zero;
   c.parallel.sequence_parallel = sp;
-  c.train.recompute = recompute;
+  c.parallel.recompute = recompute;
   return c;
 }
 
@@ -60,9 +60,13 @@ struct LayoutRun {
   int64_t root_floats = 0, max_block_floats = 0, max_chunk_floats = 0, total_floats = 0;
 };
 
-LayoutRun run_layout(Layout layout, int zero, bool sp = false, int64_t layers = 2,
+LayoutRun run_layout(ParallelLayout layout, int zero, bool sp = false, int64_t layers = 2,
                      Recompute recompute = Recompute::none) {
-  const RunConfig cfg = tiny_config(zero, layers, sp, recompute);
+  RunConfig cfg = tiny_config(zero, layers, sp, recompute);
+  cfg.parallel.tp = layout.tp;
+  cfg.parallel.pp = layout.pp;
+  cfg.parallel.dp = layout.dp;
+  layout = cfg.parallel;
   LayoutRun out;
   std::mutex mu;
   InProcessWorld::run(layout.world(), [&](Communicator& world) {
@@ -103,9 +107,9 @@ LayoutRun run_layout(Layout layout, int zero, bool sp = false, int64_t layers = 
 class EngineLayouts : public ::testing::TestWithParam<std::tuple<int, int, int, bool, bool>> {};
 
 TEST_P(EngineLayouts, MatchSingleRankStepByStep) {
-  static const LayoutRun reference = run_layout(Layout{1, 1, 1}, 0);
+  static const LayoutRun reference = run_layout(ParallelLayout{1, 1, 1}, 0);
   const auto [tp, dp, zero, sp, rc] = GetParam();
-  const LayoutRun r = run_layout(Layout{tp, 1, dp}, zero, sp, 2, rc ? Recompute::full : Recompute::none);
+  const LayoutRun r = run_layout(ParallelLayout{tp, 1, dp}, zero, sp, 2, rc ? Recompute::full : Recompute::none);
   ASSERT_EQ(r.losses.size(), reference.losses.size());
   int clipped = 0;
   // losses: one per step, then the evaluation loss sum.
@@ -175,17 +179,19 @@ TEST(EngineTensorParallel, MeasuredBytesEqualTheClosedForm) {
   //   + the all-reduce of the split tensors' squared gradient norm (8 bytes).
   for (int tp : {2, 4}) {
     for (bool sp : {false, true}) {
-      const RunConfig cfg = tiny_config(0, 2, sp);
+      RunConfig cfg = tiny_config(0, 2, sp);
+      cfg.parallel.tp = tp;
+      cfg.parallel.dp = 1;
       InProcessWorld::run(tp, [&](Communicator& world) {
         omp_set_num_threads(1);
-        ProcessGroups groups(world, Layout{tp, 1, 1});
+        ProcessGroups groups(world, cfg.parallel);
         Engine engine(cfg, cpu_backend(), groups.groups());
         engine.init_parameters(cfg.train.seed);
         groups.reset_stats();
         engine.train_step(0, cfg.train.lr, [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
           synthetic_batch(first, count, cfg.model.seq_len, cfg.model.vocab, tok, tgt);
         });
-        const int64_t B = cfg.train.micro_batch, T = cfg.model.seq_len, micro = cfg.train.global_batch / B;
+        const int64_t B = cfg.parallel.micro_batch, T = cfg.model.seq_len, micro = cfg.train.global_batch / B;
         int64_t want = micro * engine.spec().tp_bytes_per_micro_batch(B, T, engine.activation_options(),
                                                                         cfg.model.layers, true, true);
         if (sp) {
@@ -207,7 +213,7 @@ TEST(EngineMemory, ZeroStagesHoldWhatTheyPromise) {
   // Adam state covers real parameters only (not alignment padding), so it is
   // compared to the padded total within 2%.
   const int64_t L = 8;
-  const Layout dp4{1, 1, 4};
+  const ParallelLayout dp4{1, 1, 4};
   const LayoutRun z0 = run_layout(dp4, 0, false, L), z1 = run_layout(dp4, 1, false, L),
                   z2 = run_layout(dp4, 2, false, L), z3 = run_layout(dp4, 3, false, L);
   const int64_t P = z0.total_floats, R = z0.root_floats, M = z0.max_block_floats, K = z0.max_chunk_floats;
@@ -245,11 +251,13 @@ std::vector<double> pipeline_losses(const PipeCase& pc, std::vector<double>* nor
   cfg.parallel.pp = pc.pp;
   cfg.parallel.vpp = pc.vpp;
   cfg.parallel.schedule = pc.schedule;
+  cfg.parallel.tp = pc.tp;
+  cfg.parallel.dp = pc.dp;
   std::vector<double> out;
   std::mutex mu;
   InProcessWorld::run(pc.tp * pc.pp * pc.dp, [&](Communicator& world) {
     omp_set_num_threads(1);
-    ProcessGroups groups(world, Layout{pc.tp, pc.pp, pc.dp});
+    ProcessGroups groups(world, cfg.parallel);
     Engine engine(cfg, cpu_backend(), groups.groups());
     engine.init_parameters(cfg.train.seed);
     const BatchFn batch = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {

@@ -4,6 +4,8 @@
 // odd-shaped model on the in-process world: equal, byte for byte.
 #include <gtest/gtest.h>
 
+#include "model/layout_check.h"
+
 #include <omp.h>
 
 #include <mutex>
@@ -28,7 +30,7 @@ RunConfig config_for(const Case& c) {
   RunConfig cfg;
   cfg.model = ModelConfig{.layers = 4, .hidden = 24, .heads = 2, .seq_len = 12, .vocab = 67, .ffn_hidden = 0,
                           .vocab_align = 8};
-  cfg.train.micro_batch = 2;
+  cfg.parallel.micro_batch = 2;
   cfg.train.global_batch = 8 * c.dp;
   cfg.parallel.tp = c.tp;
   cfg.parallel.pp = c.pp;
@@ -37,7 +39,7 @@ RunConfig config_for(const Case& c) {
   cfg.parallel.schedule = c.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
   cfg.parallel.zero = c.zero;
   cfg.parallel.sequence_parallel = c.sp;
-  cfg.train.recompute = c.recompute;
+  cfg.parallel.recompute = c.recompute;
   return cfg;
 }
 
@@ -54,15 +56,17 @@ TEST(MemoryCheck, EstimateMatchesTheEngineAllocation) {
   }
   for (const Case& c : cases) {
     const RunConfig cfg = config_for(c);
-    auto layout = make_layout(c.tp, c.pp, c.dp, c.tp * c.pp * c.dp);
-    ASSERT_TRUE(layout.ok()) << layout.error();
+    const int world_size = c.tp * c.pp * c.dp;
+    const Status checked = check_layout(cfg.parallel, cfg.model, cfg.train.global_batch, world_size);
+    ASSERT_TRUE(checked.is_ok()) << checked.message();
+    const ParallelLayout layout = with_world_size(cfg.parallel, world_size);
     std::mutex mu;
-    InProcessWorld::run(layout->world(), [&](Communicator& world) {
+    InProcessWorld::run(layout.world(), [&](Communicator& world) {
       omp_set_num_threads(1);
-      ProcessGroups groups(world, *layout);
+      ProcessGroups groups(world, layout);
       Engine engine(cfg, cpu_backend(), groups.groups());
       const MemoryReport got = engine.memory();
-      const RankMemoryEstimate est = estimate_rank_memory(cfg, *layout, layout->coord(world.rank()));
+      const RankMemoryEstimate est = estimate_rank_memory(cfg, layout, layout.coord(world.rank()));
       std::lock_guard<std::mutex> lock(mu);
       const std::string where = "tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " dp " +
                                 std::to_string(c.dp) + " vpp " + std::to_string(c.vpp) + " zero " +

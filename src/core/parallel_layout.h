@@ -1,0 +1,94 @@
+// The parallel layout of a run: one pure type that the run config, the
+// trainer, the planner and `tera ckpt reshard` all read. It says how the
+// model and the batch are split (tensor tp x context cp x data dp x pipeline
+// pp ranks, virtual chunks, micro-batch, ZeRO stage, sequence parallelism,
+// recompute, the pipeline schedule and the layers of each virtual stage);
+// model/layout_check.h decides whether a layout can run a model and batch.
+//
+// Rank order is Megatron's (Narayanan et al. 2021, eq. 1, with context
+// parallelism inside the data-parallel position), so tensor-parallel groups
+// are adjacent ranks, i.e. inside a node:
+//
+//     rank = ((pp_rank * dp + dp_rank) * cp + cp_rank) * tp + tp_rank
+//
+// Worked example, tp = 2, pp = 2, dp = 4, cp = 1 (16 ranks g0..g15):
+//   pp_rank 0: dp 0 -> g0 g1 | dp 1 -> g2 g3 | dp 2 -> g4 g5 | dp 3 -> g6 g7
+//   pp_rank 1: dp 0 -> g8 g9 | dp 1 -> g10 g11 | dp 2 -> g12 g13 | dp 3 -> g14 g15
+//   tp groups: [g0 g1] [g2 g3] ... [g14 g15]        (8 groups of 2)
+//   dp groups: [g0 g2 g4 g6] [g1 g3 g5 g7] [g8 g10 g12 g14] [g9 g11 g13 g15]
+//   pp groups: [g0 g8] [g1 g9] [g2 g10] ... [g7 g15]  (first and last stage:
+//              the embedding group that keeps tied embeddings in sync)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/schedule_kind.h"
+#include "core/status.h"
+
+namespace tera {
+
+// Activation recomputation (Korthikanti et al. 2022): selective drops the
+// attention-score buffers (recomputed from q, k in backward), full keeps only
+// each block's input and recomputes the block.
+enum class Recompute { none, selective, full };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
+Expected<Recompute> parse_recompute(const std::string& s);
+
+struct ParallelLayout {
+  int tp = 1;  // tensor-parallel degree
+  int pp = 1;  // pipeline stages
+  int dp = 1;  // data-parallel degree; 0: derived from the world size (with_world_size)
+  int vpp = 1;           // model chunks per pipeline stage (interleaved schedule when > 1)
+  int micro_batch = 1;   // sequences per micro-batch
+  int zero = 0;          // ZeRO stage 0-3 over the data-parallel group
+  bool sequence_parallel = false;  // shard norm/residual regions along the sequence over tp
+  Recompute recompute = Recompute::none;
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  // Context parallelism: each sequence split over cp ranks (ring attention).
+  // The planner prices it; the runtime runs cp = 1. The data-parallel
+  // reduction and ZeRO shards span dp * cp ranks.
+  int cp = 1;
+  // Layers of each of the pp * vpp virtual stages; empty: balanced (each
+  // virtual stage L / V layers, the first L % V one more).
+  std::vector<int64_t> stage_layers;
+
+  int world() const { return tp * cp * dp * pp; }   // ranks (GPUs) the layout needs
+  int dp_cp() const { return dp * cp; }             // ranks holding the same parameters
+  int virtual_stages() const { return pp * vpp; }
+  bool operator==(const ParallelLayout&) const = default;
+  // The rank grid only, "tp=2 pp=2 dp=4" (layout_string has every field).
+  std::string to_string() const;
+
+  // Coordinates of a rank; fields in the order tp, pp, dp, cp.
+  struct Coord {
+    int tp = 0, pp = 0, dp = 0, cp = 0;
+  };
+  Coord coord(int rank) const {
+    return {rank % tp, rank / (tp * cp * dp), (rank / (tp * cp)) % dp, (rank / tp) % cp};
+  }
+  int rank_of(Coord c) const { return ((c.pp * dp + c.dp) * cp + c.cp) * tp + c.tp; }
+
+  // Member ranks of the groups `rank` belongs to, in group-rank order.
+  std::vector<int> tp_group(int rank) const;
+  std::vector<int> dp_group(int rank) const;  // same tp, cp and pp position
+  std::vector<int> pp_group(int rank) const;
+  // First and last pipeline stage of this (tp, dp, cp) position; empty if the
+  // rank is on neither or pp == 1.
+  std::vector<int> embedding_group(int rank) const;
+};
+
+// dp = 0 becomes world / (tp * cp * pp); call after check_layout passed.
+ParallelLayout with_world_size(ParallelLayout l, int world);
+
+// "tp=8,pp=4,dp=2,vpp=2,mb=1,zero=1,sp=1,recompute=selective,schedule=interleaved"
+// (cp=N when cp > 1, stage_layers=3/2/2/1 when given).
+std::string layout_string(const ParallelLayout& l);
+// Parses the same keys in any order; absent keys keep their defaults, dp may
+// be left out when gpus > 0 (dp = gpus / (tp * cp * pp)); the schedule follows
+// vpp unless given. Messages name the key and the fix. Whether the layout
+// fits a model is check_layout's (model/layout_check.h).
+Expected<ParallelLayout> parse_layout(const std::string& text, int gpus);
+
+}  // namespace tera
