@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "core/check.h"
 
@@ -49,12 +50,50 @@ Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const
   init_buffers(slots);
 }
 
+// Arena offsets of every activation buffer, with ModelSpec's names.
+struct Gpt::ActivationLayout {
+  struct Named {  // the buffers of one ModelSpec table, in its order
+    std::vector<std::string> names;
+    std::vector<int64_t> offsets;
+    void add(ArenaLayout& arena, const std::string& prefix, const BufferInfo& b) {
+      names.push_back(b.name);
+      offsets.push_back(arena.add(prefix + b.name, b.bytes() / 4));  // every buffer has 4-byte elements
+    }
+    std::vector<float*> at(const Arena& arena) const {
+      std::vector<float*> p;
+      for (int64_t o : offsets) p.push_back(arena.at(o));
+      return p;
+    }
+  };
+  struct SlotBuffers {  // one micro-batch in one chunk
+    int c, k;
+    Named boundary;             // chunk_activations
+    std::vector<Named> layers;  // saved_block_activations of each of the chunk's layers, in order
+  };
+  ArenaLayout arena{"activations"};
+  std::vector<SlotBuffers> slots;  // chunk by chunk, slot by slot
+  Named working;                   // block_activations: the recompute working set (full recompute only)
+};
+
 void Gpt::init_buffers(const std::vector<int>& slot_counts) {
   TERA_ASSERT(max_batch_ > 0);
   TERA_ASSERT(table_.tp() == tp_.size() && table_.tp_rank() == tp_.rank(), "table built for another tensor-parallel rank");
-  const StagePlan& plan = table_.plan();
-  TERA_ASSERT(slot_counts.size() == plan.chunks.size());
-  const int64_t p = tp_.size(), B = max_batch_, T = spec_.config().seq_len;
+  TERA_ASSERT(slot_counts.size() == table_.plan().chunks.size());
+  derive_local_sizes();
+  const ActivationLayout layout = lay_out_activations(slot_counts);
+  acts_ = Arena(layout.arena);
+  bind_recompute_working_set(layout);
+  bind_slots(layout);
+  lay_out_workspace();
+  bind_block_weight_offsets();
+  bind_wte_io_offsets();
+}
+
+// This rank's activation options and local widths: hidden, heads and FFN
+// split over the tensor-parallel group; its vocabulary columns [v0, v0 + Vl),
+// of which valid_vocab are real (the rest is padding).
+void Gpt::derive_local_sizes() {
+  const int64_t p = tp_.size();
   opts_ = ActivationOptions{.tp = p, .sequence_parallel = tp_.sequence_parallel(), .recompute = opts_.recompute};
   Cl_ = divide(spec_.config().hidden, p);
   Hl_ = divide(spec_.config().heads, p);
@@ -62,78 +101,86 @@ void Gpt::init_buffers(const std::vector<int>& slot_counts) {
   Vl_ = spec_.padded_vocab(p) / p;
   v0_ = tp_.rank() * Vl_;
   valid_vocab_ = std::clamp(spec_.config().vocab - v0_, int64_t{0}, Vl_);
+}
 
-  // Activations: per chunk, per slot, the chunk's boundary buffers then its
-  // layers' saved tables (ModelSpec::stage_activation_bytes counts the same);
-  // then the recompute working set. Every buffer has 4-byte elements.
-  ArenaLayout acts("activations");
-  struct Pending {
-    int c, k;
-    std::vector<int64_t> io;                  // offsets of chunk_activations buffers
-    std::vector<std::vector<int64_t>> layers;  // offsets of each layer's saved buffers
-  };
-  std::vector<Pending> pending;
+// Activations: per chunk, per slot, the chunk's boundary buffers then its
+// layers' saved tables (ModelSpec::stage_activation_bytes counts the same);
+// then the recompute working set. Arena names: "c<chunk>.s<slot>.<name>",
+// "c<chunk>.s<slot>.h.<layer>.<name>", "recompute.<name>".
+Gpt::ActivationLayout Gpt::lay_out_activations(const std::vector<int>& slot_counts) const {
+  const int64_t B = max_batch_, T = spec_.config().seq_len;
+  const StagePlan& plan = table_.plan();
+  ActivationLayout layout;
   for (size_t c = 0; c < plan.chunks.size(); ++c) {
     const ChunkPlan& ch = plan.chunks[c];
     for (int k = 0; k < slot_counts[c]; ++k) {
-      Pending pd{static_cast<int>(c), k, {}, {}};
+      ActivationLayout::SlotBuffers sb{static_cast<int>(c), k, {}, {}};
       const std::string pre = "c" + std::to_string(c) + ".s" + std::to_string(k) + ".";
-      for (const auto& b : spec_.chunk_activations(B, T, opts_, ch.embedding, ch.head)) pd.io.push_back(acts.add(pre + b.name, b.bytes() / 4));
+      for (const auto& b : spec_.chunk_activations(B, T, opts_, ch.embedding, ch.head)) sb.boundary.add(layout.arena, pre, b);
       for (int64_t l = ch.first_layer; l < ch.first_layer + ch.num_layers; ++l) {
-        pd.layers.emplace_back();
+        sb.layers.emplace_back();
         for (const auto& b : spec_.saved_block_activations(B, T, opts_)) {
-          pd.layers.back().push_back(acts.add(pre + "h." + std::to_string(l) + "." + b.name, b.bytes() / 4));
+          sb.layers.back().add(layout.arena, pre + "h." + std::to_string(l) + ".", b);
         }
       }
-      pending.push_back(std::move(pd));
+      layout.slots.push_back(std::move(sb));
     }
   }
-  std::vector<int64_t> working;
   if (opts_.recompute == Recompute::full) {
-    for (const auto& b : spec_.block_activations(B, T, opts_)) working.push_back(acts.add("recompute." + b.name, b.bytes() / 4));
+    for (const auto& b : spec_.block_activations(B, T, opts_)) layout.working.add(layout.arena, "recompute.", b);
   }
-  acts_ = Arena(acts);
-  auto full_set = [&](const std::vector<int64_t>& o) {
-    TERA_ASSERT(o.size() == 13);
-    BlockActs b;
-    float** f[13] = {&b.ln1, &b.ln1_mean, &b.ln1_rstd, &b.qkv, &b.probs, &b.atty, &b.res1,
-                     &b.ln2, &b.ln2_mean, &b.ln2_rstd, &b.fch, &b.fch_gelu, &b.out};
-    for (int i = 0; i < 13; ++i) *f[i] = acts_.at(o[static_cast<size_t>(i)]);
-    return b;
-  };
-  if (!working.empty()) recompute_acts_ = full_set(working);
+  return layout;
+}
+
+// Full recompute: the one block-sized working set that each block's forward
+// reruns into just before its backward (its `out` a scratch).
+void Gpt::bind_recompute_working_set(const ActivationLayout& layout) {
+  if (opts_.recompute != Recompute::full) return;
+  recompute_acts_ = bind_by_name(kBlockActRows, layout.working.names, layout.working.at(acts_), "block_activations");
+}
+
+// Each slot's views: its chunk's boundary buffers, by name (null where the
+// chunk has no use), and one BlockActs per layer: the layer's own saved
+// buffers, or under full recompute its saved output over the working set.
+void Gpt::bind_slots(const ActivationLayout& layout) {
+  const StagePlan& plan = table_.plan();
   slots_.assign(plan.chunks.size(), {});
-  for (const auto& pd : pending) {
-    const ChunkPlan& ch = plan.chunks[static_cast<size_t>(pd.c)];
+  for (const auto& sb : layout.slots) {
+    const std::vector<float*> ptrs = sb.boundary.at(acts_);
+    size_t found = 0;
+    auto at = [&](std::string_view name) -> float* {
+      for (size_t i = 0; i < ptrs.size(); ++i) {
+        if (sb.boundary.names[i] != name) continue;
+        ++found;
+        return ptrs[i];
+      }
+      return nullptr;
+    };
     Slot s;
-    size_t i = 0;
-    auto next = [&]() { return acts_.at(pd.io[i++]); };
-    if (ch.embedding) s.tokens = reinterpret_cast<int32_t*>(next());
-    s.input = next();
-    if (ch.head) {
-      s.targets = reinterpret_cast<int32_t*>(next());
-      s.losses = next();
-      s.dx_head = next();
-    } else {
-      s.grad_in = next();
-    }
-    if (!ch.embedding) s.grad_out = next();
-    TERA_ASSERT(i == pd.io.size());
-    for (const auto& o : pd.layers) {
+    s.tokens = reinterpret_cast<int32_t*>(at("tokens"));
+    s.input = at("input");
+    s.targets = reinterpret_cast<int32_t*>(at("targets"));
+    s.losses = at("losses");
+    s.dx_head = at("dx_head");
+    s.grad_in = at("grad_in");
+    s.grad_out = at("grad_out");
+    TERA_ASSERT(found == ptrs.size(), "chunk_activations lists a buffer Gpt::Slot has no field for");
+    for (const auto& saved : sb.layers) {
       if (opts_.recompute == Recompute::full) {
-        BlockActs b = recompute_acts_;  // everything in the working set but the saved output
-        TERA_ASSERT(o.size() == 1);
-        b.out = acts_.at(o[0]);
-        s.blocks.push_back(b);
+        s.blocks.push_back(bind_by_name(kFullRecomputeSavedRows, saved.names, saved.at(acts_),
+                                        "saved_block_activations (full recompute)", recompute_acts_));
       } else {
-        s.blocks.push_back(full_set(o));
+        s.blocks.push_back(bind_by_name(kBlockActRows, saved.names, saved.at(acts_), "saved_block_activations"));
       }
     }
-    slots_[static_cast<size_t>(pd.c)].push_back(std::move(s));
+    slots_[static_cast<size_t>(sb.c)].push_back(std::move(s));
   }
+}
 
+// Scratch shared by all micro-batches (ModelSpec::workspace), found by name.
+void Gpt::lay_out_workspace() {
   ArenaLayout work("workspace");
-  for (const auto& b : spec_.workspace(B, T, opts_)) work.add(b.name, b.bytes() / 4);
+  for (const auto& b : spec_.workspace(max_batch_, spec_.config().seq_len, opts_)) work.add(b.name, b.bytes() / 4);
   work_ = Arena(work);
   ws_.lnf = find_buffer(work_, work, "lnf");
   ws_.lnf_mean = find_buffer(work_, work, "lnf_mean");
@@ -145,19 +192,34 @@ void Gpt::init_buffers(const std::vector<int>& slot_counts) {
   ws_.dnarrow = find_buffer(work_, work, "dnarrow");
   ws_.lnf_shard = find_buffer(work_, work, "lnf_shard");  // sequence parallel only
   ws_.full = find_buffer(work_, work, "full");            // sequence parallel only
+}
 
-  static const char* kBlockTensors[12] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                                          "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                                          "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
-  block_offsets_.assign(static_cast<size_t>(spec_.config().layers), Offsets{});
+// Where each parameter of this stage's blocks sits in its unit: the unit's
+// entries (ModelSpec's names less "h.<layer>.") matched to kBlockWeightRows by
+// name. The same offsets index the unit's gradients (block_weights).
+void Gpt::bind_block_weight_offsets() {
+  block_offsets_.assign(static_cast<size_t>(spec_.config().layers), BlockWeightOffsets{});
   for (int64_t l = 0; l < spec_.config().layers; ++l) {
     const int u = table_.unit_of_layer(l);
     if (u < 0) continue;
-    for (int k = 0; k < 12; ++k) {
-      block_offsets_[static_cast<size_t>(l)].o[k] =
-          table_.at("h." + std::to_string(l) + "." + kBlockTensors[k]).offset - table_.units()[static_cast<size_t>(u)].begin;
+    const ParamUnit& unit = table_.units()[static_cast<size_t>(u)];
+    const std::string prefix = "h." + std::to_string(l) + ".";
+    std::vector<std::string> names;
+    std::vector<int64_t> offsets;
+    for (int i = unit.first_entry; i < unit.end_entry; ++i) {
+      const ParamEntry& e = table_.entries()[static_cast<size_t>(i)];
+      TERA_ASSERT(e.info->name.rfind(prefix, 0) == 0, e.info->name + " is not a tensor of block " + unit.name);
+      names.push_back(e.info->name.substr(prefix.size()));
+      offsets.push_back(e.offset - unit.begin);
     }
+    const std::vector<size_t> row = match_rows(kBlockWeightRows, names, "the parameters of " + unit.name);
+    for (size_t i = 0; i < names.size(); ++i) block_offsets_[static_cast<size_t>(l)][row[i]] = offsets[i];
   }
+}
+
+// Where wte sits in its unit and wpe, ln_f.weight, ln_f.bias in io (-1: not
+// on this stage).
+void Gpt::bind_wte_io_offsets() {
   auto unit_offset = [&](const char* name, int unit) {
     const ParamEntry* e = table_.find(name);
     return e == nullptr ? int64_t{-1} : e->offset - table_.units()[static_cast<size_t>(unit)].begin;
@@ -188,11 +250,12 @@ void Gpt::zero_grads() {
   own_memory_->zero_grads();
 }
 
-Gpt::BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
+BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
   float* b = const_cast<float*>(base);
-  const int64_t* o = block_offsets_[static_cast<size_t>(layer)].o;
-  return BlockWeights{b + o[0], b + o[1], b + o[2], b + o[3], b + o[4],  b + o[5],
-                      b + o[6], b + o[7], b + o[8], b + o[9], b + o[10], b + o[11]};
+  const BlockWeightOffsets& o = block_offsets_[static_cast<size_t>(layer)];
+  BlockWeights w{};
+  for (size_t r = 0; r < kBlockWeightRows.size(); ++r) w.*kBlockWeightRows[r].field = b + o[r];
+  return w;
 }
 
 Gpt::Weights Gpt::wte_io(const float* wte_base, const float* io_base) const {

@@ -31,6 +31,7 @@
 
 #include "core/arena.h"
 #include "kernels/backend.h"
+#include "model/block_tensors.h"
 #include "model/memory_report.h"
 #include "model/model_spec.h"
 #include "model/param_memory.h"
@@ -114,13 +115,8 @@ class Gpt {
   MemoryReport memory() const;  // bytes held by each buffer class
 
  private:
-  struct BlockWeights {
-    float *ln1_g, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_g, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
-  };
-  struct BlockActs {
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *probs, *atty, *res1, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
-        *out;
-  };
+  // A block's views (BlockWeights, BlockActs) and the tables binding them to
+  // ModelSpec's names are in model/block_tensors.h.
   // One micro-batch's buffers in one chunk (null where the chunk has no use).
   struct Slot {
     int32_t *tokens = nullptr, *targets = nullptr;
@@ -133,11 +129,19 @@ class Gpt {
   struct Weights {  // of the wte and io units (null where this stage has none)
     float *wte, *wpe, *lnf_g, *lnf_b;
   };
-  struct Offsets {  // of each tensor from the start of its unit
-    int64_t o[12];
-  };
+  struct ActivationLayout;  // arena offsets of every activation buffer (gpt.cpp)
 
+  // Allocates the activation and workspace arenas and binds every view, before
+  // step 1, by the steps below in this order (each commented in gpt.cpp).
   void init_buffers(const std::vector<int>& slots);
+  void derive_local_sizes();
+  ActivationLayout lay_out_activations(const std::vector<int>& slots) const;
+  void bind_recompute_working_set(const ActivationLayout& layout);
+  void bind_slots(const ActivationLayout& layout);
+  void lay_out_workspace();
+  void bind_block_weight_offsets();
+  void bind_wte_io_offsets();
+
   // Embedding (if the chunk has it) and the chunk's blocks, into slot (c, k).
   void forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T);
   BlockWeights block_weights(const float* base, int64_t layer) const;
@@ -180,10 +184,10 @@ class Gpt {
   ActivationOptions opts_;
   int64_t Cl_, Hl_, Fl_, Vl_, v0_, valid_vocab_;  // local widths; this rank's vocabulary columns [v0, v0 + Vl)
   Arena acts_, work_;
-  std::vector<std::vector<Slot>> slots_;  // [chunk][slot]
-  BlockActs recompute_acts_{};            // full recompute: the working set, its `out` a scratch
-  std::vector<Offsets> block_offsets_;    // per global layer (this stage's only)
-  int64_t wte_io_offsets_[4] = {};        // wte in its unit; wpe, ln_f.weight, ln_f.bias in io
+  std::vector<std::vector<Slot>> slots_;           // [chunk][slot]
+  BlockActs recompute_acts_{};                     // full recompute: the working set, its `out` a scratch
+  std::vector<BlockWeightOffsets> block_offsets_;  // per global layer (this stage's only)
+  int64_t wte_io_offsets_[4] = {};                 // wte in its unit; wpe, ln_f.weight, ln_f.bias in io
   Workspace ws_{};
 };
 

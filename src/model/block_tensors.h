@@ -1,0 +1,138 @@
+// The tensors of one GPT-2 block as model/gpt.cpp binds them: its parameters
+// (BlockWeights; the same struct views their gradients) and its activations
+// (BlockActs). Each struct has one table of {ModelSpec name, field}, the only
+// place that says which tensor a field is. Tables are matched to ModelSpec's
+// lists by name, never by position: match_rows asserts that every listed
+// tensor has a row and every row a tensor. Shape legend: model/gpt.h.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/check.h"
+
+namespace tera {
+
+// One block's parameters on this tensor-parallel rank, or their gradients.
+struct BlockWeights {
+  float* ln1_g;   // [C]
+  float* ln1_b;   // [C]
+  float* qkv_w;   // [3Cl, C]  column-parallel: this rank's heads of q | k | v
+  float* qkv_b;   // [3Cl]
+  float* proj_w;  // [C, Cl]   row-parallel
+  float* proj_b;  // [C]       replicated: added once, after the reduction
+  float* ln2_g;   // [C]
+  float* ln2_b;   // [C]
+  float* fc_w;    // [Fl, C]   column-parallel
+  float* fc_b;    // [Fl]
+  float* fcp_w;   // [C, Fl]   row-parallel
+  float* fcp_b;   // [C]       replicated
+};
+
+// What one block's forward writes for a micro-batch (ModelSpec::
+// block_activations of a GPT-2 block without flash attention or dropout).
+struct BlockActs {
+  float* ln1;       // [Nt, C]        LN_1(x), this rank's tokens under sp
+  float* ln1_mean;  // [Nt]
+  float* ln1_rstd;  // [Nt]
+  float* qkv;       // [N, 3Cl]
+  float* probs;     // [B, Hl, T, T]  attention probabilities
+  float* atty;      // [N, Cl]        attention output of the local heads
+  float* res1;      // [Nt, C]        x + attention
+  float* ln2;       // [Nt, C]
+  float* ln2_mean;  // [Nt]
+  float* ln2_rstd;  // [Nt]
+  float* fch;       // [N, Fl]        FC output before the GELU
+  float* fch_gelu;  // [N, Fl]
+  float* out;       // [Nt, C]        res1 + MLP: the next block's input
+};
+
+// A table row: the tensor's ModelSpec name and the field of S it binds to.
+template <typename S>
+struct TensorRow {
+  std::string_view name;
+  float* S::*field;
+};
+
+// Parameters, named as in ModelSpec::params() less the "h.<layer>." prefix.
+inline constexpr auto kBlockWeightRows = std::to_array<TensorRow<BlockWeights>>({
+    {"ln_1.weight", &BlockWeights::ln1_g},
+    {"ln_1.bias", &BlockWeights::ln1_b},
+    {"attn.c_attn.weight", &BlockWeights::qkv_w},
+    {"attn.c_attn.bias", &BlockWeights::qkv_b},
+    {"attn.c_proj.weight", &BlockWeights::proj_w},
+    {"attn.c_proj.bias", &BlockWeights::proj_b},
+    {"ln_2.weight", &BlockWeights::ln2_g},
+    {"ln_2.bias", &BlockWeights::ln2_b},
+    {"mlp.c_fc.weight", &BlockWeights::fc_w},
+    {"mlp.c_fc.bias", &BlockWeights::fc_b},
+    {"mlp.c_proj.weight", &BlockWeights::fcp_w},
+    {"mlp.c_proj.bias", &BlockWeights::fcp_b},
+});
+// Offsets of a block's parameters from the start of its unit, in kBlockWeightRows order.
+using BlockWeightOffsets = std::array<int64_t, kBlockWeightRows.size()>;
+
+// Activations, named as in ModelSpec::block_activations (which is also what
+// saved_block_activations keeps without recomputation).
+inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
+    {"ln1", &BlockActs::ln1},
+    {"ln1_mean", &BlockActs::ln1_mean},
+    {"ln1_rstd", &BlockActs::ln1_rstd},
+    {"qkv", &BlockActs::qkv},
+    {"probs", &BlockActs::probs},
+    {"atty", &BlockActs::atty},
+    {"res1", &BlockActs::res1},
+    {"ln2", &BlockActs::ln2},
+    {"ln2_mean", &BlockActs::ln2_mean},
+    {"ln2_rstd", &BlockActs::ln2_rstd},
+    {"fch", &BlockActs::fch},
+    {"fch_gelu", &BlockActs::fch_gelu},
+    {"out", &BlockActs::out},
+});
+
+// Under full recomputation a block keeps one buffer (saved_block_activations:
+// "x_in", one block input). The runtime keeps each block's output there, which
+// is the next block's input (the first block's is the chunk's input); the
+// rest of the block's BlockActs is the shared recompute working set.
+inline constexpr auto kFullRecomputeSavedRows = std::to_array<TensorRow<BlockActs>>({
+    {"x_in", &BlockActs::out},
+});
+
+// For each of `names` (a ModelSpec list), the index of its row in `rows`.
+// Asserts that every name has a row and every row exactly one name; `what`
+// names the list in the message.
+template <typename S, size_t R>
+std::vector<size_t> match_rows(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
+                               std::string_view what) {
+  std::array<bool, R> matched{};
+  std::vector<size_t> index;
+  for (const std::string& name : names) {
+    size_t r = 0;
+    while (r < R && rows[r].name != name) ++r;
+    TERA_ASSERT(r < R, std::string(what) + ": " + name + " has no row in model/block_tensors.h");
+    TERA_ASSERT(!matched[r], std::string(what) + ": " + name + " is listed twice");
+    matched[r] = true;
+    index.push_back(r);
+  }
+  for (size_t r = 0; r < R; ++r) {
+    TERA_ASSERT(matched[r], std::string(what) + ": the row " + std::string(rows[r].name) + " of model/block_tensors.h is not in the list");
+  }
+  return index;
+}
+
+// `s` with the field of each named buffer's row set to its pointer
+// (names[i] -> ptrs[i], matched by match_rows).
+template <typename S, size_t R>
+S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
+               const std::vector<float*>& ptrs, std::string_view what, S s = {}) {
+  TERA_ASSERT(names.size() == ptrs.size());
+  const std::vector<size_t> index = match_rows(rows, names, what);
+  for (size_t i = 0; i < names.size(); ++i) s.*rows[index[i]].field = ptrs[i];
+  return s;
+}
+
+}  // namespace tera

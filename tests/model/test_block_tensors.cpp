@@ -1,0 +1,89 @@
+// model/block_tensors.h: its tables match ModelSpec's lists by name, and a
+// list with a tensor the table lacks (or the other way round) fails loudly.
+#include "model/block_tensors.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "model/model_spec.h"
+
+namespace tera {
+namespace {
+
+ModelConfig small(MlpKind mlp = MlpKind::standard) {
+  return ModelConfig{.layers = 2, .hidden = 16, .heads = 4, .seq_len = 8, .vocab = 50, .mlp = mlp};
+}
+
+// ModelSpec's parameters of block `layer`, less the "h.<layer>." prefix.
+std::vector<std::string> block_param_names(const ModelSpec& spec, int layer) {
+  const std::string prefix = "h." + std::to_string(layer) + ".";
+  std::vector<std::string> names;
+  for (const auto& p : spec.params()) {
+    if (p.layer == layer) names.push_back(p.name.substr(prefix.size()));
+  }
+  return names;
+}
+
+std::vector<std::string> names_of(const std::vector<BufferInfo>& table) {
+  std::vector<std::string> names;
+  for (const auto& b : table) names.push_back(b.name);
+  return names;
+}
+
+TEST(BlockTensors, WeightRowsMatchModelSpecParameters) {
+  const ModelSpec spec(small());
+  for (int l = 0; l < 2; ++l) {
+    const std::vector<std::string> names = block_param_names(spec, l);
+    const std::vector<size_t> row = match_rows(kBlockWeightRows, names, "test");
+    ASSERT_EQ(row.size(), kBlockWeightRows.size());
+    for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(kBlockWeightRows[row[i]].name, names[i]);
+  }
+}
+
+TEST(BlockTensors, ActRowsMatchBlockActivations) {
+  const ModelSpec spec(small());
+  for (bool sp : {false, true}) {
+    const ActivationOptions o{.tp = 2, .sequence_parallel = sp};
+    EXPECT_EQ(match_rows(kBlockActRows, names_of(spec.block_activations(2, 8, o)), "test").size(), kBlockActRows.size());
+    EXPECT_EQ(match_rows(kBlockActRows, names_of(spec.saved_block_activations(2, 8, o)), "test").size(),
+              kBlockActRows.size());
+  }
+  const ActivationOptions full{.recompute = Recompute::full};
+  EXPECT_EQ(match_rows(kFullRecomputeSavedRows, names_of(spec.saved_block_activations(2, 8, full)), "test").size(), 1u);
+}
+
+TEST(BlockTensors, BindByNameFollowsNamesNotPositions) {
+  float a = 0, b = 0;
+  // Listed in the reverse of the table's order: each pointer still lands in its named field.
+  std::vector<std::string> names;
+  std::vector<float*> ptrs;
+  for (size_t r = kBlockActRows.size(); r-- > 0;) {
+    names.emplace_back(kBlockActRows[r].name);
+    ptrs.push_back(names.back() == "qkv" ? &a : &b);
+  }
+  const BlockActs acts = bind_by_name(kBlockActRows, names, ptrs, "test");
+  EXPECT_EQ(acts.qkv, &a);
+  EXPECT_EQ(acts.ln1, &b);
+  EXPECT_EQ(acts.out, &b);
+}
+
+TEST(BlockTensorsDeathTest, ATensorWithoutARowAsserts) {
+  // The gated MLP adds mlp.c_gate.*, which the GPT-2 block has no field for.
+  const ModelSpec spec(small(MlpKind::gated));
+  EXPECT_DEATH((void)match_rows(kBlockWeightRows, block_param_names(spec, 0), "h.0"), "mlp.c_gate.weight has no row");
+}
+
+TEST(BlockTensorsDeathTest, ARowWithoutATensorAsserts) {
+  const ModelSpec spec(small());
+  const ActivationOptions flash{.flash_attention = true};  // softmax_lse instead of probs
+  EXPECT_DEATH((void)match_rows(kBlockActRows, names_of(spec.block_activations(2, 8, flash)), "acts"),
+               "softmax_lse has no row");
+  std::vector<std::string> names = names_of(spec.block_activations(2, 8));
+  names.pop_back();  // "out"
+  EXPECT_DEATH((void)match_rows(kBlockActRows, names, "acts"), "the row out of model/block_tensors.h is not in the list");
+}
+
+}  // namespace
+}  // namespace tera
