@@ -230,20 +230,19 @@ std::vector<TimedBytes> time_all_reduces(Communicator& world, double budget) {
   return out;
 }
 
-int run_calibrate(const CalibrateArgs& a) {
-  auto world = CommWorld::init();
-  Communicator& comm = world->world();
-  const bool mpi = world->is_mpi() && comm.size() >= 2;
-  const bool first = comm.rank() == 0;
+// Under MPI without OMP_NUM_THREADS, as `tera train`: the node's cores shared evenly among its ranks.
+void set_rank_threads(const CommWorld& world, bool mpi) {
   if (mpi && std::getenv("OMP_NUM_THREADS") == nullptr) {
-    // As `tera train`: the node's cores shared evenly among its ranks.
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    omp_set_num_threads(std::max(1, cores / std::max(1, world->local_size())));
+    omp_set_num_threads(std::max(1, cores / std::max(1, world.local_size())));
   }
-  const int threads = omp_get_max_threads();
-  // The output before any measuring (rank 0 writes it; every rank stops together).
+}
+
+// Checks --out before any measuring (rank 0 checks; every rank stops
+// together); false, printed by rank 0, when it is unusable.
+bool check_out(const CalibrateArgs& a, Communicator& comm) {
+  const bool first = comm.rank() == 0;
   std::string out_error;
-  const CreatedDirsGuard created(first && !a.out.empty() ? parent_dir(a.out) : std::string());
   if (first) {
     const Status s = a.out.empty() ? Status::error("--out: no default location (neither XDG_CONFIG_HOME nor HOME is "
                                                    "set); pass --out FILE")
@@ -252,27 +251,31 @@ int run_calibrate(const CalibrateArgs& a) {
   }
   if (comm.all_reduce_max(out_error.empty() ? 0.0 : 1.0) > 0) {
     if (first) print_error(out_error);
-    return kExitBadInput;
+    return false;
   }
-  if (first) {
-    fmt::print("tera calibrate: {} threads{}, GEMM library {}\n", threads,
-               mpi ? fmt::format(" per rank, {} MPI ranks measuring at once", comm.size()) : "",
-               cpu_backend().gemm_library);
-  }
-  // The runtime's own kernels at transformer-block shapes; with MPI every
-  // rank measures at once (they share the cores as training ranks do) and
-  // the mean over ranks is what a rank gets.
-  RuntimeTimings rt = time_runtime_ops(cpu_backend(), a.seconds_per_shape, 3);
+  return true;
+}
+
+// The runtime's own kernels at transformer-block shapes; with MPI every
+// rank measures at once (they share the cores as training ranks do) and
+// the mean over ranks is what a rank gets.
+RuntimeTimings measure_runtime(Communicator& comm, bool mpi, double seconds_per_shape) {
+  RuntimeTimings rt = time_runtime_ops(cpu_backend(), seconds_per_shape, 3);
   if (mpi) {
     std::vector<double> flat = rt.flat();
     comm.all_reduce(flat.data(), static_cast<int64_t>(flat.size()), CommType::f64, ReduceOp::sum);
     for (double& x : flat) x /= comm.size();
     rt.set_flat(flat);
   }
-  // GEMM curve: a linear layer's forward is the cost model's GEMM (m=N, n=O,
-  // k=I); its backward two GEMMs of the same dims (the curve is symmetric).
+  return rt;
+}
+
+// GEMM curve: a linear layer's forward is the cost model's GEMM (m=N, n=O,
+// k=I); its backward two GEMMs of the same dims (the curve is symmetric).
+// Rank 0 prints each layer's rates; `record` gets the table of them.
+GemmFit fit_linear_layers(const RuntimeTimings& rt, bool first, std::string* record) {
   std::vector<GemmSample> samples;
-  std::string record = "linear = [\n";
+  *record = "linear = [\n";
   for (const LinearTiming& l : rt.linear) {
     const double flops = 2.0 * static_cast<double>(l.N * l.I * l.O);
     const double m = static_cast<double>(l.N), n = static_cast<double>(l.O), k = static_cast<double>(l.I);
@@ -282,20 +285,23 @@ int run_calibrate(const CalibrateArgs& a) {
       fmt::print("  linear N={:<5} in={:<5} out={:<5} forward {:6.1f} GFLOP/s, backward {:6.1f} GFLOP/s\n", l.N, l.I, l.O,
                  flops / l.forward_s / 1e9, 2 * flops / l.backward_s / 1e9);
     }
-    record += fmt::format("  [{}, {}, {}, {:.4g}, {:.4g}],\n", l.N, l.I, l.O, flops / l.forward_s / 1e9,
-                          2 * flops / l.backward_s / 1e9);
+    *record += fmt::format("  [{}, {}, {}, {:.4g}, {:.4g}],\n", l.N, l.I, l.O, flops / l.forward_s / 1e9,
+                           2 * flops / l.backward_s / 1e9);
   }
-  record += "]  # N, in, out, forward GFLOP/s, backward GFLOP/s\n";
-  const GemmFit fit = fit_gemm_curve(samples);
-  // The same kernels inside real training steps (one rank each; with MPI all
-  // ranks at once), on two reference shapes unlike any benchmark's.
+  *record += "]  # N, in, out, forward GFLOP/s, backward GFLOP/s\n";
+  return fit_gemm_curve(samples);
+}
+
+// The same kernels inside real training steps (one rank each; with MPI all
+// ranks at once), on two reference shapes unlike any benchmark's, in a
+// scratch directory removed afterwards. Returns what failed ("" when none did).
+std::string time_in_training(Communicator& comm, std::vector<InSituTimes>* insitu) {
   const std::filesystem::path work = std::filesystem::temp_directory_path() /
                                      fmt::format("tera-calibrate-{}-{}", static_cast<long>(getpid()), comm.rank());
   std::filesystem::create_directories(work);
   const std::string corpus = (work / "corpus.txt").string();
   std::string failure;
   if (Status st = write_calibration_corpus(corpus); !st) failure = "cannot write " + corpus + ": " + st.message();
-  std::vector<InSituTimes> insitu;
   for (const auto& [layers, hidden, heads, seq, mb] : {std::array<int64_t, 5>{2, 96, 3, 128, 2}, {2, 384, 6, 256, 1}}) {
     if (!failure.empty()) break;
     ModelConfig mc;
@@ -306,95 +312,125 @@ int run_calibrate(const CalibrateArgs& a) {
     mc.vocab = 256;
     auto t = time_training(cpu_backend(), mc, mb, 2, 2, 6, corpus, (work / "out").string());
     if (!t) failure = "the in-training run failed: " + t.error();
-    else insitu.push_back(*t);
+    else insitu->push_back(*t);
   }
   std::error_code ignored;
   std::filesystem::remove_all(work, ignored);
-  // Every rank stops together (a lone early return would leave the others in a collective).
-  if (comm.all_reduce_max(failure.empty() ? 0.0 : 1.0) > 0) {
-    if (!failure.empty()) print_error("calibrate: " + failure);
-    return kExitFailure;
+  return failure;
+}
+
+// Each in-training time replaced by its mean over the ranks.
+void mean_over_ranks(Communicator& comm, std::vector<InSituTimes>* insitu) {
+  for (InSituTimes& t : *insitu) {
+    double v[4] = {t.gemm_s, t.attention_s, t.memory_s, t.step_s};
+    comm.all_reduce(v, 4, CommType::f64, ReduceOp::sum);
+    t.gemm_s = v[0] / comm.size();
+    t.attention_s = v[1] / comm.size();
+    t.memory_s = v[2] / comm.size();
+    t.step_s = v[3] / comm.size();
   }
-  if (mpi) {
-    for (InSituTimes& t : insitu) {
-      double v[4] = {t.gemm_s, t.attention_s, t.memory_s, t.step_s};
-      comm.all_reduce(v, 4, CommType::f64, ReduceOp::sum);
-      t.gemm_s = v[0] / comm.size();
-      t.attention_s = v[1] / comm.size();
-      t.memory_s = v[2] / comm.size();
-      t.step_s = v[3] / comm.size();
-    }
-  }
-  double bw = triad_bandwidth(4 * a.seconds_per_shape);
+}
+
+// Everything one calibration measured (the means over ranks with MPI).
+struct Measured {
+  int threads = 0;
+  int ranks = 1;  // "GPUs" of the node: the MPI ranks, else 1
+  bool mpi = false;
+  RuntimeTimings rt;
+  GemmFit fit;
+  std::string record;  // the linear-layer table and memory-op comments for [calibration]
+  std::vector<InSituTimes> insitu;
+  double bw = 0;  // triad bytes/s
   MpiLink link;
   std::vector<TimedBytes> all_reduces;
-  if (mpi) {
-    bw = comm.all_reduce_sum(bw) / comm.size();
-    link = measure_mpi_link(comm, 2 * a.seconds_per_shape);
-    all_reduces = time_all_reduces(comm, a.seconds_per_shape);
-  }
-  if (!first) return kExitOk;
-  for (const MemoryOpTiming& m : rt.memory) {
-    record += fmt::format("# {} {:.0f} bytes: {:.2f} us\n", m.op, m.bytes, m.seconds * 1e6);
-  }
-  if (mpi) {
-    fmt::print("  MPI ping-pong rank 0 <-> 1: latency {:.2f} us, bandwidth {:.2f} GB/s\n", link.alpha * 1e6, link.bw / 1e9);
-  }
-  fmt::print("  GEMM fit: {:.1f} GFLOP/s x f(m) f(n) f(k), half dim {:.0f} (rms error {:.1f}%)\n", fit.peak / 1e9,
-             fit.half_dim, 100 * fit.rms_rel_error);
-  fmt::print("  triad bandwidth {:.1f} GB/s\n", bw / 1e9);
+};
 
+// Memory bandwidth, and with MPI the ping-pong link and the all-reduces. Collective.
+void measure_links(Communicator& comm, double seconds_per_shape, Measured* m) {
+  m->bw = triad_bandwidth(4 * seconds_per_shape);
+  if (m->mpi) {
+    m->bw = comm.all_reduce_sum(m->bw) / comm.size();
+    m->link = measure_mpi_link(comm, 2 * seconds_per_shape);
+    m->all_reduces = time_all_reduces(comm, seconds_per_shape);
+  }
+}
+
+// Rank 0's lines for the memory-op record, the MPI link, the GEMM fit and the triad bandwidth.
+void report_measured(Measured* m) {
+  for (const MemoryOpTiming& op : m->rt.memory) {
+    m->record += fmt::format("# {} {:.0f} bytes: {:.2f} us\n", op.op, op.bytes, op.seconds * 1e6);
+  }
+  if (m->mpi) {
+    fmt::print("  MPI ping-pong rank 0 <-> 1: latency {:.2f} us, bandwidth {:.2f} GB/s\n", m->link.alpha * 1e6,
+               m->link.bw / 1e9);
+  }
+  fmt::print("  GEMM fit: {:.1f} GFLOP/s x f(m) f(n) f(k), half dim {:.0f} (rms error {:.1f}%)\n", m->fit.peak / 1e9,
+             m->fit.half_dim, 100 * m->fit.rms_rel_error);
+  fmt::print("  triad bandwidth {:.1f} GB/s\n", m->bw / 1e9);
+}
+
+// The preset's GPU, node and link keys from the measurements; without MPI
+// the links are a shared-memory guess.
+Cluster base_cluster(const Measured& m) {
   Cluster c;
   c.name = "local";
-  c.gpu.name = fmt::format("cpu-{}-threads", threads);
-  c.gpu.peak_flops_32 = fit.peak;
+  c.gpu.name = fmt::format("cpu-{}-threads", m.threads);
+  c.gpu.peak_flops_32 = m.fit.peak;
   c.gpu.memory_bytes = system_memory_bytes();
-  c.gpu.hbm_bw = bw;
-  // One node of `ranks` "GPUs"; without MPI the links are a shared-memory guess.
-  const int ranks = mpi ? comm.size() : 1;
+  c.gpu.hbm_bw = m.bw;
+  // One node of `ranks` "GPUs".
+  const int ranks = m.ranks;
   c.node.gpus = ranks;
   c.node.package_gpus = 1;
-  c.node.intra_bw = c.node.package_bw = mpi ? link.bw : bw / 2;
+  c.node.intra_bw = c.node.package_bw = m.mpi ? m.link.bw : m.bw / 2;
   c.node.nics = 1;
-  c.node.nic_bw = (mpi ? link.bw : bw / 2) * ranks;  // per GPU: nic_bw * nics / gpus = the link
-  c.eff.gemm_half_dim = fit.half_dim;
+  c.node.nic_bw = (m.mpi ? m.link.bw : m.bw / 2) * ranks;  // per GPU: nic_bw * nics / gpus = the link
+  c.eff.gemm_half_dim = m.fit.half_dim;
   c.eff.flash = 0.5;  // unused: the CPU runtime has no fused attention kernel
   c.eff.intra_link = c.eff.inter_link = 1.0;
-  c.eff.alpha_intra = c.eff.alpha_inter = mpi ? link.alpha : 2e-6;
-  if (mpi) {
-    // What a real all-reduce costs beyond the ping-pong (the reduction, its
-    // synchronisation): the cost model's all-reduce over the K ranks is
-    // 2 (K-1) alpha + 2 (K-1)/K bytes / (intra_gb_s * intra_link).
-    const OverheadBandwidthFit ar = fit_overhead_bandwidth(all_reduces);
-    const double steps = 2.0 * (ranks - 1), factor = 2.0 * (ranks - 1) / ranks;
-    c.eff.alpha_intra = c.eff.alpha_inter = std::max(link.alpha, ar.overhead / steps);
-    const double busbw = ar.bytes_per_s * factor;
-    c.eff.intra_link = c.eff.inter_link = std::clamp(busbw / link.bw, 0.01, 1.0);
-    for (const TimedBytes& t : all_reduces) {
-      fmt::print("  all-reduce over {} ranks, {:>7.0f} KiB: {:8.1f} us\n", ranks, t.bytes / 1024, t.seconds * 1e6);
-    }
-    fmt::print("  all-reduce fit: {:.1f} us + bytes / {:.2f} GB/s (rms error {:.1f}%): alpha {:.2f} us, link "
-               "efficiency {:.3g} of the ping-pong bandwidth\n",
-               ar.overhead * 1e6, ar.bytes_per_s / 1e9, 100 * ar.rms_rel_error, c.eff.alpha_intra * 1e6,
-               c.eff.intra_link);
+  c.eff.alpha_intra = c.eff.alpha_inter = m.mpi ? m.link.alpha : 2e-6;
+  return c;
+}
+
+// What a real all-reduce costs beyond the ping-pong (the reduction, its
+// synchronisation): the cost model's all-reduce over the K ranks is
+// 2 (K-1) alpha + 2 (K-1)/K bytes / (intra_gb_s * intra_link). Prints the fit.
+void fit_all_reduce(const Measured& m, Cluster* c) {
+  const int ranks = m.ranks;
+  const OverheadBandwidthFit ar = fit_overhead_bandwidth(m.all_reduces);
+  const double steps = 2.0 * (ranks - 1), factor = 2.0 * (ranks - 1) / ranks;
+  c->eff.alpha_intra = c->eff.alpha_inter = std::max(m.link.alpha, ar.overhead / steps);
+  const double busbw = ar.bytes_per_s * factor;
+  c->eff.intra_link = c->eff.inter_link = std::clamp(busbw / m.link.bw, 0.01, 1.0);
+  for (const TimedBytes& t : m.all_reduces) {
+    fmt::print("  all-reduce over {} ranks, {:>7.0f} KiB: {:8.1f} us\n", ranks, t.bytes / 1024, t.seconds * 1e6);
   }
-  c.eff.gemm_max = 1.0;  // until the in-training runs below set it
-  // Memory-bound ops in isolation: the per-op overhead (the intercept).
+  fmt::print("  all-reduce fit: {:.1f} us + bytes / {:.2f} GB/s (rms error {:.1f}%): alpha {:.2f} us, link "
+             "efficiency {:.3g} of the ping-pong bandwidth\n",
+             ar.overhead * 1e6, ar.bytes_per_s / 1e9, 100 * ar.rms_rel_error, c->eff.alpha_intra * 1e6,
+             c->eff.intra_link);
+}
+
+// Memory-bound ops in isolation: the per-op overhead (the intercept) and a first hbm efficiency.
+void fit_memory_alone(const Measured& m, Cluster* c) {
   std::vector<TimedBytes> mem;
-  for (const MemoryOpTiming& m : rt.memory) mem.push_back({m.bytes, m.seconds});
+  for (const MemoryOpTiming& op : m.rt.memory) mem.push_back({op.bytes, op.seconds});
   const OverheadBandwidthFit mfit = fit_overhead_bandwidth(mem);
-  c.eff.kernel_overhead = mfit.overhead;
-  c.eff.hbm = std::clamp(mfit.bytes_per_s / bw, 0.01, 1.0);
+  c->eff.kernel_overhead = mfit.overhead;
+  c->eff.hbm = std::clamp(mfit.bytes_per_s / m.bw, 0.01, 1.0);
   fmt::print("  memory-bound kernels alone: {:.2f} us per op + bytes / {:.1f} GB/s (rms error {:.1f}%)\n",
              mfit.overhead * 1e6, mfit.bytes_per_s / 1e9, 100 * mfit.rms_rel_error);
-  // Inside training steps, per op class, summed over the reference runs:
-  //   GEMMs:     gemm_max = what the curve predicts / what the steps took (<= 1)
-  //   memory:    hbm from the bytes and the time left after the per-op overhead
-  //   attention: fraction of peak on its matmul FLOPs, after softmax and overheads
+}
+
+// Inside training steps, summed over the reference runs:
+//   GEMMs:  gemm_max = what the curve predicts / what the steps took (<= 1)
+//   memory: hbm from the bytes and the time left after the per-op overhead
+// Prints each run; returns each run's op counts (they do not depend on the efficiencies fitted here).
+std::vector<StepOps> fit_gemm_and_memory(const Measured& m, Cluster* c) {
   double gemm_pred = 0, gemm_meas = 0, mem_ops = 0, mem_bytes = 0, mem_meas = 0;
-  std::vector<StepOps> counted;  // op counts do not depend on the efficiencies fitted here
-  for (const InSituTimes& t : insitu) {
-    const StepOps ops = count_step_ops(t.model, t.micro_batch, t.micro_batches, c);
+  std::vector<StepOps> counted;
+  for (const InSituTimes& t : m.insitu) {
+    const StepOps ops = count_step_ops(t.model, t.micro_batch, t.micro_batches, *c);
     counted.push_back(ops);
     gemm_pred += ops.gemm_s;
     gemm_meas += t.gemm_s;
@@ -406,33 +442,56 @@ int run_calibrate(const CalibrateArgs& a) {
                t.model.layers, t.model.hidden, t.model.seq_len, t.micro_batch, t.gemm_s * 1e3, ops.gemm_s * 1e3,
                t.attention_s * 1e3, t.memory_s * 1e3, t.step_s * 1e3);
   }
-  c.eff.gemm_max = std::clamp(gemm_pred / gemm_meas, 0.05, 1.0);
-  const double mem_transfer = mem_meas - mem_ops * c.eff.kernel_overhead;
-  if (mem_transfer > 0) c.eff.hbm = std::clamp(mem_bytes / (bw * mem_transfer), 0.01, 1.0);
+  c->eff.gemm_max = std::clamp(gemm_pred / gemm_meas, 0.05, 1.0);
+  const double mem_transfer = mem_meas - mem_ops * c->eff.kernel_overhead;
+  if (mem_transfer > 0) c->eff.hbm = std::clamp(mem_bytes / (m.bw * mem_transfer), 0.01, 1.0);
+  return counted;
+}
+
+// Attention inside training steps: the fraction of peak on its matmul FLOPs
+// and the per-score (softmax) cost together; if the two references cannot
+// separate them, the matmuls carry it all. Prints the fitted efficiencies.
+void fit_attention(const Measured& m, const std::vector<StepOps>& counted, Cluster* c) {
   std::vector<AttentionSample2> att2;  // matmuls and softmax apart
   std::vector<AttentionSample> att;    // softmax priced at hbm, matmuls carry the rest
-  for (size_t i = 0; i < insitu.size(); ++i) {
+  for (size_t i = 0; i < m.insitu.size(); ++i) {
     const StepOps& ops = counted[i];
-    const double overhead = ops.attention_ops * c.eff.kernel_overhead;
-    att2.push_back({ops.attention_flops, ops.attention_bytes, overhead, insitu[i].attention_s});
-    att.push_back({ops.attention_flops, overhead + ops.attention_bytes / (c.gpu.hbm_bw * c.eff.hbm),
-                   insitu[i].attention_s});
+    const double overhead = ops.attention_ops * c->eff.kernel_overhead;
+    att2.push_back({ops.attention_flops, ops.attention_bytes, overhead, m.insitu[i].attention_s});
+    att.push_back({ops.attention_flops, overhead + ops.attention_bytes / (c->gpu.hbm_bw * c->eff.hbm),
+                   m.insitu[i].attention_s});
   }
-  // Matmul efficiency and per-score (softmax) cost together; if the two
-  // references cannot separate them, the matmuls carry it all.
-  if (!fit_attention_two(att2, c.gpu.peak_flops_32, c.gpu.hbm_bw, &c.eff.attention, &c.eff.softmax) ||
-      c.eff.attention > 1 || c.eff.softmax > 1) {
-    c.eff.softmax = 0;
-    c.eff.attention = fit_attention_efficiency(att, c.gpu.peak_flops_32);
+  if (!fit_attention_two(att2, c->gpu.peak_flops_32, c->gpu.hbm_bw, &c->eff.attention, &c->eff.softmax) ||
+      c->eff.attention > 1 || c->eff.softmax > 1) {
+    c->eff.softmax = 0;
+    c->eff.attention = fit_attention_efficiency(att, c->gpu.peak_flops_32);
   }
   fmt::print("  fitted: gemm_max {:.3g}, hbm {:.3g} of triad, kernel overhead {:.2f} us, attention {:.3g} of peak, "
              "softmax {:.3g} of triad{}\n",
-             c.eff.gemm_max, c.eff.hbm, c.eff.kernel_overhead * 1e6, c.eff.attention, c.eff.softmax,
-             c.eff.softmax > 0 ? "" : " (not separable: as hbm)");
+             c->eff.gemm_max, c->eff.hbm, c->eff.kernel_overhead * 1e6, c->eff.attention, c->eff.softmax,
+             c->eff.softmax > 0 ? "" : " (not separable: as hbm)");
+}
+
+// The `local` preset fitted from the measurements, in order: links, memory-bound
+// ops alone, then the in-training classes; prints each fit.
+Cluster fit_cluster(const Measured& m) {
+  Cluster c = base_cluster(m);
+  if (m.mpi) fit_all_reduce(m, &c);
+  c.eff.gemm_max = 1.0;  // until the in-training runs below set it
+  fit_memory_alone(m, &c);
+  const std::vector<StepOps> counted = fit_gemm_and_memory(m, &c);
+  fit_attention(m, counted, &c);
   c.stack.flash_attention = false;
   c.stack.dropout = false;  // tera's CPU runtime has no dropout
   c.memory.reserved_bytes = 0.25 * (1 << 30);
   c.memory.fragmentation = 0.05;
+  return c;
+}
+
+// The preset file's text: a header saying how it was measured, the cluster, and a [calibration] table.
+std::string preset_text(const Cluster& c, const Measured& m) {
+  const bool mpi = m.mpi;
+  const int threads = m.threads, ranks = m.ranks;
   const std::string header = fmt::format(
       "# This machine, measured by `tera calibrate` ({} threads{}, {}). The runtime's linear\n"
       "# layers fitted to the planner's GEMM curve (peak_tflops_32 = its asymptotic rate); STREAM\n"
@@ -448,27 +507,64 @@ int run_calibrate(const CalibrateArgs& a) {
   std::string text = cluster_to_toml(c, header);
   text += fmt::format("\n[calibration]\nthreads = {}\nranks = {}\ngemm_fit_rms_rel_error = {:.4g}\ntriad_gb_s = {:.4g}\n"
                       "mpi_measured = {}\n{}{}",
-                      threads, ranks, fit.rms_rel_error, bw / 1e9, mpi ? "true" : "false",
-                      mpi ? fmt::format("mpi_latency_us = {:.4g}\nmpi_bandwidth_gb_s = {:.4g}\n", link.alpha * 1e6, link.bw / 1e9) : "",
-                      record);
-  // The preset must read back (same parser as every preset).
-  if (auto back = parse_cluster_toml(text, a.out); !back.ok()) {
+                      threads, ranks, m.fit.rms_rel_error, m.bw / 1e9, mpi ? "true" : "false",
+                      mpi ? fmt::format("mpi_latency_us = {:.4g}\nmpi_bandwidth_gb_s = {:.4g}\n", m.link.alpha * 1e6, m.link.bw / 1e9) : "",
+                      m.record);
+  return text;
+}
+
+// Writes the preset atomically to `out` once it reads back (same parser as every preset); the exit code.
+int write_preset(const std::string& out, const std::string& text) {
+  if (auto back = parse_cluster_toml(text, out); !back.ok()) {
     print_error("calibrate produced an unreadable preset: " + back.error());
     return kExitFailure;
   }
-  auto f = AtomicFile::create(a.out);
+  auto f = AtomicFile::create(out);
   if (!f.ok()) {
-    print_error("--out " + a.out + ": " + f.error());
+    print_error("--out " + out + ": " + f.error());
     return kExitBadInput;
   }
   Status st = f->write(text.data(), text.size());
   if (st) st = f->commit();
   if (!st) {
-    print_error("--out " + a.out + ": " + st.message());
+    print_error("--out " + out + ": " + st.message());
     return kExitFailure;
   }
-  fmt::print("wrote {}; plan with it as --cluster {}\n", a.out, a.out);
+  fmt::print("wrote {}; plan with it as --cluster {}\n", out, out);
   return kExitOk;
+}
+
+// `tera calibrate`: every rank measures; rank 0 fits the preset and writes it.
+int run_calibrate(const CalibrateArgs& a) {
+  auto world = CommWorld::init();
+  Communicator& comm = world->world();
+  Measured m;
+  m.mpi = world->is_mpi() && comm.size() >= 2;
+  m.ranks = m.mpi ? comm.size() : 1;
+  const bool first = comm.rank() == 0;
+  set_rank_threads(*world, m.mpi);
+  m.threads = omp_get_max_threads();
+  const CreatedDirsGuard created(first && !a.out.empty() ? parent_dir(a.out) : std::string());
+  if (!check_out(a, comm)) return kExitBadInput;
+  if (first) {
+    fmt::print("tera calibrate: {} threads{}, GEMM library {}\n", m.threads,
+               m.mpi ? fmt::format(" per rank, {} MPI ranks measuring at once", comm.size()) : "",
+               cpu_backend().gemm_library);
+  }
+  m.rt = measure_runtime(comm, m.mpi, a.seconds_per_shape);
+  m.fit = fit_linear_layers(m.rt, first, &m.record);
+  const std::string failure = time_in_training(comm, &m.insitu);
+  // Every rank stops together (a lone early return would leave the others in a collective).
+  if (comm.all_reduce_max(failure.empty() ? 0.0 : 1.0) > 0) {
+    if (!failure.empty()) print_error("calibrate: " + failure);
+    return kExitFailure;
+  }
+  if (m.mpi) mean_over_ranks(comm, &m.insitu);
+  measure_links(comm, a.seconds_per_shape, &m);
+  if (!first) return kExitOk;
+  report_measured(&m);
+  const Cluster c = fit_cluster(m);
+  return write_preset(a.out, preset_text(c, m));
 }
 
 }  // namespace

@@ -73,6 +73,211 @@ int threads_per_rank(const CommWorld& world) {
   return std::max(1, cores / std::max(1, world.local_size()));
 }
 
+// Checks --metrics and --trace before any work (out.dir and ckpt.dir are the
+// trainer's, which also locks them); false, printed by rank 0, when one is unusable.
+bool check_output_flags(const TrainArgs& args, Communicator& comm) {
+  const bool first = comm.rank() == 0;
+  Status outputs = ok_status();
+  if (first) {
+    for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics", args.metrics}, {"--trace", args.trace}}) {
+      if (!path.empty() && outputs) outputs = probe_output_file(path, flag);
+    }
+  }
+  if (comm.all_reduce_max(outputs ? 0.0 : 1.0) > 0) {
+    if (first) print_error(outputs.message());
+    return false;
+  }
+  return true;
+}
+
+// Opens --metrics on rank 0: a resumed run keeps the lines up to its step and
+// appends. False, printed by rank 0, when it cannot (every rank learns it).
+bool open_metrics(const TrainArgs& args, const Trainer& tr, Communicator& comm, std::ofstream* metrics) {
+  const bool first = comm.rank() == 0;
+  Status metrics_st = ok_status();
+  if (first && !args.metrics.empty()) {
+    if (tr.resumed()) metrics_st = truncate_metrics(args.metrics, tr.next_step());
+    if (metrics_st) {
+      metrics->open(args.metrics, tr.resumed() ? std::ios::out | std::ios::app : std::ios::out | std::ios::trunc);
+      if (!*metrics) metrics_st = Status::error("--metrics " + args.metrics + ": cannot open for writing");
+    }
+  }
+  if (comm.all_reduce_max(metrics_st ? 0.0 : 1.0) > 0) {
+    if (first) print_error(metrics_st.message());
+    return false;
+  }
+  return true;
+}
+
+// The run's header, printed by rank 0 unless --quiet: model, data, layout,
+// batch, every rank's memory in rank order, compute. Collective (the memory gather).
+void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr, Communicator& comm,
+                  const CommWorld& world) {
+  const ModelSpec& spec = tr.spec();
+  const TrainConfig& tc = cfg.train;
+  const Groups& g = tr.groups();
+  const MemoryReport mem = tr.memory();
+  std::vector<int64_t> mine = {mem.params, mem.grads, mem.optimizer, mem.activations, mem.workspace};
+  std::vector<int64_t> all(static_cast<size_t>(5 * comm.size()));
+  comm.all_gather(mine.data(), all.data(), 5, CommType::i64);
+  if (comm.rank() != 0 || args.quiet) return;
+  fmt::print("tera train: {}\n", args.config);
+  fmt::print("model: {} layers, hidden {}, {} heads, seq {}, vocab {} (padded {}) = {} parameters\n",
+             cfg.model.layers, cfg.model.hidden, cfg.model.heads, cfg.model.seq_len, cfg.model.vocab,
+             spec.padded_vocab(), human_count(static_cast<double>(spec.num_params())));
+  fmt::print("data: train {}, val {}\n", tr.train_data().describe(), tr.val_data().describe());
+  fmt::print("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}\n", comm.size(), g.layout.to_string(),
+             cfg.parallel.zero, cfg.parallel.sequence_parallel ? ", sequence parallel" : "",
+             g.layout.pp > 1 ? fmt::format(", {} schedule{}", schedule_kind_name(cfg.parallel.schedule),
+                                           cfg.parallel.vpp > 1 ? fmt::format(" x{} chunks", cfg.parallel.vpp) : "")
+                             : "",
+             omp_get_max_threads(), world.is_mpi() ? " (MPI)" : "");
+  if (cfg.parallel.recompute == Recompute::full) fmt::print("recompute: full (each block's forward rerun in backward)\n");
+  fmt::print("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
+             tc.global_batch, cfg.model.seq_len, tc.global_batch / g.layout.dp / g.layout.micro_batch, g.layout.micro_batch,
+             tc.steps);
+  for (int r = 0; r < comm.size(); ++r) {
+    const int64_t* m = &all[static_cast<size_t>(5 * r)];
+    fmt::print("memory rank {}: params {}, grads {}, optimizer {}, activations {}, workspace {} = {}\n", r,
+               human_bytes(m[0]), human_bytes(m[1]), human_bytes(m[2]), human_bytes(m[3]), human_bytes(m[4]),
+               human_bytes(m[0] + m[1] + m[2] + m[3] + m[4]));
+  }
+  fmt::print("compute: cpu backend, GEMM by {}; {:.1f} MFLOP per token\n", cpu_backend().gemm_library,
+             spec.train_flops_per_token() / 1e6);
+  std::fflush(stdout);
+}
+
+// What the steps add up to, for the summary, the bubble and the profile lines.
+struct RunTally {
+  double elapsed = 0, first_loss = 0, last_loss = 0;
+  double profiled_seconds = 0;  // step time since the profile was reset (after the first step)
+  std::optional<double> last_val;
+  std::vector<double> bubble_sum;  // [pp]
+  int64_t bubble_steps = 0;
+};
+
+// Adds one step to the tally; the first step (page faults, one-time setup) is
+// left out of the profile and the bubble, and resets the profile with --profile.
+void tally_step(const StepStats& s, int64_t start_step, bool profile, RunTally* t) {
+  t->elapsed += s.seconds;
+  if (s.step == start_step + 1) t->first_loss = s.loss;
+  if (profile && s.step == start_step + 1) profiling_reset();
+  if (s.step > start_step + 1) t->profiled_seconds += s.seconds;
+  t->last_loss = s.loss;
+  if (s.val_loss) t->last_val = s.val_loss;
+  if (s.step > start_step + 1) {  // the first step includes page faults
+    for (size_t i = 0; i < t->bubble_sum.size() && i < s.bubble.size(); ++i) t->bubble_sum[i] += s.bubble[i];
+    ++t->bubble_steps;
+  }
+}
+
+// The line saying a step's update was skipped, and where the non-finite values were.
+void print_skipped(const StepStats& s) {
+  std::string groups;
+  for (const auto& b : s.bad_groups) groups += (groups.empty() ? "" : ", ") + b;
+  fmt::print("step {}: {} (in {}); skipped, parameters unchanged\n", s.step,
+             s.update_nonfinite ? "the update would make parameters non-finite" : "non-finite loss or gradient",
+             groups.empty() ? "the loss" : groups);
+}
+
+// One step's progress line (and its val_loss and interruption notes); `eta` in seconds.
+void print_step_line(const StepStats& s, double eta, int ranks) {
+  fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.0f} ms | {:.0f} tok/s | {:.1f} GFLOP/s{} | "
+             "eta {}\n",
+             s.step, std::to_string(s.total).size(), s.total, s.loss, s.lr, s.grad_norm, s.seconds * 1e3,
+             s.tokens_per_s, s.gflops,
+             ranks > 1 ? fmt::format(" | comm {:.0f} ms {}", s.comm_seconds * 1e3, human_bytes(s.comm_bytes)) : "",
+             human_duration(eta));
+  if (s.val_loss) fmt::print("  val_loss {:.4f}\n", *s.val_loss);
+  if (s.interrupted) fmt::print("  evaluation interrupted by a stop signal\n");
+  std::fflush(stdout);
+}
+
+// One step's JSON object appended to the metrics file.
+void write_metrics_line(const StepStats& s, std::ofstream& metrics) {
+  nlohmann::json j = {{"step", s.step},           {"loss", s.loss},         {"lr", s.lr},
+                      {"grad_norm", s.grad_norm}, {"ms", s.seconds * 1e3},  {"tokens_per_s", s.tokens_per_s},
+                      {"gflops_per_rank", s.gflops}, {"comm_ms", s.comm_seconds * 1e3}, {"comm_bytes", s.comm_bytes},
+                      {"bubble", s.bubble}, {"skipped", s.skipped}};
+  if (s.val_loss) j["val_loss"] = *s.val_loss;
+  metrics << j.dump() << '\n';
+  metrics.flush();
+}
+
+// Runs the steps: each is tallied, and rank 0 prints its line and writes its
+// metrics. A failed run aborts every rank.
+RunTally run_steps(const TrainArgs& args, Trainer& tr, Communicator& comm, CommWorld& world, std::ofstream& metrics) {
+  const bool first = comm.rank() == 0;
+  const int64_t start_step = tr.next_step();
+  RunTally t;
+  t.bubble_sum.assign(static_cast<size_t>(tr.groups().layout.pp), 0.0);
+  const Status st = tr.run([&](const StepStats& s) {
+    tally_step(s, start_step, args.profile, &t);
+    if (!first) return;
+    if (s.skipped) print_skipped(s);
+    // ETA from the mean step time so far (the first step includes page faults).
+    const double eta = t.elapsed / static_cast<double>(s.step - start_step) * static_cast<double>(s.total - s.step);
+    if (!args.quiet) print_step_line(s, eta, comm.size());
+    if (metrics.is_open()) write_metrics_line(s, metrics);
+  });
+  if (!st) {
+    print_error(st.message());
+    world.abort(kExitFailure);
+  }
+  return t;
+}
+
+// Rank 0's mean pipeline bubble per stage over steps 2.., beside the theoretical one.
+void print_bubble(const RunTally& t, const Trainer& tr) {
+  std::string per;
+  for (size_t i = 0; i < t.bubble_sum.size(); ++i) {
+    per += fmt::format("{}stage {} {:.1f}%", i ? ", " : "", i, 100 * t.bubble_sum[i] / static_cast<double>(t.bubble_steps));
+  }
+  fmt::print("pipeline bubble (time blocked in pipeline receives / step, mean of steps 2..): {}; theoretical "
+             "(p-1)/(v*m+p-1) = {:.1f}%\n",
+             per, 100 * tr.theoretical_bubble());
+}
+
+// Each rank's --profile table, rank by rank so the tables do not interleave. Collective.
+void print_profiles(const RunTally& t, Communicator& comm) {
+  for (int r = 0; r < comm.size(); ++r) {
+    comm.barrier();
+    if (r != comm.rank()) continue;
+    fmt::print("profile rank {} (steps after the first; wall clock in each compute op):\n{}{:<20} {:>8} {:>10.1f}\n",
+               r, profiling_report(), "step total", "", t.profiled_seconds * 1e3);
+    std::fflush(stdout);
+  }
+}
+
+// The exit code from how the run ended and whether the final weights and the
+// trace were written; rank 0 prints the closing line.
+int finish_run(const RunConfig& cfg, const Trainer& tr, const RunTally& t, int64_t start_step, bool first,
+               RunEnd end, const Status& final_st, const Status& trace_st) {
+  if (end == RunEnd::preempted) {
+    if (first) fmt::print("preempted at step {}; continue with --resume auto\n", tr.next_step());
+    return trace_st ? kExitOk : kExitFailure;
+  }
+  if (end == RunEnd::bad_steps) return kExitFailure;
+  if (!final_st) {
+    if (first) print_error(final_st.message());
+    return kExitFailure;
+  }
+  if (!trace_st) {
+    if (first) fmt::print("done, but the trace was not written (see above); weights {}\n",
+                          (std::filesystem::path(cfg.out.dir) / "final").string());
+    return kExitFailure;
+  }
+  const std::string out = (std::filesystem::path(cfg.out.dir) / "final").string();
+  if (first) {
+    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; weights {}\n", cfg.train.steps - start_step,
+               human_duration(t.elapsed), t.first_loss, t.last_loss,
+               t.last_val ? fmt::format(", val_loss {:.4f}", *t.last_val) : "", out);
+  }
+  return kExitOk;
+}
+
+// `tera train`: checks the outputs, starts (or resumes) the trainer, runs the
+// steps, then saves the final weights, the trace and the closing lines.
 int run_train(const TrainArgs& args) {
   auto cfg = load_run_config(args.config, args.overrides);
   if (!cfg) {
@@ -84,18 +289,7 @@ int run_train(const TrainArgs& args) {
   Communicator& comm = world->world();
   const bool first = comm.rank() == 0;
   omp_set_num_threads(threads_per_rank(*world));
-  // Every output this run writes is checked before any work (out.dir and
-  // ckpt.dir by the trainer, which also locks them).
-  Status outputs = ok_status();
-  if (first) {
-    for (const auto& [flag, path] : {std::pair<const char*, std::string>{"--metrics", args.metrics}, {"--trace", args.trace}}) {
-      if (!path.empty() && outputs) outputs = probe_output_file(path, flag);
-    }
-  }
-  if (comm.all_reduce_max(outputs ? 0.0 : 1.0) > 0) {
-    if (first) print_error(outputs.message());
-    return kExitBadInput;
-  }
+  if (!check_output_flags(args, comm)) return kExitBadInput;
   const Backend& backend = args.profile ? profiling_backend(cpu_backend()) : cpu_backend();
   auto trainer = Trainer::create(*cfg, backend, comm,
                                  TrainerOptions{.trace_path = args.trace,
@@ -117,153 +311,21 @@ int run_train(const TrainArgs& args) {
     if (first || s.kind() != StatusKind::peer_failed) print_error(s.message());
     return kExitBadInput;
   }
-  // Metrics: a resumed run keeps the lines up to its step and appends.
   std::ofstream metrics;
-  Status metrics_st = ok_status();
-  if (first && !args.metrics.empty()) {
-    if (tr.resumed()) metrics_st = truncate_metrics(args.metrics, tr.next_step());
-    if (metrics_st) {
-      metrics.open(args.metrics, tr.resumed() ? std::ios::out | std::ios::app : std::ios::out | std::ios::trunc);
-      if (!metrics) metrics_st = Status::error("--metrics " + args.metrics + ": cannot open for writing");
-    }
-  }
-  if (comm.all_reduce_max(metrics_st ? 0.0 : 1.0) > 0) {
-    if (first) print_error(metrics_st.message());
-    return kExitBadInput;
-  }
+  if (!open_metrics(args, tr, comm, &metrics)) return kExitBadInput;
   const int64_t start_step = tr.next_step();
-  const ModelSpec& spec = tr.spec();
-  const TrainConfig& tc = cfg->train;
-  const Groups& g = tr.groups();
-  // Every rank's memory, printed in rank order by the first rank.
-  const MemoryReport mem = tr.memory();
-  std::vector<int64_t> mine = {mem.params, mem.grads, mem.optimizer, mem.activations, mem.workspace};
-  std::vector<int64_t> all(static_cast<size_t>(5 * comm.size()));
-  comm.all_gather(mine.data(), all.data(), 5, CommType::i64);
-  if (first && !args.quiet) {
-    fmt::print("tera train: {}\n", args.config);
-    fmt::print("model: {} layers, hidden {}, {} heads, seq {}, vocab {} (padded {}) = {} parameters\n",
-               cfg->model.layers, cfg->model.hidden, cfg->model.heads, cfg->model.seq_len, cfg->model.vocab,
-               spec.padded_vocab(), human_count(static_cast<double>(spec.num_params())));
-    fmt::print("data: train {}, val {}\n", tr.train_data().describe(), tr.val_data().describe());
-    fmt::print("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}\n", comm.size(), g.layout.to_string(),
-               cfg->parallel.zero, cfg->parallel.sequence_parallel ? ", sequence parallel" : "",
-               g.layout.pp > 1 ? fmt::format(", {} schedule{}", schedule_kind_name(cfg->parallel.schedule),
-                                             cfg->parallel.vpp > 1 ? fmt::format(" x{} chunks", cfg->parallel.vpp) : "")
-                               : "",
-               omp_get_max_threads(), world->is_mpi() ? " (MPI)" : "");
-    if (cfg->parallel.recompute == Recompute::full) fmt::print("recompute: full (each block's forward rerun in backward)\n");
-    fmt::print("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
-               tc.global_batch, cfg->model.seq_len, tc.global_batch / g.layout.dp / g.layout.micro_batch, g.layout.micro_batch,
-               tc.steps);
-    for (int r = 0; r < comm.size(); ++r) {
-      const int64_t* m = &all[static_cast<size_t>(5 * r)];
-      fmt::print("memory rank {}: params {}, grads {}, optimizer {}, activations {}, workspace {} = {}\n", r,
-                 human_bytes(m[0]), human_bytes(m[1]), human_bytes(m[2]), human_bytes(m[3]), human_bytes(m[4]),
-                 human_bytes(m[0] + m[1] + m[2] + m[3] + m[4]));
-    }
-    fmt::print("compute: cpu backend, GEMM by {}; {:.1f} MFLOP per token\n", cpu_backend().gemm_library,
-               spec.train_flops_per_token() / 1e6);
-    std::fflush(stdout);
-  }
-  double elapsed = 0, first_loss = 0, last_loss = 0;
-  double profiled_seconds = 0;  // step time since the profile was reset (after the first step)
-  std::optional<double> last_val;
-  std::vector<double> bubble_sum(static_cast<size_t>(g.layout.pp), 0.0);
-  int64_t bubble_steps = 0;
-  const Status st = tr.run([&](const StepStats& s) {
-    elapsed += s.seconds;
-    if (s.step == start_step + 1) first_loss = s.loss;
-    // The first step includes page faults and one-time setup: profile the rest.
-    if (args.profile && s.step == start_step + 1) profiling_reset();
-    if (s.step > start_step + 1) profiled_seconds += s.seconds;
-    if (s.skipped && first) {
-      std::string groups;
-      for (const auto& b : s.bad_groups) groups += (groups.empty() ? "" : ", ") + b;
-      fmt::print("step {}: {} (in {}); skipped, parameters unchanged\n", s.step,
-                 s.update_nonfinite ? "the update would make parameters non-finite" : "non-finite loss or gradient",
-                 groups.empty() ? "the loss" : groups);
-    }
-    last_loss = s.loss;
-    if (s.val_loss) last_val = s.val_loss;
-    if (s.step > start_step + 1) {  // the first step includes page faults
-      for (size_t i = 0; i < bubble_sum.size() && i < s.bubble.size(); ++i) bubble_sum[i] += s.bubble[i];
-      ++bubble_steps;
-    }
-    if (!first) return;
-    // ETA from the mean step time so far (the first step includes page faults).
-    const double eta = elapsed / static_cast<double>(s.step - start_step) * static_cast<double>(s.total - s.step);
-    if (!args.quiet) {
-      fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.0f} ms | {:.0f} tok/s | {:.1f} GFLOP/s{} | "
-                 "eta {}\n",
-                 s.step, std::to_string(s.total).size(), s.total, s.loss, s.lr, s.grad_norm, s.seconds * 1e3,
-                 s.tokens_per_s, s.gflops,
-                 comm.size() > 1 ? fmt::format(" | comm {:.0f} ms {}", s.comm_seconds * 1e3, human_bytes(s.comm_bytes)) : "",
-                 human_duration(eta));
-      if (s.val_loss) fmt::print("  val_loss {:.4f}\n", *s.val_loss);
-      if (s.interrupted) fmt::print("  evaluation interrupted by a stop signal\n");
-      std::fflush(stdout);
-    }
-    if (metrics.is_open()) {
-      nlohmann::json j = {{"step", s.step},           {"loss", s.loss},         {"lr", s.lr},
-                          {"grad_norm", s.grad_norm}, {"ms", s.seconds * 1e3},  {"tokens_per_s", s.tokens_per_s},
-                          {"gflops_per_rank", s.gflops}, {"comm_ms", s.comm_seconds * 1e3}, {"comm_bytes", s.comm_bytes},
-                          {"bubble", s.bubble}, {"skipped", s.skipped}};
-      if (s.val_loss) j["val_loss"] = *s.val_loss;
-      metrics << j.dump() << '\n';
-      metrics.flush();
-    }
-  });
-  if (!st) {
-    print_error(st.message());
-    world->abort(kExitFailure);
-  }
+  print_header(args, *cfg, tr, comm, *world);
+  const RunTally tally = run_steps(args, tr, comm, *world, metrics);
   // The weights first: an output that fails late must never cost them.
   const RunEnd end = tr.end();
   Status final_st = ok_status();
   if (end == RunEnd::completed) final_st = tr.save_final();
   Status trace_st = tr.write_trace();
   if (!trace_st && first) print_error("could not write the trace: " + trace_st.message());
-  if (first && g.layout.pp > 1 && bubble_steps > 0 && !args.quiet) {
-    std::string per;
-    for (size_t i = 0; i < bubble_sum.size(); ++i) {
-      per += fmt::format("{}stage {} {:.1f}%", i ? ", " : "", i, 100 * bubble_sum[i] / static_cast<double>(bubble_steps));
-    }
-    fmt::print("pipeline bubble (time blocked in pipeline receives / step, mean of steps 2..): {}; theoretical "
-               "(p-1)/(v*m+p-1) = {:.1f}%\n",
-               per, 100 * tr.theoretical_bubble());
-  }
-  if (args.profile) {
-    // Rank by rank, so the tables do not interleave.
-    for (int r = 0; r < comm.size(); ++r) {
-      comm.barrier();
-      if (r != comm.rank()) continue;
-      fmt::print("profile rank {} (steps after the first; wall clock in each compute op):\n{}{:<20} {:>8} {:>10.1f}\n",
-                 r, profiling_report(), "step total", "", profiled_seconds * 1e3);
-      std::fflush(stdout);
-    }
-  }
+  if (first && tr.groups().layout.pp > 1 && tally.bubble_steps > 0 && !args.quiet) print_bubble(tally, tr);
+  if (args.profile) print_profiles(tally, comm);
   if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
-  if (end == RunEnd::preempted) {
-    if (first) fmt::print("preempted at step {}; continue with --resume auto\n", tr.next_step());
-    return trace_st ? kExitOk : kExitFailure;
-  }
-  if (end == RunEnd::bad_steps) return kExitFailure;
-  if (!final_st) {
-    if (first) print_error(final_st.message());
-    return kExitFailure;
-  }
-  if (!trace_st) {
-    if (first) fmt::print("done, but the trace was not written (see above); weights {}\n",
-                          (std::filesystem::path(cfg->out.dir) / "final").string());
-    return kExitFailure;
-  }
-  const std::string out = (std::filesystem::path(cfg->out.dir) / "final").string();
-  if (first) {
-    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; weights {}\n", tc.steps - start_step, human_duration(elapsed),
-               first_loss, last_loss, last_val ? fmt::format(", val_loss {:.4f}", *last_val) : "", out);
-  }
-  return kExitOk;
+  return finish_run(*cfg, tr, tally, start_step, first, end, final_st, trace_st);
 }
 
 }  // namespace

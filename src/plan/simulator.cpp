@@ -16,109 +16,153 @@ struct Channel {
   double link_free = 0;          // when the link finishes its last transfer
 };
 
+// The simulation's running state: per-stage clocks and program counters, the
+// outgoing channels, and the window of each (stage, chunk)'s latest backward.
+struct SimState {
+  const Schedule& sch;
+  const StepCosts& costs;
+  const SimOptions& opt;
+  std::vector<Channel> ch;               // [stage * 2 + is_grad], outgoing
+  std::vector<size_t> pc;                // [stage]: next instruction
+  std::vector<double> clock;             // [stage]
+  std::vector<double> lb_start, lb_end;  // [stage * chunks + chunk]
+
+  SimState(const Schedule& sch_, const StepCosts& costs_, const SimOptions& opt_)
+      : sch(sch_),
+        costs(costs_),
+        opt(opt_),
+        ch(static_cast<size_t>(2 * sch_.stages)),
+        pc(static_cast<size_t>(sch_.stages), 0),
+        clock(static_cast<size_t>(sch_.stages), 0.0),
+        lb_start(static_cast<size_t>(sch_.stages * sch_.chunks), 0.0),
+        lb_end(static_cast<size_t>(sch_.stages * sch_.chunks), 0.0) {}
+};
+
+// A forward or backward pass on stage s from time t; a backward records its window.
+void run_pass(SimState& st, int s, const Instr& in, StageTimeline& tl, double& t) {
+  const size_t v = static_cast<size_t>(st.sch.virtual_stage(s, in.chunk));
+  if (in.kind == InstrKind::forward) {
+    const PassCost& c = st.costs.fwd[v];
+    tl.busy += c;
+    t += c.total();
+    return;
+  }
+  const PassCost& c = st.costs.bwd[v];
+  const size_t k = static_cast<size_t>(s * st.sch.chunks + in.chunk);
+  st.lb_start[k] = t;
+  tl.busy += c;
+  t += c.total();
+  st.lb_end[k] = t;
+}
+
+// A send on stage s's outgoing link; the stage waits for it only without p2p overlap.
+void run_send(SimState& st, int s, const Instr& in, StageTimeline& tl, double& t) {
+  Channel& c = st.ch[static_cast<size_t>(2 * s + (in.kind == InstrKind::send_grad))];
+  c.link_free = std::max(t, c.link_free) + st.costs.p2p;
+  c.arrivals.push_back(c.link_free);
+  if (!st.opt.p2p_overlap) {
+    tl.p2p += c.link_free - t;
+    t = c.link_free;
+  }
+}
+
+// A receive from the peer's channel; false (nothing recorded) when nothing has been sent yet.
+bool run_recv(SimState& st, const Instr& in, StageTimeline& tl, double& t) {
+  Channel& c = st.ch[static_cast<size_t>(2 * in.peer + (in.kind == InstrKind::recv_grad))];
+  if (c.next >= c.arrivals.size()) return false;  // before recording: retried later
+  const double arrival = c.arrivals[c.next++];
+  if (arrival > t) {
+    tl.wait += arrival - t;
+    t = arrival;
+  }
+  return true;
+}
+
+// When stage s's gradient reduction ends if it overlaps the backwards: each
+// chunk's reduction starts with its last backward and ends no earlier than
+// that backward plus one bucket.
+double overlapped_reduce_end(const SimState& st, int s, double t) {
+  const int C = st.sch.chunks;
+  const double total = st.costs.dp_reduce[static_cast<size_t>(s)];
+  std::vector<int> order(static_cast<size_t>(C));
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return st.lb_start[static_cast<size_t>(s * C + a)] < st.lb_start[static_cast<size_t>(s * C + b)];
+  });
+  const double per_chunk = total / C;
+  const double last = std::min(per_chunk, st.costs.dp_last_bucket[static_cast<size_t>(s)]);
+  double free = 0, hidden = 0;
+  for (int c : order) {
+    const size_t k = static_cast<size_t>(s * C + c);
+    const double start = std::max(free, st.lb_start[k]);
+    hidden += std::max(0.0, std::min(start + per_chunk, st.lb_end[k]) - start);
+    free = std::max(start + per_chunk, st.lb_end[k] + last);
+  }
+  // What ran beside the backward still slows it by overlap_loss.
+  return std::max(t, free) + st.opt.overlap_loss * hidden;
+}
+
+// Stage s's data-parallel gradient reduction from time t; what is not hidden is exposed.
+void run_reduce_grads(const SimState& st, int s, StageTimeline& tl, double& t) {
+  double done = t + st.costs.dp_reduce[static_cast<size_t>(s)];
+  if (st.opt.dp_overlap) done = overlapped_reduce_end(st, s, t);
+  tl.dp_exposed += done - t;
+  t = done;
+}
+
+// Runs one instruction of stage s, advancing its clock t; false when it is a receive that must wait.
+bool run_instr(SimState& st, int s, const Instr& in, StageTimeline& tl, double& t) {
+  switch (in.kind) {
+    case InstrKind::forward:
+    case InstrKind::backward: run_pass(st, s, in, tl, t); break;
+    case InstrKind::send_act:
+    case InstrKind::send_grad: run_send(st, s, in, tl, t); break;
+    case InstrKind::recv_act:
+    case InstrKind::recv_grad: return run_recv(st, in, tl, t);
+    case InstrKind::reduce_grads: run_reduce_grads(st, s, tl, t); break;
+    case InstrKind::optimizer_step:
+      tl.optimizer += st.costs.optimizer[static_cast<size_t>(s)];
+      t += st.costs.optimizer[static_cast<size_t>(s)];
+      break;
+  }
+  return true;
+}
+
+// Runs stage s until its list ends or a receive must wait; true if any instruction ran.
+bool run_stage(SimState& st, int s, StageTimeline& tl, size_t* remaining, std::vector<SimSpan>* spans) {
+  const auto& list = st.sch.per_stage[static_cast<size_t>(s)];
+  double& t = st.clock[static_cast<size_t>(s)];
+  size_t& i = st.pc[static_cast<size_t>(s)];
+  bool progressed = false;
+  for (; i < list.size(); ++i, --*remaining, progressed = true) {
+    const Instr& in = list[i];
+    const double t_begin = t;
+    if (!run_instr(st, s, in, tl, t)) break;
+    if (spans != nullptr) spans->push_back({s, in.kind, in.mb, in.chunk, in.peer, t_begin, t});
+  }
+  return progressed;
+}
+
 }  // namespace
 
 SimResult simulate_step(const Schedule& sch, const StepCosts& costs, const SimOptions& opt,
                         std::vector<SimSpan>* spans) {
-  const int S = sch.stages, C = sch.chunks;
+  const int S = sch.stages;
   SimResult r;
   r.stages.resize(static_cast<size_t>(S));
-  std::vector<Channel> ch(static_cast<size_t>(2 * S));  // [stage * 2 + is_grad], outgoing
-  std::vector<size_t> pc(static_cast<size_t>(S), 0);
-  std::vector<double> clock(static_cast<size_t>(S), 0.0);
-  // Window of the latest backward of each (stage, chunk).
-  std::vector<double> lb_start(static_cast<size_t>(S * C), 0.0), lb_end(static_cast<size_t>(S * C), 0.0);
+  SimState st(sch, costs, opt);
   size_t remaining = 0;
   for (const auto& list : sch.per_stage) remaining += list.size();
   while (remaining > 0) {
     bool progressed = false;
     for (int s = 0; s < S; ++s) {
-      const auto& list = sch.per_stage[static_cast<size_t>(s)];
-      StageTimeline& tl = r.stages[static_cast<size_t>(s)];
-      double& t = clock[static_cast<size_t>(s)];
-      size_t& i = pc[static_cast<size_t>(s)];
-      for (; i < list.size(); ++i, --remaining, progressed = true) {
-        const Instr& in = list[i];
-        const double t_begin = t;
-        switch (in.kind) {
-          case InstrKind::forward: {
-            const PassCost& c = costs.fwd[static_cast<size_t>(sch.virtual_stage(s, in.chunk))];
-            tl.busy += c;
-            t += c.total();
-            break;
-          }
-          case InstrKind::backward: {
-            const PassCost& c = costs.bwd[static_cast<size_t>(sch.virtual_stage(s, in.chunk))];
-            const size_t k = static_cast<size_t>(s * C + in.chunk);
-            lb_start[k] = t;
-            tl.busy += c;
-            t += c.total();
-            lb_end[k] = t;
-            break;
-          }
-          case InstrKind::send_act:
-          case InstrKind::send_grad: {
-            Channel& c = ch[static_cast<size_t>(2 * s + (in.kind == InstrKind::send_grad))];
-            c.link_free = std::max(t, c.link_free) + costs.p2p;
-            c.arrivals.push_back(c.link_free);
-            if (!opt.p2p_overlap) {
-              tl.p2p += c.link_free - t;
-              t = c.link_free;
-            }
-            break;
-          }
-          case InstrKind::recv_act:
-          case InstrKind::recv_grad: {
-            Channel& c = ch[static_cast<size_t>(2 * in.peer + (in.kind == InstrKind::recv_grad))];
-            if (c.next >= c.arrivals.size()) goto blocked;  // before recording: retried later
-            const double arrival = c.arrivals[c.next++];
-            if (arrival > t) {
-              tl.wait += arrival - t;
-              t = arrival;
-            }
-            break;
-          }
-          case InstrKind::reduce_grads: {
-            const double total = costs.dp_reduce[static_cast<size_t>(s)];
-            double done = t + total;
-            if (opt.dp_overlap) {
-              // Each chunk's reduction starts with its last backward and ends
-              // no earlier than that backward plus one bucket.
-              std::vector<int> order(static_cast<size_t>(C));
-              std::iota(order.begin(), order.end(), 0);
-              std::sort(order.begin(), order.end(), [&](int a, int b) {
-                return lb_start[static_cast<size_t>(s * C + a)] < lb_start[static_cast<size_t>(s * C + b)];
-              });
-              const double per_chunk = total / C;
-              const double last = std::min(per_chunk, costs.dp_last_bucket[static_cast<size_t>(s)]);
-              double free = 0, hidden = 0;
-              for (int c : order) {
-                const size_t k = static_cast<size_t>(s * C + c);
-                const double start = std::max(free, lb_start[k]);
-                hidden += std::max(0.0, std::min(start + per_chunk, lb_end[k]) - start);
-                free = std::max(start + per_chunk, lb_end[k] + last);
-              }
-              // What ran beside the backward still slows it by overlap_loss.
-              done = std::max(t, free) + opt.overlap_loss * hidden;
-            }
-            tl.dp_exposed += done - t;
-            t = done;
-            break;
-          }
-          case InstrKind::optimizer_step:
-            tl.optimizer += costs.optimizer[static_cast<size_t>(s)];
-            t += costs.optimizer[static_cast<size_t>(s)];
-            break;
-        }
-        if (spans != nullptr) spans->push_back({s, in.kind, in.mb, in.chunk, in.peer, t_begin, t});
-      }
-    blocked:;
+      if (run_stage(st, s, r.stages[static_cast<size_t>(s)], &remaining, spans)) progressed = true;
     }
     TERA_ASSERT(progressed, "simulate_step: the schedule deadlocked (schedules are tested deadlock-free)");
   }
   for (int s = 0; s < S; ++s) {
     StageTimeline& tl = r.stages[static_cast<size_t>(s)];
-    tl.end = clock[static_cast<size_t>(s)] + costs.step_overhead;
+    tl.end = st.clock[static_cast<size_t>(s)] + costs.step_overhead;
     if (tl.end > r.step_time) {
       r.step_time = tl.end;
       r.critical_stage = s;

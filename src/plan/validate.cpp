@@ -93,17 +93,9 @@ struct RowCase {
   int64_t gb = 0;
 };
 
-Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
-  RowCase rc_case;
-  RowPrediction& p = rc_case.p;
-  p.row_id = r.text("row_id");
-  p.source = r.text("source");
-  p.model = r.text("model");
-  rc_case.profile = profile_for_framework(r.text("framework"), r.text("zero_fsdp_distopt"));
-  p.profile = rc_case.profile.name;
-  // Model.
-  Workload w;
-  ModelConfig& m = w.model;
+// The model columns, the Llama family's untied embeddings and the precision into `w`; assumptions flagged on `p`.
+Status parse_model(const RowReader& r, Workload* w, RowPrediction* p) {
+  ModelConfig& m = w->model;
   TERA_ASSIGN_OR_RETURN(layers, r.integer("layers"));
   TERA_ASSIGN_OR_RETURN(hidden, r.integer("hidden"));
   TERA_ASSIGN_OR_RETURN(heads, r.integer("heads"));
@@ -118,13 +110,13 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
     m.vocab = v;
   } else {
     m.vocab = 51200;  // GPT-2 BPE padded as Megatron-LM does
-    p.flags.push_back("vocab=51200 assumed");
+    p->flags.push_back("vocab=51200 assumed");
   }
   if (r.has("ffn_hidden")) {
     TERA_ASSIGN_OR_RETURN(f, r.integer("ffn_hidden"));
     m.ffn_hidden = f;
   } else {
-    p.flags.push_back("ffn_hidden=4h assumed");
+    p->flags.push_back("ffn_hidden=4h assumed");
   }
   if (r.has("kv_heads")) {
     TERA_ASSIGN_OR_RETURN(kv, r.integer("kv_heads"));
@@ -137,31 +129,33 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   }
   // The gated-MLP family (Llama) unties its input and output embeddings.
   if (untied_by_family(m)) {
-    w.untied_embeddings = true;
-    p.flags.push_back("untied embeddings (Llama family)");
+    w->untied_embeddings = true;
+    p->flags.push_back("untied embeddings (Llama family)");
   }
   if (Status s = validate_model_config(m); !s) return Status::error(r.where + ": " + s.message());
   const std::string prec = lower(r.text("precision"));
-  w.precision = contains(prec, "fp32") && !contains(prec, "mixed") ? Precision::fp32 : Precision::mixed;
-  w.fp8_gemms = contains(prec, "fp8");  // float8 linear layers; the rest bf16 with fp32 masters
+  w->precision = contains(prec, "fp32") && !contains(prec, "mixed") ? Precision::fp32 : Precision::mixed;
+  w->fp8_gemms = contains(prec, "fp8");  // float8 linear layers; the rest bf16 with fp32 masters
   if (!contains(prec, "fp16") && !contains(prec, "bf16") && !contains(prec, "mixed") && !contains(prec, "fp32") &&
-      !w.fp8_gemms) {
-    p.flags.push_back("precision=mixed assumed");
+      !w->fp8_gemms) {
+    p->flags.push_back("precision=mixed assumed");
   }
-  TERA_ASSIGN_OR_RETURN(gpus, r.integer("num_gpus"));
-  if (gpus < 1) return Status::error(r.where + ": num_gpus must be positive");
-  p.gpus = static_cast<int>(gpus);
+  return ok_status();
+}
+
+// The context-parallel degree (1 when the row has no cp column).
+Expected<int> parse_cp(const RowReader& r) {
   int cp = 1;
   if (r.has("cp")) {
     TERA_ASSIGN_OR_RETURN(c, r.integer("cp"));
     if (c < 1) return Status::error(r.where + ": column cp must be >= 1");
     cp = static_cast<int>(c);
   }
-  const std::string preset = cluster_for(r.text("gpu_type"));
-  if (preset.empty()) {
-    p.skip_reason = fmt::format("gpu_type '{}' has no cluster preset (A100, H100, H200, MI250X)", r.text("gpu_type"));
-    return rc_case;
-  }
+  return cp;
+}
+
+// Sequences per step: global_batch_seqs, else micro_batch x grad_accum x dp (dp from tp and pp when absent).
+Expected<int64_t> parse_global_batch(const RowReader& r, int64_t gpus, int cp, RowPrediction* p) {
   int64_t gb = 0;
   if (r.has("global_batch_seqs")) {
     TERA_ASSIGN_OR_RETURN(g, r.integer("global_batch_seqs"));
@@ -179,35 +173,62 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
       dp = tp * pp > 0 ? gpus / (tp * pp * cp) : 0;
     }
     gb = mb * acc * dp;
-    p.flags.push_back("global batch = micro_batch x grad_accum x dp");
+    p->flags.push_back("global batch = micro_batch x grad_accum x dp");
   }
   if (gb < 1) return Status::error(r.where + ": global_batch_seqs is missing or not positive; give it (sequences per step)");
-  w.global_batch = gb;
-  // Cluster.
+  return gb;
+}
+
+// The row's cluster preset into c->cl (40 GB parts as such); an fp8 row on a part with no fp8 peak is skipped.
+Status load_cluster(const RowReader& r, const std::string& preset, ClusterLoader load, RowCase* c) {
+  RowPrediction& p = c->p;
   auto cl_e = load(preset);
   if (!cl_e.ok()) return Status::error(r.where + ": " + cl_e.error());
-  Cluster cl = *cl_e;
+  c->cl = *cl_e;
   p.cluster = preset;
-  if (contains(r.text("gpu_type"), "40GB")) cl.gpu.memory_bytes = 40.0 * (1 << 30);
-  if (w.fp8_gemms && cl.gpu.peak_flops_8 <= 0) {
-    p.skip_reason = fmt::format("fp8 run on {} ({}), which has no fp8 peak to price it with", cl.gpu.name, preset);
-    return rc_case;
+  if (contains(r.text("gpu_type"), "40GB")) c->cl.gpu.memory_bytes = 40.0 * (1 << 30);
+  if (c->w.fp8_gemms && c->cl.gpu.peak_flops_8 <= 0) {
+    p.skip_reason = fmt::format("fp8 run on {} ({}), which has no fp8 peak to price it with", c->cl.gpu.name, preset);
   }
-  // Layout constraints.
-  SearchSpace space;
+  return ok_status();
+}
+
+// A layout setting the row fixes: column `col` (>= 1) into *out; left open when absent.
+Status fixed_int(const RowReader& r, const char* col, std::optional<int>* out) {
+  if (!r.has(col)) return ok_status();
+  auto v = r.integer(col);
+  if (!v.ok()) return v.status();
+  if (*v < 1) return Status::error(fmt::format("{}: column {} must be >= 1", r.where, col));
+  *out = static_cast<int>(*v);
+  return ok_status();
+}
+
+// The ZeRO stage from zero_fsdp_distopt (open when the column names none); Megatron's local DDP reduces after backward.
+void parse_zero(const RowReader& r, RowCase* c) {
+  SearchSpace& space = c->space;
+  RowPrediction& p = c->p;
+  const std::string zero = lower(r.text("zero_fsdp_distopt"));
+  if (contains(zero, "zero-3") || contains(zero, "fsdp")) space.zero = 3;
+  else if (contains(zero, "zero-2")) space.zero = 2;
+  else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
+  else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
+  if (!space.zero && c->profile.zero_stages == 0) {
+    space.zero = 0;
+    p.flags.push_back("zero=0 (the stack has no ZeRO)");
+  }
+  if (!space.zero && space.dp.value_or(2) > 1) p.flags.push_back("zero chosen");
+  if (contains(zero, "ddp-impl local")) c->cl.stack.dp_overlap = false;  // Megatron's local DDP reduces after backward
+}
+
+// The layout settings the row fixes into c->space; each one left to the search is flagged.
+Status parse_space(const RowReader& r, int cp, RowCase* c) {
+  SearchSpace& space = c->space;
+  RowPrediction& p = c->p;
   space.max_micro_batch = 32;
-  auto fixed_int = [&](const char* col, std::optional<int>* out) -> Status {
-    if (!r.has(col)) return ok_status();
-    auto v = r.integer(col);
-    if (!v.ok()) return v.status();
-    if (*v < 1) return Status::error(fmt::format("{}: column {} must be >= 1", r.where, col));
-    *out = static_cast<int>(*v);
-    return ok_status();
-  };
-  TERA_RETURN_IF_ERROR(fixed_int("tp", &space.tp));
-  TERA_RETURN_IF_ERROR(fixed_int("pp", &space.pp));
-  TERA_RETURN_IF_ERROR(fixed_int("dp", &space.dp));
-  TERA_RETURN_IF_ERROR(fixed_int("micro_batch", &space.micro_batch));
+  TERA_RETURN_IF_ERROR(fixed_int(r, "tp", &space.tp));
+  TERA_RETURN_IF_ERROR(fixed_int(r, "pp", &space.pp));
+  TERA_RETURN_IF_ERROR(fixed_int(r, "dp", &space.dp));
+  TERA_RETURN_IF_ERROR(fixed_int(r, "micro_batch", &space.micro_batch));
   space.cp = cp;
   if (space.tp && space.pp && !space.dp) space.dp = p.gpus / (*space.tp * *space.pp * cp);
   if (!space.tp) p.flags.push_back("tp chosen");
@@ -220,23 +241,17 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   if (space.pp && *space.pp == 1) {
     space.vpp = 1;
   } else if (r.has("vpp_chunks")) {
-    TERA_RETURN_IF_ERROR(fixed_int("vpp_chunks", &space.vpp));
+    TERA_RETURN_IF_ERROR(fixed_int(r, "vpp_chunks", &space.vpp));
   } else {
     p.flags.push_back("vpp chosen");
   }
-  const std::string zero = lower(r.text("zero_fsdp_distopt"));
-  if (contains(zero, "zero-3") || contains(zero, "fsdp")) space.zero = 3;
-  else if (contains(zero, "zero-2")) space.zero = 2;
-  else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
-  else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
-  if (!space.zero && rc_case.profile.zero_stages == 0) {
-    space.zero = 0;
-    p.flags.push_back("zero=0 (the stack has no ZeRO)");
-  }
-  if (!space.zero && space.dp.value_or(2) > 1) p.flags.push_back("zero chosen");
-  if (contains(zero, "ddp-impl local")) cl.stack.dp_overlap = false;  // Megatron's local DDP reduces after backward
-  // Metric and its FLOP convention.
-  const std::string um = r.text("util_metric");
+  parse_zero(r, c);
+  return ok_status();
+}
+
+// The outcome to predict into p->metric and p->reported: the first reported column, a
+// rate per GPU before a utilisation in another convention than Megatron's.
+Status parse_outcome(const RowReader& r, RowPrediction* p) {
   // A measured rate per GPU is preferred to a utilisation in a convention
   // other than Megatron's (torchtitan's MFU counts its own FLOPs and divisor).
   const bool rate_first = r.has("throughput_tokens_per_s_per_gpu") && !r.has("reported_tflops_per_gpu");
@@ -251,7 +266,7 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   for (const auto& [kind, name] : kOutcomes) {
     if (rate_first && kind == MetricKind::util_pct) continue;
     if (r.has(name)) {
-      p.metric = kind;
+      p->metric = kind;
       col = name;
       break;
     }
@@ -261,48 +276,52 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
                                    "iteration_time_s or a throughput column");
   }
   TERA_ASSIGN_OR_RETURN(reported, r.number(col));
-  p.reported = reported;
-  const ModelSpec spec(m);
-  const double tokens = static_cast<double>(gb * seq);
-  const double f_model = tokens * spec.train_flops_per_token(false), f_eq3 = tokens * spec.train_flops_per_token(true);
+  p->reported = reported;
+  return ok_status();
+}
+
+// The FLOP convention of the reported figure from util_metric, else from the FLOPs that time x TFLOP/s imply.
+Status parse_convention(const RowReader& r, int64_t gpus, double f_model, double f_eq3, RowPrediction* p) {
+  const std::string um = r.text("util_metric");
   if (contains(um, "MFU")) {
-    p.convention = FlopConvention::model;
+    p->convention = FlopConvention::model;
   } else if (contains(um, "HFU") || contains(um, "recompute") || contains(um, "hardware") || contains(um, "Table 1") ||
              contains(um, "% of peak")) {
-    p.convention = FlopConvention::megatron_eq3;
-  } else if (p.metric == MetricKind::tflops_per_gpu && r.has("iteration_time_s")) {
+    p->convention = FlopConvention::megatron_eq3;
+  } else if (p->metric == MetricKind::tflops_per_gpu && r.has("iteration_time_s")) {
     // Both given: the FLOPs they imply tell which formula the source used.
     TERA_ASSIGN_OR_RETURN(t, r.number("iteration_time_s"));
-    const double implied = reported * 1e12 * static_cast<double>(gpus) * t;
-    p.convention = std::fabs(implied - f_eq3) < std::fabs(implied - f_model) ? FlopConvention::megatron_eq3
-                                                                            : FlopConvention::model;
-    p.flags.push_back("FLOP convention inferred from time x TFLOP/s");
-  } else if (p.metric != MetricKind::iteration_time_s) {
-    p.flags.push_back("FLOP convention assumed model");
+    const double implied = p->reported * 1e12 * static_cast<double>(gpus) * t;
+    p->convention = std::fabs(implied - f_eq3) < std::fabs(implied - f_model) ? FlopConvention::megatron_eq3
+                                                                             : FlopConvention::model;
+    p->flags.push_back("FLOP convention inferred from time x TFLOP/s");
+  } else if (p->metric != MetricKind::iteration_time_s) {
+    p->flags.push_back("FLOP convention assumed model");
   }
+  return ok_status();
+}
+
+// Activation recompute from its column, else full when the FLOP convention counts the recomputed forward.
+void parse_recompute(const RowReader& r, SearchSpace* space, RowPrediction* p) {
   const std::string rc = lower(r.text("activation_recompute"));
-  if (rc.rfind("full", 0) == 0) space.recompute = Recompute::full;
-  else if (rc.rfind("selective", 0) == 0) space.recompute = Recompute::selective;
-  else if (rc.rfind("none", 0) == 0) space.recompute = Recompute::none;
-  else if (p.convention == FlopConvention::megatron_eq3 && p.metric != MetricKind::iteration_time_s) {
+  if (rc.rfind("full", 0) == 0) space->recompute = Recompute::full;
+  else if (rc.rfind("selective", 0) == 0) space->recompute = Recompute::selective;
+  else if (rc.rfind("none", 0) == 0) space->recompute = Recompute::none;
+  else if (p->convention == FlopConvention::megatron_eq3 && p->metric != MetricKind::iteration_time_s) {
     // A source that counts the recomputed forward in its FLOPs recomputed.
-    space.recompute = Recompute::full;
-    p.flags.push_back("recompute=full inferred from the FLOP convention");
+    space->recompute = Recompute::full;
+    p->flags.push_back("recompute=full inferred from the FLOP convention");
   } else {
-    p.flags.push_back("recompute chosen");
+    p->flags.push_back("recompute chosen");
   }
-  rc_case.w = w;
-  rc_case.cl = cl;
-  rc_case.space = space;
-  rc_case.gb = gb;
-  rc_case.tokens = tokens;
-  rc_case.f_model = f_model;
-  rc_case.f_eq3 = f_eq3;
-  rc_case.peak = cl.gpu.peak_flops_16 / 1e12;
-  if (r.has("gpu_peak_tflops_used_by_source")) {
-    TERA_ASSIGN_OR_RETURN(src_peak, r.number("gpu_peak_tflops_used_by_source"));
-    rc_case.peak = src_peak;
-  }
+}
+
+// When the row fixes every setting, its layout into c->fixed; an inconsistent one skips the row.
+void fix_layout(int cp, RowCase* c) {
+  RowCase& rc_case = *c;
+  const SearchSpace& space = rc_case.space;
+  const Workload& w = rc_case.w;
+  RowPrediction& p = rc_case.p;
   rc_case.complete = space.tp && space.pp && space.dp && space.micro_batch && space.vpp && space.zero &&
                      space.sequence_parallel && space.recompute;
   if (rc_case.complete) {
@@ -319,9 +338,51 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
     l.schedule = l.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
     if (Status s = check_layout(l, w, p.gpus); !s) {
       p.skip_reason = "the row's layout is inconsistent: " + s.message();
-      return rc_case;
     }
   }
+}
+
+// A row read and checked: model, GPUs, cluster, layout constraints, outcome and FLOP convention.
+Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
+  RowCase rc_case;
+  RowPrediction& p = rc_case.p;
+  p.row_id = r.text("row_id");
+  p.source = r.text("source");
+  p.model = r.text("model");
+  rc_case.profile = profile_for_framework(r.text("framework"), r.text("zero_fsdp_distopt"));
+  p.profile = rc_case.profile.name;
+  TERA_RETURN_IF_ERROR(parse_model(r, &rc_case.w, &p));
+  TERA_ASSIGN_OR_RETURN(gpus, r.integer("num_gpus"));
+  if (gpus < 1) return Status::error(r.where + ": num_gpus must be positive");
+  p.gpus = static_cast<int>(gpus);
+  TERA_ASSIGN_OR_RETURN(cp, parse_cp(r));
+  const std::string preset = cluster_for(r.text("gpu_type"));
+  if (preset.empty()) {
+    p.skip_reason = fmt::format("gpu_type '{}' has no cluster preset (A100, H100, H200, MI250X)", r.text("gpu_type"));
+    return rc_case;
+  }
+  TERA_ASSIGN_OR_RETURN(gb, parse_global_batch(r, gpus, cp, &p));
+  rc_case.w.global_batch = gb;
+  TERA_RETURN_IF_ERROR(load_cluster(r, preset, load, &rc_case));
+  if (!p.skip_reason.empty()) return rc_case;
+  TERA_RETURN_IF_ERROR(parse_space(r, cp, &rc_case));
+  // Metric and its FLOP convention.
+  TERA_RETURN_IF_ERROR(parse_outcome(r, &p));
+  const ModelSpec spec(rc_case.w.model);
+  const double tokens = static_cast<double>(gb * rc_case.w.model.seq_len);
+  const double f_model = tokens * spec.train_flops_per_token(false), f_eq3 = tokens * spec.train_flops_per_token(true);
+  TERA_RETURN_IF_ERROR(parse_convention(r, gpus, f_model, f_eq3, &p));
+  parse_recompute(r, &rc_case.space, &p);
+  rc_case.gb = gb;
+  rc_case.tokens = tokens;
+  rc_case.f_model = f_model;
+  rc_case.f_eq3 = f_eq3;
+  rc_case.peak = rc_case.cl.gpu.peak_flops_16 / 1e12;
+  if (r.has("gpu_peak_tflops_used_by_source")) {
+    TERA_ASSIGN_OR_RETURN(src_peak, r.number("gpu_peak_tflops_used_by_source"));
+    rc_case.peak = src_peak;
+  }
+  fix_layout(cp, &rc_case);
   return rc_case;
 }
 
