@@ -114,7 +114,7 @@ Expected<Setup> load_setup(const SimulateArgs& a) {
   return s;
 }
 
-Expected<PlanLayout> layout_from_args(const SimulateArgs& a, int64_t gpus) {
+Expected<ParallelLayout> layout_from_args(const SimulateArgs& a, int64_t gpus) {
   auto l = parse_layout(a.layout, static_cast<int>(gpus));
   if (!l.ok()) return Status::error("--layout: " + l.error());
   if (!a.schedule.empty()) {
@@ -195,7 +195,7 @@ int run_single(const SimulateArgs& a, const Setup& st) {
   return kExitOk;
 }
 
-std::string short_layout_text(const PlanLayout& l) {
+std::string short_layout_text(const ParallelLayout& l) {
   return fmt::format("tp={} pp={} cp={} vpp={} mb={} zero={} recompute={}", l.tp, l.pp, l.cp, l.vpp, l.micro_batch,
                      l.zero, recompute_name(l.recompute));
 }
@@ -209,7 +209,7 @@ std::string sweep_table(const SweepResult& r, const Cluster& cl, bool failures, 
   if (ttt) s += fmt::format("  {:>13}", "time to train");
   s += "\n";
   for (const SweepPoint& p : r.points) {
-    const PlanLayout& l = p.eval.layout;
+    const ParallelLayout& l = p.eval.layout;
     s += fmt::format("{:>7} {:>6}  {:>3} {:>3} {:>6} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>7}  {:>10.3f}  {:>12.0f}  {:>8.1f}  "
                      "{:>4.1f}%  {:>5.1f}%  {:>5.1f}%  {:>4}",
                      p.gpus, (p.gpus + cl.node.gpus - 1) / cl.node.gpus, l.tp, l.pp, l.dp, l.vpp, l.micro_batch, l.zero,
@@ -346,13 +346,13 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
   // An efficiency above 100% has a cause other than scaling; say which.
   if (!r->points.empty()) {
     const SweepPoint& p0 = r->points.front();
-    const PlanLayout& l0 = p0.eval.layout;
+    const ParallelLayout& l0 = p0.eval.layout;
     for (const SweepPoint& p : r->points) {
       if (p.efficiency <= 1.0005) continue;
-      const PlanLayout& l = p.eval.layout;
+      const ParallelLayout& l = p.eval.layout;
       const int64_t per0 = p0.global_batch / l0.dp, per = p.global_batch / l.dp;
       std::string why;
-      PlanLayout l_dp = l;
+      ParallelLayout l_dp = l;
       l_dp.dp = l0.dp;
       if (!(l_dp == l0)) why = fmt::format("a different layout ({} vs {} at the first point)", short_layout_text(l), short_layout_text(l0));
       if (per != per0) {

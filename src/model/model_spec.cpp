@@ -119,6 +119,7 @@ ModelSpec::ModelSpec(ModelConfig cfg) : cfg_(cfg) {
   add("ln_f.bias", {C}, InitKind::zeros, 0, false, final_norm, TpSplit::none, true);
   add("wte.weight", {cfg_.vocab, C}, InitKind::normal, std_w, true, root, TpSplit::rows);
   params_.back().alloc_shape = {padded_vocab(), C};
+  params_.back().token_embedding = true;
   const std::vector<int64_t> qkv_groups = {cfg_.heads * hs, cfg_.kv() * hs, cfg_.kv() * hs};
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
@@ -235,6 +236,23 @@ std::vector<BufferInfo> ModelSpec::saved_block_activations(int64_t B, int64_t T,
   return {};
 }
 
+Shape ModelSpec::local_shape(const ParamInfo& p, int64_t tp) const {
+  Shape s = p.alloc_shape;
+  switch (p.tp_split) {
+    case TpSplit::none: break;
+    case TpSplit::rows:
+      if (p.token_embedding) {
+        s[0] = divide(padded_vocab(tp), tp);  // the vocab-parallel embedding
+      } else {
+        s[0] = 0;
+        for (int64_t g : p.row_groups) s[0] += divide(g, tp);
+      }
+      break;
+    case TpSplit::cols: s[1] = divide(s[1], tp); break;
+  }
+  return s;
+}
+
 std::vector<BufferInfo> ModelSpec::head_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
   return chunk_activations(B, T, o, true, true);
 }
@@ -280,17 +298,17 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
   const int64_t wide = std::max(divide(cfg_.ffn(), tp) * (cfg_.mlp == MlpKind::gated ? 2 : 1), divide(cfg_.qkv_width(), tp));
   const DType d = o.dtype;
   std::vector<BufferInfo> t = {
-      {"lnf", {B, T, C}, d},  // LN_f output, gathered: the LM-head GEMM input
-      {"lnf_mean", {B, Ts}, DType::f32},
-      {"lnf_rstd", {B, Ts}, DType::f32},
-      {"logits", {B, T, Vl}, DType::f32},     // this rank's vocabulary columns; overwritten by dlogits
-      {"ce_stats", {3, B, T}, DType::f32},    // row max, sum of exp, target logit
+      {"lnf", {B, T, C}, d, true},  // LN_f output, gathered: the LM-head GEMM input
+      {"lnf_mean", {B, Ts}, DType::f32, true},
+      {"lnf_rstd", {B, Ts}, DType::f32, true},
+      {"logits", {B, T, Vl}, DType::f32, true},   // this rank's vocabulary columns; overwritten by dlogits
+      {"ce_stats", {3, B, T}, DType::f32, true},  // row max, sum of exp, target logit
       {"dres", {B, Ts, C}, d},                // residual-stream gradient
       {"dwide", {B, T, wide}, d},             // d(fch_gelu), d(fch), d(qkv)
       {"dnarrow", {B, T, C}, d},              // d(ln2), d(atty), d(ln1), d(lnf)
   };
   if (o.sequence_parallel) {
-    t.push_back({"lnf_shard", {B, Ts, C}, d});  // LN_f output on this rank's tokens
+    t.push_back({"lnf_shard", {B, Ts, C}, d, true});  // LN_f output on this rank's tokens
     t.push_back({"full", {B, T, C}, d});        // gathered LN outputs, partial sums, full-token gradients
   }
   return t;

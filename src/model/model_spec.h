@@ -81,6 +81,7 @@ struct ParamInfo {
   bool weight_decay = false;  // true for weight matrices and embeddings only
   int layer = -1;             // -1 embeddings, 0..L-1 blocks, L final norm
   TpSplit tp_split = TpSplit::none;
+  bool token_embedding = false;     // wte: vocab-parallel rows, tied to the LM head
   std::vector<int64_t> row_groups;  // rows split: sizes of the contiguous row groups (sum = rows)
   // Replicated, but under sequence parallelism each tp rank sees only its
   // tokens, so the gradient is partial and all-reduced over tp (LayerNorms,
@@ -93,6 +94,7 @@ struct BufferInfo {
   std::string name;
   Shape shape;
   DType dtype = DType::f32;
+  bool head_only = false;  // workspace the LM head alone uses (a stage without the head need not hold it)
   int64_t bytes() const { return numel(shape) * dtype_bytes(dtype); }
 };
 
@@ -124,6 +126,10 @@ class ModelSpec {
   // Embedding rows: the vocabulary rounded up to a multiple of
   // vocab_align * tp, so each tensor-parallel shard is vocab_align-aligned.
   int64_t padded_vocab(int64_t tp = 1) const { return round_up(cfg_.vocab, cfg_.vocab_align * tp); }
+  // The shape of parameter p on one of tp ranks (its tp_split: rows split per
+  // row group, the vocab-parallel embedding over padded_vocab(tp) rows; cols
+  // split; none replicated). ParamTable allocates it; the planner counts it.
+  Shape local_shape(const ParamInfo& p, int64_t tp) const;
 
   // Every parameter tensor, in storage order: the root unit (wpe, ln_f, wte)
   // then h.0 ... h.{L-1}. Within a unit, tensors with sp_partial_grad come

@@ -9,33 +9,10 @@
 
 namespace tera {
 
-namespace {
-
-// Local shape of a tensor on one of tp ranks.
-Shape local_shape_of(const ParamInfo& p, int tp, int64_t padded_vocab_rows) {
-  Shape s = p.alloc_shape;
-  switch (p.tp_split) {
-    case TpSplit::none: break;
-    case TpSplit::rows:
-      if (p.alloc_shape[0] != p.shape[0]) {
-        s[0] = divide(padded_vocab_rows, tp);  // the vocab-parallel embedding
-      } else {
-        s[0] = 0;
-        for (int64_t g : p.row_groups) s[0] += divide(g, tp);
-      }
-      break;
-    case TpSplit::cols: s[1] = divide(s[1], tp); break;
-  }
-  return s;
-}
-
-}  // namespace
-
 ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp_rank, const StagePlan& plan)
     : plan_(plan.chunks.empty() ? whole_model_plan(spec.config().layers) : plan),
       tp_(tp),
-      tp_rank_(tp_rank),
-      padded_vocab_rows_(spec.padded_vocab(tp)) {
+      tp_rank_(tp_rank) {
   TERA_ASSERT(unit_align > 0 && unit_align % ArenaLayout::kAlignFloats == 0);
   TERA_ASSERT(tp >= 1 && tp_rank >= 0 && tp_rank < tp);
   const int64_t L = spec.config().layers;
@@ -46,7 +23,7 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
   for (const auto& p : spec.params()) {
     if (p.layer >= 0 && p.layer < L) {
       if (plan_.has_layer(p.layer)) blocks[static_cast<size_t>(p.layer)].push_back(&p);
-    } else if (p.name == "wte.weight") {
+    } else if (p.token_embedding) {
       if (emb || head) wte.push_back(&p);
     } else if (p.layer < 0 ? emb : head) {  // embeddings: layer -1; final norm: layer L
       (p.sp_partial_grad ? io_sp : io).push_back(&p);
@@ -59,7 +36,7 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
     ParamUnit u{name, offset, offset, static_cast<int>(entries_.size()), 0, offset, layer};
     const int index = static_cast<int>(units_.size());
     for (const ParamInfo* p : members) {
-      const Shape local = local_shape_of(*p, tp_, padded_vocab_rows_);
+      const Shape local = spec.local_shape(*p, tp_);
       entries_.push_back(ParamEntry{p, local, offset, numel(local), index});
       offset += round_up(numel(local), ArenaLayout::kAlignFloats);
       if (p->sp_partial_grad) {
@@ -115,8 +92,8 @@ int64_t ParamTable::global_index(const ParamEntry& e, int64_t i) const {
       const int64_t rest = numel(p.shape) / p.shape[0];  // elements per row
       const int64_t r = i / rest, c = i % rest;
       int64_t global_row;
-      if (p.alloc_shape[0] != p.shape[0]) {
-        global_row = tp_rank_ * e.local_shape[0] + r;  // vocab-parallel embedding
+      if (p.token_embedding) {
+        global_row = tp_rank_ * e.local_shape[0] + r;  // vocab-parallel embedding (padding rows past the vocab)
         if (global_row >= p.shape[0]) return -1;
       } else {
         int64_t local_start = 0, global_start = 0;

@@ -86,7 +86,6 @@ class ParamTable {
   int64_t total_ = 0;
   int tp_ = 1, tp_rank_ = 0;
   int wte_unit_ = -1, io_unit_ = -1;
-  int64_t padded_vocab_rows_ = 0;  // global embedding rows at this tp
 };
 
 // Writes the initial values of arena range [begin, end) to dst[0, end - begin)

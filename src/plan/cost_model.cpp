@@ -82,7 +82,7 @@ namespace {
 
 // ZeRO-2/3 traffic of one pass over `params` local parameters, overlapped
 // with the pass's own work: only what exceeds it is exposed.
-double zero_exposed(const PlanLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
+double zero_exposed(const ParallelLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
                     double pass_time, int tensors) {
   if (l.dp_cp() <= 1 || l.zero < 2) return 0;
   const Group dp{l.dp_cp(), l.tp};
@@ -102,7 +102,7 @@ double zero_exposed(const PlanLayout& l, const PrecisionBytes& pb, const Cluster
 
 }  // namespace
 
-PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
+PartCosts price_parts(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   const PrecisionBytes pb = precision_bytes(w.precision);
   PartCosts pc;
   pc.peak_flops = peak_flops(cl, w.precision).value();
@@ -132,13 +132,13 @@ PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload
   return pc;
 }
 
-StepCosts price_step(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
+StepCosts price_step(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   ParamSplit split = param_split(spec, l.tp);
   split.untied = w.untied_embeddings;
   return price_step(price_parts(spec, l, w, cl), split, spec.config().layers, l, w, cl);
 }
 
-StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const PlanLayout& l,
+StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const ParallelLayout& l,
                      const Workload& w, const Cluster& cl) {
   const PrecisionBytes pb = precision_bytes(w.precision);
   StepCosts sc;

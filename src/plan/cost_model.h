@@ -58,7 +58,7 @@ Expected<double> peak_flops(const Cluster& cl, Precision p);
 // GPU has none), else peak_flops.
 Expected<double> gemm_peak_flops(const Cluster& cl, const Workload& w);
 
-StepCosts price_step(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
+StepCosts price_step(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
 
 // The same in two parts, so a search can reuse the first: the passes of a
 // block, the embedding and the head (compute and tensor-parallel
@@ -70,8 +70,8 @@ struct PartCosts {
   double act_bytes = 0;  // one activation [B, T, C]
   int block_tensors = 1; // parameter tensors of one block (ZeRO collectives per block, per tensor)
 };
-PartCosts price_parts(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
-StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const PlanLayout& l,
+PartCosts price_parts(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
+StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const ParallelLayout& l,
                      const Workload& w, const Cluster& cl);
 
 }  // namespace tera

@@ -8,7 +8,7 @@
 
 namespace tera {
 
-std::string emit_tera_config(const PlanLayout& l, const Workload& w) {
+std::string emit_tera_config(const ParallelLayout& l, const Workload& w) {
   const ModelConfig& m = w.model;
   std::string s = "# Written by tera plan --emit tera\n[model]\n";
   s += fmt::format("layers = {}\nhidden = {}\nheads = {}\nseq_len = {}\nvocab = {}\n", m.layers, m.hidden, m.heads,
@@ -25,7 +25,7 @@ std::string emit_tera_config(const PlanLayout& l, const Workload& w) {
   return s;
 }
 
-std::string emit_megatron_args(const PlanLayout& l, const Workload& w) {
+std::string emit_megatron_args(const ParallelLayout& l, const Workload& w) {
   const ModelConfig& m = w.model;
   std::string s;
   auto arg = [&](const std::string& a) { s += (s.empty() || s.back() == '\n' ? "" : " ") + a; };

@@ -9,7 +9,7 @@
 
 namespace tera {
 
-std::string emit_tera_config(const PlanLayout& l, const Workload& w);
-std::string emit_megatron_args(const PlanLayout& l, const Workload& w);
+std::string emit_tera_config(const ParallelLayout& l, const Workload& w);
+std::string emit_megatron_args(const ParallelLayout& l, const Workload& w);
 
 }  // namespace tera

@@ -19,11 +19,11 @@ PrecisionBytes precision_bytes(Precision p) {
 
 int64_t grad_bytes(const PrecisionBytes& pb, int zero) { return zero >= 2 ? pb.param : pb.grad; }
 
-int64_t micro_batches(const PlanLayout& l, const Workload& w) {
+int64_t micro_batches(const ParallelLayout& l, const Workload& w) {
   return micro_batches_per_step(l, w.global_batch);
 }
 
-Status check_layout(const PlanLayout& l, const Workload& w, int gpus) {
+Status check_layout(const ParallelLayout& l, const Workload& w, int gpus) {
   return check_layout(l, w.model, w.global_batch, gpus);
 }
 

@@ -48,14 +48,11 @@ struct Workload {
 // embeddings, GPT-2/3 shapes tie them.
 inline bool untied_by_family(const ModelConfig& m) { return m.mlp == MlpKind::gated; }
 
-// The planner prices the one layout type the runtime runs (core/parallel_layout.h).
-using PlanLayout = ParallelLayout;
-
 // Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
-int64_t micro_batches(const PlanLayout& l, const Workload& w);
+int64_t micro_batches(const ParallelLayout& l, const Workload& w);
 
 // model/layout_check.h's check_layout for the workload's model and batch on
 // `gpus` ranks (<= 0: any number).
-Status check_layout(const PlanLayout& l, const Workload& w, int gpus);
+Status check_layout(const ParallelLayout& l, const Workload& w, int gpus);
 
 }  // namespace tera

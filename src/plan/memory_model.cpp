@@ -1,8 +1,9 @@
-// The memory model. Tensor-parallel split of the parameter table (Megatron):
-// QKV and fc/gate are column-parallel (weight and bias split), the attention
-// and MLP output projections row-parallel (weight split, bias replicated),
-// LayerNorms and position embeddings replicated, the token embedding
-// vocab-parallel. The data-parallel bucket is Megatron's 40M-element default.
+// The memory model. The tensor-parallel split of each parameter is the
+// spec's own (ModelSpec::local_shape, what the runtime allocates: Megatron's
+// column-parallel QKV and fc/gate, row-parallel output projections,
+// replicated norms and position embeddings, vocab-parallel token embedding);
+// activation and workspace tables are ModelSpec's. The data-parallel bucket
+// is Megatron's 40M-element default.
 #include "plan/memory_model.h"
 
 #include <algorithm>
@@ -13,36 +14,24 @@ namespace {
 
 constexpr double kBucketElements = 40e6;
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const std::string t(suffix);
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-
-int64_t tp_local(const ParamInfo& p, int tp) {
-  const int64_t n = numel(p.alloc_shape);
-  const std::string& s = p.name;
-  const bool split = ends_with(s, "c_attn.weight") || ends_with(s, "c_attn.bias") || ends_with(s, "c_fc.weight") ||
-                     ends_with(s, "c_fc.bias") || ends_with(s, "c_gate.weight") || ends_with(s, "c_gate.bias") ||
-                     ends_with(s, "c_proj.weight") || s == "wte.weight";
-  return split ? (n + tp - 1) / tp : n;
-}
-
 }  // namespace
 
 ParamSplit param_split(const ModelSpec& spec, int tp) {
   const int64_t L = spec.config().layers;
   ParamSplit t;
   for (const auto& p : spec.params()) {
-    const double n = static_cast<double>(tp_local(p, tp));
+    // The local elements the runtime allocates (ModelSpec::local_shape: the
+    // spec's own tensor-parallel split of each tensor).
+    const double n = static_cast<double>(numel(spec.local_shape(p, tp)));
     if (p.layer == 0) t.block += n;
-    else if (p.name == "wte.weight") t.wte += n;
+    else if (p.token_embedding) t.wte += n;
     else if (p.layer < 0) t.wpe += n;
     else if (p.layer == L) t.lnf += n;
   }
   return t;
 }
 
-double stage_params(const ParamSplit& p, const PlanLayout& l, int64_t layers, int stage) {
+double stage_params(const ParamSplit& p, const ParallelLayout& l, int64_t layers, int stage) {
   const bool first = stage == 0, last = stage == l.pp - 1;
   double stage_layers = 0;
   for (int c = 0; c < l.vpp; ++c) stage_layers += static_cast<double>(layers_in_virtual_stage(l, layers, c * l.pp + stage));
@@ -52,11 +41,11 @@ double stage_params(const ParamSplit& p, const PlanLayout& l, int64_t layers, in
          (last && (!first || p.untied) ? p.wte : 0);
 }
 
-int64_t stage_params(const ModelSpec& spec, const PlanLayout& l, int stage) {
+int64_t stage_params(const ModelSpec& spec, const ParallelLayout& l, int stage) {
   return static_cast<int64_t>(stage_params(param_split(spec, l.tp), l, spec.config().layers, stage));
 }
 
-ActivationOptions activation_options(const PlanLayout& l, const Workload& w, const Cluster& cl) {
+ActivationOptions activation_options(const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   ActivationOptions o;
   o.tp = l.tp;
   o.sequence_parallel = l.sequence_parallel && l.tp > 1;
@@ -67,11 +56,7 @@ ActivationOptions activation_options(const PlanLayout& l, const Workload& w, con
   return o;
 }
 
-namespace {
-
-}  // namespace
-
-LayoutTables layout_tables(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
+LayoutTables layout_tables(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   const ActivationOptions ao = activation_options(l, w, cl);
   // Context parallelism holds 1/cp of each sequence's activations (flash
   // attention assumed: no T x T scores are kept).
@@ -81,14 +66,12 @@ LayoutTables layout_tables(const ModelSpec& spec, const PlanLayout& l, const Wor
   t.params.untied = w.untied_embeddings;
   t.saved = static_cast<double>(table_bytes(spec.saved_block_activations(B, T, ao)));
   t.full = static_cast<double>(table_bytes(spec.block_activations(B, T, ao)));
-  for (const auto& b : spec.head_activations(B, T, ao)) {
-    const bool input_side = b.name == "tokens" || b.name == "embed_out";
-    (input_side ? t.head_in : t.head_out) += static_cast<double>(table_bytes({b}));
+  for (bool embedding : {false, true}) {
+    for (bool head : {false, true}) {
+      t.boundary[embedding][head] = static_cast<double>(table_bytes(spec.chunk_activations(B, T, ao, embedding, head)));
+    }
   }
-  for (const auto& b : spec.workspace(B, T, ao)) {
-    const bool head_only = b.name == "logits" || b.name.rfind("lnf", 0) == 0;
-    (head_only ? t.ws_head : t.ws_all) += static_cast<double>(table_bytes({b}));
-  }
+  for (const auto& b : spec.workspace(B, T, ao)) (b.head_only ? t.ws_head : t.ws_all) += static_cast<double>(table_bytes({b}));
   t.act = static_cast<double>(B * T * spec.config().hidden * dtype_bytes(ao.dtype));
   t.layers = spec.config().layers;
   return t;
@@ -96,7 +79,7 @@ LayoutTables layout_tables(const ModelSpec& spec, const PlanLayout& l, const Wor
 
 namespace {
 
-MemoryBreakdown stage_memory_from(const LayoutTables& t, const PlanLayout& l, const Workload& w, const Cluster& cl,
+MemoryBreakdown stage_memory_from(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl,
                                   int64_t layers, int stage, int in_flight) {
   const PrecisionBytes pb = precision_bytes(w.precision);
   const bool first = stage == 0, last = stage == l.pp - 1;
@@ -114,7 +97,7 @@ MemoryBreakdown stage_memory_from(const LayoutTables& t, const PlanLayout& l, co
   int64_t largest_chunk = 0;
   for (int c = 0; c < l.vpp; ++c) largest_chunk = std::max(largest_chunk, layers_in_virtual_stage(l, layers, c * l.pp + stage));
   const double chunk_layers = static_cast<double>(largest_chunk);
-  m.activations = in_flight * (chunk_layers * t.saved + (first ? t.head_in : 0) + (last ? t.head_out : 0));
+  m.activations = in_flight * (chunk_layers * t.saved + t.boundary[first][last]);
   // The block being recomputed holds its full working set (full), or the
   // dropped attention scores (selective).
   if (l.recompute == Recompute::full) m.activations += t.full;
@@ -132,7 +115,7 @@ MemoryBreakdown stage_memory_from(const LayoutTables& t, const PlanLayout& l, co
 }
 
 template <typename InFlight>
-MemoryBreakdown worst_stage(const LayoutTables& t, const PlanLayout& l, const Workload& w, const Cluster& cl,
+MemoryBreakdown worst_stage(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl,
                             InFlight in_flight) {
   MemoryBreakdown worst;
   for (int s = 0; s < l.pp; ++s) {
@@ -144,21 +127,21 @@ MemoryBreakdown worst_stage(const LayoutTables& t, const PlanLayout& l, const Wo
 
 }  // namespace
 
-MemoryBreakdown stage_memory(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl, int stage,
+MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl, int stage,
                              int in_flight) {
   return stage_memory_from(layout_tables(spec, l, w, cl), l, w, cl, spec.config().layers, stage, in_flight);
 }
 
-MemoryBreakdown memory_per_gpu(const LayoutTables& t, const PlanLayout& l, const Workload& w, const Cluster& cl) {
+MemoryBreakdown memory_per_gpu(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   const int M = static_cast<int>(std::min<int64_t>(micro_batches(l, w), 1 << 30));
   return worst_stage(t, l, w, cl, [&](int s) { return promised_in_flight(l.schedule, l.pp, M, l.vpp, s); });
 }
 
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
+MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   return memory_per_gpu(layout_tables(spec, l, w, cl), l, w, cl);
 }
 
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl,
+MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
                                const Schedule& sch) {
   return worst_stage(layout_tables(spec, l, w, cl), l, w, cl, [&](int s) { return sch.max_in_flight(s); });
 }

@@ -49,18 +49,18 @@ ParamSplit param_split(const ModelSpec& spec, int tp);
 // Parameters one GPU of pipeline stage `stage` holds (after the tensor-parallel
 // split, before ZeRO): its layers, plus the embeddings on the first stage and
 // the final norm and tied output embedding on the last.
-double stage_params(const ParamSplit& p, const PlanLayout& l, int64_t layers, int stage);
-int64_t stage_params(const ModelSpec& spec, const PlanLayout& l, int stage);
+double stage_params(const ParamSplit& p, const ParallelLayout& l, int64_t layers, int stage);
+int64_t stage_params(const ModelSpec& spec, const ParallelLayout& l, int stage);
 
 // Memory of one stage with `in_flight` micro-batch chunks held at once (the
 // schedule's max_in_flight(stage)); stack decides dropout masks / flash.
-MemoryBreakdown stage_memory(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl, int stage,
+MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl, int stage,
                              int in_flight);
 // The worst stage under the layout's schedule (in-flight counts from
 // promised_in_flight, which the schedule tests hold equal to max_in_flight).
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
+MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
 // The same, with in-flight counts read from a built schedule.
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl,
+MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
                                const Schedule& sch);
 
 // Everything the memory of a stage needs that does not depend on the stage
@@ -69,14 +69,16 @@ MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const PlanLayout& l, const
 struct LayoutTables {
   ParamSplit params;
   double saved = 0, full = 0;        // one block's saved / full activation tables (bytes)
-  double head_in = 0, head_out = 0;  // per micro-batch, first / last stage
-  double ws_all = 0, ws_head = 0;    // workspace on every stage / only the last
+  // A chunk's boundary buffers per in-flight micro-batch, as the runtime
+  // keeps them (ModelSpec::chunk_activations): [holds the embedding][holds the head].
+  double boundary[2][2] = {{0, 0}, {0, 0}};
+  double ws_all = 0, ws_head = 0;    // workspace on every stage / only the last (BufferInfo::head_only)
   double act = 0;                    // one activation [B, T, C] in bytes
   int64_t layers = 0;
 };
-LayoutTables layout_tables(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
-MemoryBreakdown memory_per_gpu(const LayoutTables& t, const PlanLayout& l, const Workload& w, const Cluster& cl);
+LayoutTables layout_tables(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
+MemoryBreakdown memory_per_gpu(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl);
 
-ActivationOptions activation_options(const PlanLayout& l, const Workload& w, const Cluster& cl);
+ActivationOptions activation_options(const ParallelLayout& l, const Workload& w, const Cluster& cl);
 
 }  // namespace tera

@@ -12,7 +12,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
 
-std::string short_layout(const PlanLayout& l) {
+std::string short_layout(const ParallelLayout& l) {
   return fmt::format("tp={} pp={} dp={} {}vpp={} mb={} zero={} sp={} rc={}", l.tp, l.pp, l.dp,
                      l.cp > 1 ? fmt::format("cp={} ", l.cp) : "", l.vpp, l.micro_batch, l.zero,
                      l.sequence_parallel ? 1 : 0, recompute_name(l.recompute));
@@ -21,7 +21,7 @@ std::string short_layout(const PlanLayout& l) {
 }  // namespace
 
 nlohmann::json evaluation_json(const Evaluation& e) {
-  const PlanLayout& l = e.layout;
+  const ParallelLayout& l = e.layout;
   const MemoryBreakdown& m = e.memory;
   return {
       {"tp", l.tp},
@@ -55,7 +55,7 @@ std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster
                               "tokens/s", "TFLOP/s", "MFU", "bubble");
   for (size_t i = 0; i < best.size(); ++i) {
     const Evaluation& e = best[i];
-    const PlanLayout& l = e.layout;
+    const ParallelLayout& l = e.layout;
     s += fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>2} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9.3f}  {:>10.0f}  {:>7.1f}  {:>4.1f}%  {:>5.1f}%\n",
                      i + 1, l.tp, l.pp, l.dp, l.cp, l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0,
                      recompute_name(l.recompute), gib(e.memory.total()), e.step_time_s, e.tokens_per_s,
@@ -85,7 +85,7 @@ std::string memory_text(const MemoryBreakdown& m, const Cluster& cl) {
 }
 
 std::string explain_text(const Evaluation& e, const Workload& w, const Cluster& cl, const Schedule& sch) {
-  const PlanLayout& l = e.layout;
+  const ParallelLayout& l = e.layout;
   const StageTimeline& st = e.sim.stages[static_cast<size_t>(e.sim.critical_stage)];
   const double T = e.step_time_s;
   auto line = [&](const char* what, double t) { return fmt::format("  {:<48} {:>10.4f} s  {:>5.1f}%\n", what, t, 100 * t / T); };
@@ -182,7 +182,7 @@ std::string cross_validation_table(const CrossValidation& cv) {
 nlohmann::json validation_json(const ValidationReport& rep) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : rep.rows) {
-    const PlanLayout& l = r.layout;
+    const ParallelLayout& l = r.layout;
     a.push_back({{"row_id", r.row_id},
                  {"source", r.source},
                  {"profile", r.profile},

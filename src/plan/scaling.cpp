@@ -45,7 +45,7 @@ Expected<Evaluation> run_point(const ModelSpec& spec, const Workload& w, const C
   if (gpus > (int64_t{1} << 30)) return Status::error("more than 2^30 GPUs");
   const int n = static_cast<int>(gpus);
   if (o.layout) {
-    PlanLayout l = *o.layout;
+    ParallelLayout l = *o.layout;
     const int mp = l.tp * l.pp * l.cp;
     if (n % mp != 0) {
       return Status::error(fmt::format("tp({}) * pp({}) * cp({}) = {} does not divide {} GPUs", l.tp, l.pp, l.cp, mp, n));

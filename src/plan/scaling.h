@@ -24,7 +24,7 @@ struct SweepOptions {
   SweepKind kind = SweepKind::weak;
   std::vector<int64_t> gpus;     // the points, ascending; the first is the reference
   int64_t global_batch = 0;      // at the first point
-  std::optional<PlanLayout> layout;  // fixed layout (its dp is recomputed per point); none: replan
+  std::optional<ParallelLayout> layout;  // fixed layout (its dp is recomputed per point); none: replan
   SearchSpace space;             // constraints for replanning
   std::optional<FailureModel> failures;
   double train_tokens = 0;       // > 0: time to train per point

@@ -15,7 +15,7 @@
 
 namespace tera {
 
-Evaluation evaluate_layout(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl) {
+Evaluation evaluate_layout(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   Evaluation e;
   e.layout = l;
   const int64_t M = micro_batches(l, w);
@@ -60,7 +60,7 @@ std::vector<T> choices(const std::optional<T>& fixed, std::vector<T> all) {
 }
 
 struct Candidate {
-  PlanLayout layout;
+  ParallelLayout layout;
   double bound;
 };
 
@@ -76,7 +76,7 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
   using Key = std::tuple<int, int, int, bool, Recompute>;
   std::map<Key, LayoutTables> tables;
   std::map<Key, PartCosts> parts;
-  auto consider = [&](const PlanLayout& l) {
+  auto consider = [&](const ParallelLayout& l) {
     ++r.enumerated;
     const Key key{l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute};
     auto t = tables.find(key);
@@ -131,7 +131,7 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
               std::vector<Recompute> rcs = {Recompute::none, Recompute::full};
               if (!cl.stack.flash_attention) rcs.insert(rcs.begin() + 1, Recompute::selective);
               for (Recompute rc : choices(space.recompute, rcs)) {
-                PlanLayout l;
+                ParallelLayout l;
                 l.tp = tp;
                 l.pp = pp;
                 l.dp = dp;

@@ -16,7 +16,7 @@
 namespace tera {
 
 struct Evaluation {
-  PlanLayout layout;
+  ParallelLayout layout;
   MemoryBreakdown memory;
   bool fits = false;
   double step_time_s = 0;
@@ -30,7 +30,7 @@ struct Evaluation {
 
 // Prices one layout: schedule, memory, costs, simulation. The layout must
 // pass check_layout.
-Evaluation evaluate_layout(const ModelSpec& spec, const PlanLayout& l, const Workload& w, const Cluster& cl);
+Evaluation evaluate_layout(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
 
 // Fixed choices narrow the search; unset ones are searched.
 struct SearchSpace {
@@ -47,7 +47,7 @@ struct SearchResult {
   int64_t fitting = 0;           // of those, layouts that fit (each priced with a lower bound)
   int64_t simulated = 0;         // layouts whose schedule was simulated
   // The layout with the least memory per GPU (explains "nothing fits").
-  std::optional<PlanLayout> smallest;
+  std::optional<ParallelLayout> smallest;
   MemoryBreakdown smallest_memory;
 };
 

@@ -33,7 +33,7 @@ const char* sim_span_category(const SimSpan& s) {
   }
 }
 
-std::string sim_trace_json(const std::vector<SimSpan>& spans, const PlanLayout& l) {
+std::string sim_trace_json(const std::vector<SimSpan>& spans, const ParallelLayout& l) {
   // rank = (pp_rank * dp + dp_rank) * tp + tp_rank with dp_rank = tp_rank = 0.
   auto rank_of = [&](int stage) { return stage * l.dp * l.tp; };
   std::vector<Trace> tracks;
@@ -59,7 +59,7 @@ std::string sim_trace_json(const std::vector<SimSpan>& spans, const PlanLayout& 
   return body;
 }
 
-Status write_sim_trace(const std::string& path, const std::vector<SimSpan>& spans, const PlanLayout& l) {
+Status write_sim_trace(const std::string& path, const std::vector<SimSpan>& spans, const ParallelLayout& l) {
   const std::string body = sim_trace_json(spans, l);
   auto f = AtomicFile::create(path);
   if (!f) return f.status();

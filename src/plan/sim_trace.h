@@ -23,8 +23,8 @@ std::string sim_span_name(const SimSpan& s);
 const char* sim_span_category(const SimSpan& s);
 
 // The whole file's text: {"traceEvents":[...],"displayTimeUnit":"ms"}.
-std::string sim_trace_json(const std::vector<SimSpan>& spans, const PlanLayout& l);
+std::string sim_trace_json(const std::vector<SimSpan>& spans, const ParallelLayout& l);
 // Writes sim_trace_json atomically (core/file_util.h AtomicFile).
-Status write_sim_trace(const std::string& path, const std::vector<SimSpan>& spans, const PlanLayout& l);
+Status write_sim_trace(const std::string& path, const std::vector<SimSpan>& spans, const ParallelLayout& l);
 
 }  // namespace tera

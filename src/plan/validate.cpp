@@ -88,7 +88,7 @@ struct RowCase {
   StackProfile profile;
   SearchSpace space;
   bool complete = false;
-  PlanLayout fixed;  // when complete
+  ParallelLayout fixed;  // when complete
   double f_model = 0, f_eq3 = 0, peak = 0, tokens = 0;
   int64_t gb = 0;
 };
@@ -325,7 +325,7 @@ void fix_layout(int cp, RowCase* c) {
   rc_case.complete = space.tp && space.pp && space.dp && space.micro_batch && space.vpp && space.zero &&
                      space.sequence_parallel && space.recompute;
   if (rc_case.complete) {
-    PlanLayout& l = rc_case.fixed;
+    ParallelLayout& l = rc_case.fixed;
     l.tp = *space.tp;
     l.pp = *space.pp;
     l.dp = *space.dp;
@@ -388,7 +388,7 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
 
 // Prices a row under profile parameters; `layout`, when set, is priced
 // instead of searching (fits keep the layout found at the start).
-RowPrediction price_case(const RowCase& c, const StackParams& params, const PlanLayout* layout = nullptr) {
+RowPrediction price_case(const RowCase& c, const StackParams& params, const ParallelLayout* layout = nullptr) {
   RowPrediction p = c.p;
   StackProfile prof = c.profile;
   prof.params = params;
@@ -409,7 +409,7 @@ RowPrediction price_case(const RowCase& c, const StackParams& params, const Plan
       e = evaluate_layout(spec, *sr.smallest, w, cl);
     } else {
       // Say which of the row's own settings rules everything out.
-      PlanLayout given;
+      ParallelLayout given;
       given.tp = space.tp.value_or(1);
       given.pp = space.pp.value_or(1);
       given.cp = space.cp.value_or(1);
@@ -484,7 +484,7 @@ StackParams params_for(const std::map<std::string, StackParams>& m, const RowCas
 // descent by golden-section search on each parameter in turn, minimising the
 // mean |log(predicted / reported)|.
 StackParams fit_profile(const std::vector<RowCase>& cases, const std::vector<size_t>& rows,
-                        const std::vector<PlanLayout>& layouts, StackParams start) {
+                        const std::vector<ParallelLayout>& layouts, StackParams start) {
   if (rows.empty()) return start;
   auto loss = [&](const StackParams& q) {
     double sum = 0;
@@ -536,7 +536,7 @@ StackParams fit_profile(const std::vector<RowCase>& cases, const std::vector<siz
 
 // Fits every profile present among `rows`; others keep `base`.
 std::map<std::string, StackParams> fit_profiles(const std::vector<RowCase>& cases, const std::vector<size_t>& rows,
-                                                const std::vector<PlanLayout>& layouts,
+                                                const std::vector<ParallelLayout>& layouts,
                                                 std::map<std::string, StackParams> base,
                                                 const std::vector<std::string>& only = {}) {
   std::map<std::string, std::vector<size_t>> by;
@@ -550,8 +550,8 @@ std::map<std::string, StackParams> fit_profiles(const std::vector<RowCase>& case
 }
 
 // The layouts each row is priced on with parameters `m` (searched when the row leaves settings open).
-std::vector<PlanLayout> start_layouts(const std::vector<RowCase>& cases, const std::map<std::string, StackParams>& m) {
-  std::vector<PlanLayout> out;
+std::vector<ParallelLayout> start_layouts(const std::vector<RowCase>& cases, const std::map<std::string, StackParams>& m) {
+  std::vector<ParallelLayout> out;
   for (const RowCase& c : cases) out.push_back(price_case(c, params_for(m, c)).layout);
   return out;
 }
@@ -632,7 +632,7 @@ Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& 
   cv.in_sample = std::move(*in);
   std::map<std::string, StackParams> neutral;
   for (const RowCase& c : cases) neutral[c.profile.name] = StackParams{};
-  const std::vector<PlanLayout> layouts = start_layouts(cases, neutral);  // as the in-sample fit started
+  const std::vector<ParallelLayout> layouts = start_layouts(cases, neutral);  // as the in-sample fit started
   std::vector<std::string> sources;
   for (const RowCase& c : cases) {
     if (std::find(sources.begin(), sources.end(), c.p.source) == sources.end()) sources.push_back(c.p.source);

@@ -37,7 +37,7 @@ struct RowPrediction {
   double predicted = 0;
   double reported = 0;
   double rel_error = 0;    // (predicted - reported) / reported
-  PlanLayout layout;           // the layout priced
+  ParallelLayout layout;           // the layout priced
   bool fits = true;        // per the memory model
   std::vector<std::string> flags;  // settings chosen by the planner or inferred
   std::string skip_reason;         // set when the row cannot be priced (no preset, unmodelled feature)

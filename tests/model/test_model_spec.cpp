@@ -7,6 +7,7 @@
 #include "kernels/backend.h"
 #include "model/gpt.h"
 #include "model/model_spec.h"
+#include "model/param_table.h"
 
 namespace tera {
 namespace {
@@ -103,6 +104,27 @@ TEST(ModelSpec, ActivationsMatchKorthikanti) {
   // Selective recompute drops the attention scores: 32sbh; full keeps the block input: 2sbh.
   EXPECT_EQ(table_bytes(spec.saved_block_activations(b, s, {.recompute = Recompute::full, .dtype = DType::bf16})),
             2 * sbh);
+}
+
+TEST(ModelSpec, VocabParallelRowsArePaddedForTpEvenWhenTheVocabIsAligned) {
+  // vocab 128 is a multiple of vocab_align 64 but not of 64 * tp = 256: each
+  // of 4 ranks holds padded_vocab(4) / 4 = 64 rows (what Gpt's LM head reads),
+  // ranks 2 and 3 only padding. (Decided by the parameter's token_embedding
+  // role, not by whether tp = 1 needed padding.)
+  const ModelSpec spec(ModelConfig{.layers = 1, .hidden = 16, .heads = 2, .seq_len = 8, .vocab = 128, .vocab_align = 64});
+  const ParamInfo* wte = nullptr;
+  for (const auto& p : spec.params()) {
+    if (p.token_embedding) wte = &p;
+  }
+  ASSERT_NE(wte, nullptr);
+  EXPECT_EQ(wte->name, "wte.weight");
+  EXPECT_EQ(spec.local_shape(*wte, 4), (Shape{64, 16}));
+  for (int r = 0; r < 4; ++r) {
+    const ParamTable table(spec, ArenaLayout::kAlignFloats, 4, r, whole_model_plan(1));
+    const ParamEntry& e = table.at("wte.weight");
+    EXPECT_EQ(e.local_shape, (Shape{64, 16}));
+    EXPECT_EQ(table.global_index(e, 0), r < 2 ? r * 64 * 16 : -1) << r;
+  }
 }
 
 TEST(ModelSpec, ValidationNamesTheKey) {

@@ -108,7 +108,7 @@ TEST(ContextParallel, AttentionOverAllKeysAndKvTraffic) {
 }
 
 TEST(ContextParallel, LayoutCountsAndChecks) {
-  PlanLayout l;
+  ParallelLayout l;
   l.dp = 4;
   l.cp = 2;
   EXPECT_EQ(l.world(), 8);
@@ -128,7 +128,7 @@ TEST(ZeroPerTensor, OneLatencyPerParameterTensor) {
   // ZeRO-3 over 16 ranks on 2 nodes (ring: 15 alpha_inter per collective). A stack gathering
   // tensor by tensor pays that latency once per tensor (12 in a GPT block), FSDP once per block.
   const ModelSpec& spec = tiny();
-  PlanLayout l;
+  ParallelLayout l;
   l.dp = 16;
   l.zero = 3;
   Workload w{spec.config(), 16, Precision::mixed};
@@ -149,7 +149,7 @@ TEST(ZeroThree, FirstGatherAndLastReduceScatterExposed) {
   // gather hides behind its pass (max(0, ag - pass) exposed), the embedding's and head's too,
   // and the first block's gather, which nothing precedes, is exposed in full: + min(ag, pass).
   const ModelSpec& spec = tiny();
-  PlanLayout l;
+  ParallelLayout l;
   l.dp = 16;
   l.zero = 3;
   Workload w{spec.config(), 16, Precision::mixed};
@@ -172,12 +172,12 @@ TEST(UntiedEmbeddings, TheHeadIsItsOwnParameters) {
   p.wte = 96 * 64;
   p.wpe = 64 * 64;
   p.lnf = 128;
-  PlanLayout one;
+  ParallelLayout one;
   EXPECT_DOUBLE_EQ(stage_params(p, one, 2, 0), 200 + 96 * 64 + 64 * 64 + 128);
   p.untied = true;
   EXPECT_DOUBLE_EQ(stage_params(p, one, 2, 0), 200 + 2 * 96 * 64 + 64 * 64 + 128);
   // Two stages: the last holds the head either way; untied, no tied-gradient all-reduce crosses.
-  PlanLayout two;
+  ParallelLayout two;
   two.pp = 2;
   EXPECT_DOUBLE_EQ(stage_params(p, two, 2, 1), 100 + 96 * 64 + 128);
   const ModelSpec& spec = tiny();

@@ -83,14 +83,14 @@ TEST(Layout, ParseAndCheckNameEveryFactor) {
   EXPECT_FALSE(parse_layout("tp=2,bogus=1", 8).ok());
   EXPECT_FALSE(parse_layout("tp=3,pp=2", 16).ok());  // 6 does not divide 16
   const Workload w{ModelConfig{.layers = 8, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::mixed};
-  PlanLayout bad{2, 4, 3, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  ParallelLayout bad{2, 4, 3, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   EXPECT_NE(check_layout(bad, w, 16).message().find("parallel.tp (2) * parallel.pp (4) * parallel.dp (3) = 24 != world size 16"),
             std::string::npos);
-  PlanLayout heads{3, 1, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  ParallelLayout heads{3, 1, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   EXPECT_NE(check_layout(heads, w, 3).message().find("parallel.tp = 3 does not divide model.heads = 8"), std::string::npos);
-  PlanLayout batch{1, 1, 3, 1, 2, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  ParallelLayout batch{1, 1, 3, 1, 2, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   EXPECT_NE(check_layout(batch, w, 3).message().find("train.micro_batch (2) x data-parallel degree (3)"), std::string::npos);
-  PlanLayout inter{1, 4, 1, 2, 8, 0, false, Recompute::none, ScheduleKind::interleaved};
+  ParallelLayout inter{1, 4, 1, 2, 8, 0, false, Recompute::none, ScheduleKind::interleaved};
   EXPECT_NE(check_layout(inter, w, 4).message().find("micro_batches % stages"), std::string::npos);
 }
 
@@ -98,16 +98,16 @@ TEST(Layout, PlannerTakesTheLayoutsTheRuntimeRuns) {
   // 7 layers over pp 2 x vpp 2 (the runtime splits them 2/2/2/1) and an
   // explicit uneven 1F1B split: refused by the planner before, priced now.
   const Workload w{ModelConfig{.layers = 7, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::mixed};
-  PlanLayout inter{1, 2, 1, 2, 1, 0, false, Recompute::none, ScheduleKind::interleaved};
+  ParallelLayout inter{1, 2, 1, 2, 1, 0, false, Recompute::none, ScheduleKind::interleaved};
   EXPECT_TRUE(check_layout(inter, w, 2).is_ok()) << check_layout(inter, w, 2).message();
-  PlanLayout uneven{1, 2, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
+  ParallelLayout uneven{1, 2, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   uneven.stage_layers = {1, 6};
   EXPECT_TRUE(check_layout(uneven, w, 2).is_ok());
   EXPECT_EQ(layers_in_virtual_stage(uneven, 7, 1), 6);
   // Its pricing follows the split: the 6-layer stage holds more parameters
   // than the balanced 4-layer one, and the 1-layer stage fewer than 3.
   const ModelSpec spec(w.model);
-  PlanLayout balanced = uneven;
+  ParallelLayout balanced = uneven;
   balanced.stage_layers.clear();
   EXPECT_GT(stage_params(spec, uneven, 1), stage_params(spec, balanced, 1));
   EXPECT_LT(stage_params(spec, uneven, 0), stage_params(spec, balanced, 0));
@@ -123,7 +123,7 @@ TEST(Layout, LayerSplitIsTheRuntimes) {
         if (L < pp * vpp) continue;
         auto runtime = layers_per_virtual_stage(L, pp, vpp);
         ASSERT_TRUE(runtime.ok()) << runtime.error();
-        PlanLayout l;
+        ParallelLayout l;
         l.pp = pp;
         l.vpp = vpp;
         for (int v = 0; v < pp * vpp; ++v) {

@@ -55,7 +55,7 @@ Cluster round_cluster() {
 Evaluation simulate(const std::string& layout, int64_t global_batch) {
   const ModelConfig m = tiny_model();
   const Workload w{m, global_batch, Precision::mixed};
-  PlanLayout l = parse_layout(layout, 0).value();
+  ParallelLayout l = parse_layout(layout, 0).value();
   EXPECT_TRUE(check_layout(l, w, l.world()).is_ok()) << layout;
   return evaluate_layout(ModelSpec(m), l, w, round_cluster());
 }
@@ -101,7 +101,7 @@ TEST(SimulateRound, TensorParallelismSplitsTheWorkExactly) {
   ModelConfig m = tiny_model();
   m.heads = 2;
   const Workload w{m, 4, Precision::mixed};
-  const PlanLayout l = parse_layout("tp=2,pp=2,dp=1,mb=1", 0).value();
+  const ParallelLayout l = parse_layout("tp=2,pp=2,dp=1,mb=1", 0).value();
   ASSERT_TRUE(check_layout(l, w, 4).is_ok());
   const Evaluation e = evaluate_layout(ModelSpec(m), l, w, round_cluster());
   EXPECT_DOUBLE_EQ(e.step_time_s, 432.0 / 14 / 2);
@@ -110,7 +110,7 @@ TEST(SimulateRound, TensorParallelismSplitsTheWorkExactly) {
 TEST(SimulateRound, TraceSpansMatchTheTimeline) {
   const ModelConfig m = tiny_model();
   const Workload w{m, 4, Precision::mixed};
-  const PlanLayout l = parse_layout("tp=1,pp=2,dp=1,mb=1", 0).value();
+  const ParallelLayout l = parse_layout("tp=1,pp=2,dp=1,mb=1", 0).value();
   const ModelSpec spec(m);
   const Cluster cl = round_cluster();
   const Schedule sch = make_schedule(l.schedule, l.pp, 4, 1).value();

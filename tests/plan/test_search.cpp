@@ -39,7 +39,7 @@ TEST(Search, SmallModelWithPlentyOfMemoryIsPureDataParallel) {
   const Workload w{m, 64, Precision::mixed};
   const SearchResult r = search_layouts(spec, w, synthetic(80, 100, 100), 8, SearchSpace{}, 3);
   ASSERT_FALSE(r.best.empty());
-  const PlanLayout& l = r.best.front().layout;
+  const ParallelLayout& l = r.best.front().layout;
   EXPECT_EQ(l.tp, 1);
   EXPECT_EQ(l.pp, 1);
   EXPECT_EQ(l.dp, 8);
@@ -84,7 +84,7 @@ TEST(Search, BranchAndBoundMatchesExhaustivePricing) {
           for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
             for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
               for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-                PlanLayout l{tp, pp, dp, vpp, mb, zero, sp == 1, rc,
+                ParallelLayout l{tp, pp, dp, vpp, mb, zero, sp == 1, rc,
                          vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b};
                 if (!check_layout(l, w, 8).is_ok()) continue;
                 const Evaluation e = evaluate_layout(spec, l, w, cl);
