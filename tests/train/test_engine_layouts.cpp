@@ -61,8 +61,9 @@ struct LayoutRun {
 };
 
 LayoutRun run_layout(ParallelLayout layout, int zero, bool sp = false, int64_t layers = 2,
-                     Recompute recompute = Recompute::none) {
+                     Recompute recompute = Recompute::none, int64_t vocab = 0) {
   RunConfig cfg = tiny_config(zero, layers, sp, recompute);
+  if (vocab > 0) cfg.model.vocab = vocab;
   cfg.parallel.tp = layout.tp;
   cfg.parallel.pp = layout.pp;
   cfg.parallel.dp = layout.dp;
@@ -147,6 +148,19 @@ TEST_P(EngineLayouts, MatchSingleRankStepByStep) {
     }
   }
   EXPECT_LT(max_diff, 1e-4 * scale) << "final parameters diverged, worst in " << worst;
+}
+
+TEST(EngineTensorParallel, VocabularyAlignedButNotToTheTpMultipleMatchesSingleRank) {
+  // vocab 72 is a multiple of vocab_align 8 but not of 8 * tp = 32: the
+  // vocab-parallel embedding is padded to 96 rows, 24 per rank, which the LM
+  // head reads. (The parameter table once gave such a vocabulary 72 / 4 = 18
+  // rows per rank and the losses drifted from the single-rank run's.)
+  const LayoutRun reference = run_layout(ParallelLayout{1, 1, 1}, 0, false, 2, Recompute::none, 72);
+  const LayoutRun r = run_layout(ParallelLayout{4, 1, 1}, 0, false, 2, Recompute::none, 72);
+  ASSERT_EQ(r.losses.size(), reference.losses.size());
+  for (size_t s = 0; s < r.losses.size(); ++s) {
+    EXPECT_NEAR(r.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s])) << "step " << s + 1;
+  }
 }
 
 std::string layout_name(const ::testing::TestParamInfo<std::tuple<int, int, int, bool, bool>>& info) {
