@@ -466,10 +466,22 @@ void fit_attention(const Measured& m, const std::vector<StepOps>& counted, Clust
     c->eff.softmax = 0;
     c->eff.attention = fit_attention_efficiency(att, c->gpu.peak_flops_32);
   }
+  // A fraction of peak lies in (0, 1]. On a busy machine the reference
+  // steps' attention can leave no time after the other terms (no estimate:
+  // priced as the GEMMs are) or run faster than the measured peak allows
+  // (the peak was underestimated: bounded at 1). Either is said.
+  std::string note;
+  if (!(c->eff.attention > 0)) {
+    c->eff.attention = c->eff.gemm_max;
+    note = "; attention left no time after the other terms (a noisy machine?): priced as gemm_max";
+  } else if (c->eff.attention > 1) {
+    note = fmt::format("; attention measured at {:.3g} of the measured peak (a noisy peak?): bounded at 1", c->eff.attention);
+    c->eff.attention = 1;
+  }
   fmt::print("  fitted: gemm_max {:.3g}, hbm {:.3g} of triad, kernel overhead {:.2f} us, attention {:.3g} of peak, "
-             "softmax {:.3g} of triad{}\n",
+             "softmax {:.3g} of triad{}{}\n",
              c->eff.gemm_max, c->eff.hbm, c->eff.kernel_overhead * 1e6, c->eff.attention, c->eff.softmax,
-             c->eff.softmax > 0 ? "" : " (not separable: as hbm)");
+             c->eff.softmax > 0 ? "" : " (not separable: as hbm)", note);
 }
 
 // The `local` preset fitted from the measurements, in order: links, memory-bound

@@ -147,12 +147,14 @@ class PlanCli(unittest.TestCase):
             self.assertEqual(json.loads(p.stdout)[0]["tp"], 1)
             self.bad(["plan", "--model", "gpt2-124m", "--cluster", out, "--gpus", "1", "--global-batch", "8"],
                      "no 16-bit peak")
-            # Every efficiency it fits is inside the parser's range and was measured.
+            # Every efficiency it fits is inside the parser's range, whatever the
+            # machine's load did to the timings (a per-op overhead the noise
+            # hides fits as 0).
             with open(out) as f:
                 eff = tomllib.loads(f.read())["efficiency"]
             self.assertTrue(0 < eff["gemm_max"] <= 1 and 0 < eff["hbm"] <= 1, eff)
             self.assertTrue(0 < eff["attention"] <= 1, eff)
-            self.assertGreater(eff["kernel_overhead_us"], 0)
+            self.assertGreaterEqual(eff["kernel_overhead_us"], 0)
 
     @unittest.skipUnless(shutil.which("mpirun"), "no mpirun")
     def test_calibrate_under_mpi_measures_the_links(self):
