@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
       step_seconds += st.seconds;
     }
   }
-  if (profile) fmt::print("{}{:<20} {:>8} {:>10.1f}\n", profiling_report(), "step total", "", step_seconds * 1e3);
+  if (profile) fmt::print("{}{:<26} {:>8} {:>10.1f}\n", profiling_report(), "step total", "", step_seconds * 1e3);
   const double tera_tps = median(rates);
   const double gflops = tera_tps * flops_per_token / 1e9;
   const double gemm = measured_gemm_gflops(batch * seq, 3 * hidden, hidden);

@@ -243,7 +243,7 @@ void print_profiles(const RunTally& t, Communicator& comm) {
   for (int r = 0; r < comm.size(); ++r) {
     comm.barrier();
     if (r != comm.rank()) continue;
-    fmt::print("profile rank {} (steps after the first; wall clock in each compute op):\n{}{:<20} {:>8} {:>10.1f}\n",
+    fmt::print("profile rank {} (steps after the first; wall clock in each compute op):\n{}{:<26} {:>8} {:>10.1f}\n",
                r, profiling_report(), "step total", "", t.profiled_seconds * 1e3);
     std::fflush(stdout);
   }

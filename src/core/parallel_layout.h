@@ -52,7 +52,7 @@ struct ParallelLayout {
   int cp = 1;
   // Layers of each of the pp * vpp virtual stages; empty: balanced (each
   // virtual stage L / V layers, the first L % V one more).
-  std::vector<int64_t> stage_layers;
+  std::vector<int64_t> stage_layers = {};
 
   int world() const { return tp * cp * dp * pp; }   // ranks (GPUs) the layout needs
   int dp_cp() const { return dp * cp; }             // ranks holding the same parameters

@@ -4,6 +4,7 @@
 // on which backend it is (DESIGN.md invariant 5).
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "core/tensor.h"
@@ -11,36 +12,60 @@
 
 namespace tera {
 
-enum class KernelOp { gemm, linear, layernorm, gelu, attention, residual, cross_entropy, embedding, adamw, sum_squares };
+// The op list, defined once: X(field, signature, need). The Backend's
+// fields, KernelOp, kernel_op_name and the profiling backend's wrappers and
+// names all come from it. need is `required` (production code calls it; a
+// backend must fill it) or `optional` (only benchmarks and conformance tests
+// call it; a backend may leave it null).
+#define TERA_BACKEND_OPS(X)                                   \
+  X(gemm, GemmFn, optional) /* the model calls linear_* */    \
+  X(linear_forward, LinearForwardFn, required)                \
+  X(linear_backward, LinearBackwardFn, required)              \
+  X(layernorm_forward, LayerNormForwardFn, required)          \
+  X(layernorm_backward, LayerNormBackwardFn, required)        \
+  X(gelu_forward, GeluForwardFn, required)                    \
+  X(gelu_backward, GeluBackwardFn, required)                  \
+  X(attention_forward, AttentionForwardFn, required)          \
+  X(attention_backward, AttentionBackwardFn, required)        \
+  X(residual_forward, ResidualForwardFn, required)            \
+  X(cross_entropy, CrossEntropyFn, optional) /* fused; training uses ce_* */ \
+  X(softmax_row, SoftmaxRowFn, required)                      \
+  X(embedding_lookup, EmbeddingLookupFn, required)            \
+  X(embedding_lookup_backward, EmbeddingLookupBackwardFn, required) \
+  X(position_add, PositionAddFn, required)                    \
+  X(position_add_backward, PositionAddBackwardFn, required)   \
+  X(bias_residual, BiasResidualFn, required)                  \
+  X(ce_max, CeMaxFn, required)                                \
+  X(ce_exp_sum, CeExpSumFn, required)                         \
+  X(ce_finalize, CeFinalizeFn, required)                      \
+  X(adamw, AdamWFn, required)                                 \
+  X(sum_squares, SumSquaresFn, required)
+
+enum class KernelOp {
+#define TERA_KERNEL_OP_ENUM(op, Fn, need) op,
+  TERA_BACKEND_OPS(TERA_KERNEL_OP_ENUM)
+#undef TERA_KERNEL_OP_ENUM
+};
+constexpr int kKernelOps = 0
+#define TERA_KERNEL_OP_COUNT(op, Fn, need) +1
+    TERA_BACKEND_OPS(TERA_KERNEL_OP_COUNT)
+#undef TERA_KERNEL_OP_COUNT
+    ;
+const char* kernel_op_name(KernelOp op);  // the field's name: "linear_forward"
+bool kernel_op_required(KernelOp op);
 
 struct Backend {
-  const char* name;
-  const char* gemm_library;  // what executes GEMMs (reported by benchmarks)
-  GemmFn gemm;
-  LinearForwardFn linear_forward;
-  LinearBackwardFn linear_backward;
-  LayerNormForwardFn layernorm_forward;
-  LayerNormBackwardFn layernorm_backward;
-  GeluForwardFn gelu_forward;
-  GeluBackwardFn gelu_backward;
-  AttentionForwardFn attention_forward;
-  AttentionBackwardFn attention_backward;
-  ResidualForwardFn residual_forward;
-  CrossEntropyFn cross_entropy;
-  SoftmaxRowFn softmax_row;
-  EmbeddingLookupFn embedding_lookup;
-  EmbeddingLookupBackwardFn embedding_lookup_backward;
-  PositionAddFn position_add;
-  PositionAddBackwardFn position_add_backward;
-  BiasResidualFn bias_residual;
-  CeMaxFn ce_max;
-  CeExpSumFn ce_exp_sum;
-  CeFinalizeFn ce_finalize;
-  AdamWFn adamw;
-  SumSquaresFn sum_squares;
+  const char* name = nullptr;
+  const char* gemm_library = nullptr;  // what executes GEMMs (reported by benchmarks)
+#define TERA_BACKEND_FIELD(op, Fn, need) Fn op = nullptr;
+  TERA_BACKEND_OPS(TERA_BACKEND_FIELD)
+#undef TERA_BACKEND_FIELD
   // optional: which (op, dtype) pairs run natively; null means fp32 only.
-  bool (*supports)(KernelOp op, DType dtype);
+  bool (*supports)(KernelOp op, DType dtype) = nullptr;
 };
+
+// The required ops a backend leaves null, comma-separated ("" when complete).
+std::string missing_required_ops(const Backend& b);
 
 const Backend& cpu_backend();
 

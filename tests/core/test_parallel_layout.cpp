@@ -7,7 +7,7 @@ namespace tera {
 namespace {
 
 TEST(Layout, WorkedExampleTp2Pp2Dp4) {
-  const ParallelLayout l{2, 2, 4};
+  const ParallelLayout l{.tp = 2, .pp = 2, .dp = 4};
   EXPECT_EQ(l.world(), 16);
   EXPECT_EQ(l.tp_group(5), (std::vector<int>{4, 5}));
   EXPECT_EQ(l.dp_group(0), (std::vector<int>{0, 2, 4, 6}));
@@ -24,7 +24,7 @@ TEST(Layout, RankFormulaRoundTripsForManyShapes) {
   for (int tp : {1, 2, 3, 4})
     for (int pp : {1, 2, 5})
       for (int dp : {1, 2, 3}) {
-        const ParallelLayout l{tp, pp, dp};
+        const ParallelLayout l{.tp = tp, .pp = pp, .dp = dp};
         for (int r = 0; r < l.world(); ++r) {
           const auto c = l.coord(r);
           ASSERT_EQ((c.pp * dp + c.dp) * tp + c.tp, r);
@@ -39,7 +39,7 @@ TEST(Layout, RankFormulaRoundTripsForManyShapes) {
 
 TEST(Layout, ContextParallelRanksSitBetweenTpAndDp) {
   // tp 2, cp 2, dp 2, pp 2: rank = ((pp * dp + dp_rank) * cp + cp_rank) * tp + tp_rank.
-  ParallelLayout l{2, 2, 2};
+  ParallelLayout l{.tp = 2, .pp = 2, .dp = 2};
   l.cp = 2;
   EXPECT_EQ(l.world(), 16);
   const auto c = l.coord(13);  // 13 = ((1 * 2 + 1) * 2 + 0) * 2 + 1
@@ -52,7 +52,7 @@ TEST(Layout, ContextParallelRanksSitBetweenTpAndDp) {
 }
 
 TEST(Layout, StringRoundTripsEveryField) {
-  ParallelLayout l{2, 2, 3};
+  ParallelLayout l{.tp = 2, .pp = 2, .dp = 3};
   l.vpp = 2;
   l.micro_batch = 4;
   l.zero = 3;
@@ -79,7 +79,7 @@ TEST(Layout, ParseRefusesNamingTheKey) {
 }
 
 TEST(Layout, WithWorldSizeDerivesDp) {
-  ParallelLayout l{2, 2, 0};
+  ParallelLayout l{.tp = 2, .pp = 2, .dp = 0};
   EXPECT_EQ(with_world_size(l, 12).dp, 3);
   l.dp = 5;
   EXPECT_EQ(with_world_size(l, 12).dp, 5);  // given: kept (check_layout refuses the mismatch)

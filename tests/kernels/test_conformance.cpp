@@ -12,9 +12,12 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/profiling_backend.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tera {
@@ -414,6 +417,37 @@ TEST(Conformance, BackendTableIsComplete) {
   EXPECT_FALSE(be.supports(KernelOp::gemm, DType::bf16));
   EXPECT_EQ(find_backend("cpu"), &be);
   EXPECT_EQ(find_backend("tpu"), nullptr);
+}
+
+TEST(Conformance, OneOpListGivesFieldsNamesAndTheProfiler) {
+  const Backend& cpu = cpu_backend();
+  EXPECT_EQ(missing_required_ops(cpu), "");
+  EXPECT_STREQ(kernel_op_name(KernelOp::linear_forward), "linear_forward");
+  EXPECT_STREQ(kernel_op_name(KernelOp::sum_squares), "sum_squares");
+  EXPECT_FALSE(kernel_op_required(KernelOp::gemm));
+  EXPECT_TRUE(kernel_op_required(KernelOp::adamw));
+  std::set<std::string> names;
+  for (int i = 0; i < kKernelOps; ++i) names.insert(kernel_op_name(static_cast<KernelOp>(i)));
+  EXPECT_EQ(static_cast<int>(names.size()), kKernelOps);
+  // A table without a required op says which.
+  Backend partial = cpu;
+  partial.attention_backward = nullptr;
+  partial.gemm = nullptr;  // optional: not reported
+  EXPECT_EQ(missing_required_ops(partial), "attention_backward");
+  // The profiler wraps every op the inner table has, forwards it, and counts it.
+  const Backend& prof = profiling_backend(cpu);
+  EXPECT_EQ(missing_required_ops(prof), "");
+  profiling_reset();
+  std::vector<float> x = {1, 2, 3, 4}, w = {0.5f, -1, 2, 0.25f}, y(4), y_ref(4);
+  prof.linear_forward(y.data(), x.data(), w.data(), nullptr, 2, 2, 2);
+  cpu.linear_forward(y_ref.data(), x.data(), w.data(), nullptr, 2, 2, 2);
+  EXPECT_EQ(y, y_ref);
+  EXPECT_DOUBLE_EQ(prof.sum_squares(x.data(), 4), 30.0);
+  const std::string report = profiling_report();
+  EXPECT_NE(report.find("linear_forward"), std::string::npos) << report;
+  EXPECT_NE(report.find("sum_squares"), std::string::npos) << report;
+  EXPECT_EQ(report.find("attention_forward"), std::string::npos) << report;  // never called
+  profiling_reset();
 }
 
 }  // namespace

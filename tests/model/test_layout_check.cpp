@@ -21,19 +21,19 @@ bool has(const Status& s, const std::string& text) { return s.message().find(tex
 
 TEST(LayoutCheck, WorldMismatchNamesEveryFactor) {
   const ModelConfig m = small_model();
-  const Status s = check_layout(ParallelLayout{2, 4, 3}, m, 0, 16);
+  const Status s = check_layout(ParallelLayout{.tp = 2, .pp = 4, .dp = 3}, m, 0, 16);
   ASSERT_FALSE(s.is_ok());
   EXPECT_TRUE(has(s, "parallel.tp (2) * parallel.pp (4) * parallel.dp (3) = 24 != world size 16")) << s.message();
-  const Status d = check_layout(ParallelLayout{2, 2, 0}, m, 0, 10);
+  const Status d = check_layout(ParallelLayout{.tp = 2, .pp = 2, .dp = 0}, m, 0, 10);
   EXPECT_TRUE(has(d, "world size 10 is not divisible by parallel.tp (2) * parallel.pp (2) = 4")) << d.message();
-  EXPECT_TRUE(check_layout(ParallelLayout{2, 2, 0}, m, 0, 12).is_ok());
-  EXPECT_FALSE(check_layout(ParallelLayout{0, 1, 1}, m, 0, 1).is_ok());
+  EXPECT_TRUE(check_layout(ParallelLayout{.tp = 2, .pp = 2, .dp = 0}, m, 0, 12).is_ok());
+  EXPECT_FALSE(check_layout(ParallelLayout{.tp = 0, .pp = 1, .dp = 1}, m, 0, 1).is_ok());
 }
 
 TEST(LayoutCheck, ListsEveryFailingCheck) {
   ModelConfig m = small_model();
   m.ffn_hidden = 100;
-  ParallelLayout l{3, 1, 1};
+  ParallelLayout l{.tp = 3, .pp = 1, .dp = 1};
   l.vpp = 2;  // without the interleaved schedule
   const Status s = check_layout(l, m, 0, 0);
   ASSERT_FALSE(s.is_ok());
@@ -44,7 +44,7 @@ TEST(LayoutCheck, ListsEveryFailingCheck) {
 
 TEST(LayoutCheck, BatchAgainstMicroBatchAndDp) {
   const ModelConfig m = small_model();
-  ParallelLayout l{1, 1, 0};
+  ParallelLayout l{.tp = 1, .pp = 1, .dp = 0};
   l.micro_batch = 2;
   // World unknown: only the micro-batch divides.
   EXPECT_TRUE(has(check_layout(l, m, 5, 0), "train.global_batch = 5 is not a multiple of train.micro_batch = 2"));
@@ -57,7 +57,7 @@ TEST(LayoutCheck, BatchAgainstMicroBatchAndDp) {
 TEST(LayoutCheck, UnevenInterleavedLayersRunAsTheRuntimeSplitsThem) {
   // 5 layers over pp 2 x vpp 2: the runtime's balanced split is 2/1/1/1.
   const ModelConfig m = small_model();
-  ParallelLayout l{1, 2, 1};
+  ParallelLayout l{.tp = 1, .pp = 2, .dp = 1};
   l.vpp = 2;
   l.schedule = ScheduleKind::interleaved;
   EXPECT_TRUE(check_layout(l, m, 4, 2).is_ok());
@@ -68,7 +68,7 @@ TEST(LayoutCheck, UnevenInterleavedLayersRunAsTheRuntimeSplitsThem) {
 
 TEST(LayoutCheck, StageLayersAreHonouredAndChecked) {
   const ModelConfig m = small_model();
-  ParallelLayout l{1, 2, 1};
+  ParallelLayout l{.tp = 1, .pp = 2, .dp = 1};
   l.stage_layers = {1, 4};
   EXPECT_TRUE(check_layout(l, m, 2, 2).is_ok());
   EXPECT_EQ(layers_in_virtual_stage(l, m.layers, 0), 1);
@@ -82,10 +82,10 @@ TEST(LayoutCheck, StageLayersAreHonouredAndChecked) {
 TEST(LayoutCheck, SequenceAndContextParallelSplitTheSequence) {
   ModelConfig m = small_model();
   m.seq_len = 18;
-  ParallelLayout l{4, 1, 1};
+  ParallelLayout l{.tp = 4, .pp = 1, .dp = 1};
   l.sequence_parallel = true;
   EXPECT_TRUE(has(check_layout(l, m, 0, 0), "parallel.sequence_parallel = true needs model.seq_len = 18 divisible by parallel.tp = 4"));
-  ParallelLayout c{1, 1, 1};
+  ParallelLayout c{.tp = 1, .pp = 1, .dp = 1};
   c.cp = 2;
   EXPECT_TRUE(has(check_layout(c, m, 0, 0), "2 * cp (4) to divide model.seq_len (18)"));
   m.seq_len = 16;

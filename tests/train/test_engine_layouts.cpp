@@ -108,9 +108,9 @@ LayoutRun run_layout(ParallelLayout layout, int zero, bool sp = false, int64_t l
 class EngineLayouts : public ::testing::TestWithParam<std::tuple<int, int, int, bool, bool>> {};
 
 TEST_P(EngineLayouts, MatchSingleRankStepByStep) {
-  static const LayoutRun reference = run_layout(ParallelLayout{1, 1, 1}, 0);
+  static const LayoutRun reference = run_layout(ParallelLayout{.tp = 1, .pp = 1, .dp = 1}, 0);
   const auto [tp, dp, zero, sp, rc] = GetParam();
-  const LayoutRun r = run_layout(ParallelLayout{tp, 1, dp}, zero, sp, 2, rc ? Recompute::full : Recompute::none);
+  const LayoutRun r = run_layout(ParallelLayout{.tp = tp, .pp = 1, .dp = dp}, zero, sp, 2, rc ? Recompute::full : Recompute::none);
   ASSERT_EQ(r.losses.size(), reference.losses.size());
   int clipped = 0;
   // losses: one per step, then the evaluation loss sum.
@@ -155,8 +155,8 @@ TEST(EngineTensorParallel, VocabularyAlignedButNotToTheTpMultipleMatchesSingleRa
   // vocab-parallel embedding is padded to 96 rows, 24 per rank, which the LM
   // head reads. (The parameter table once gave such a vocabulary 72 / 4 = 18
   // rows per rank and the losses drifted from the single-rank run's.)
-  const LayoutRun reference = run_layout(ParallelLayout{1, 1, 1}, 0, false, 2, Recompute::none, 72);
-  const LayoutRun r = run_layout(ParallelLayout{4, 1, 1}, 0, false, 2, Recompute::none, 72);
+  const LayoutRun reference = run_layout(ParallelLayout{.tp = 1, .pp = 1, .dp = 1}, 0, false, 2, Recompute::none, 72);
+  const LayoutRun r = run_layout(ParallelLayout{.tp = 4, .pp = 1, .dp = 1}, 0, false, 2, Recompute::none, 72);
   ASSERT_EQ(r.losses.size(), reference.losses.size());
   for (size_t s = 0; s < r.losses.size(); ++s) {
     EXPECT_NEAR(r.losses[s], reference.losses[s], 1e-5 * std::abs(reference.losses[s])) << "step " << s + 1;
@@ -227,7 +227,7 @@ TEST(EngineMemory, ZeroStagesHoldWhatTheyPromise) {
   // Adam state covers real parameters only (not alignment padding), so it is
   // compared to the padded total within 2%.
   const int64_t L = 8;
-  const ParallelLayout dp4{1, 1, 4};
+  const ParallelLayout dp4{.tp = 1, .pp = 1, .dp = 4};
   const LayoutRun z0 = run_layout(dp4, 0, false, L), z1 = run_layout(dp4, 1, false, L),
                   z2 = run_layout(dp4, 2, false, L), z3 = run_layout(dp4, 3, false, L);
   const int64_t P = z0.total_floats, R = z0.root_floats, M = z0.max_block_floats, K = z0.max_chunk_floats;
