@@ -182,6 +182,19 @@ def case_reshard(tera, config, corpus, work):
     train(tera, config, corpus, work, "offline", "pp=2", ["ckpt.dir=" + out], resume="auto")
     ok, why = same(control, metrics(work, "offline"), exact=False)
     check(ok, f"resume from the offline-resharded checkpoint ({why})")
+    # An uneven split (parallel.stage_layers) through the same layout check.
+    out2 = os.path.join(work, "resharded-uneven")
+    r = subprocess.run([tera, "ckpt", "reshard", src, "--layout", "tp=1,pp=2,dp=1,stage_layers=1/3", "--out", out2],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"ckpt reshard to stage_layers=1/3 ({r.stderr.strip()})")
+    train(tera, config, corpus, work, "offline_uneven", "pp=2", ["ckpt.dir=" + out2, "parallel.stage_layers=[1, 3]"],
+          resume="auto")
+    ok, why = same(control, metrics(work, "offline_uneven"), exact=False)
+    check(ok, f"resume from the checkpoint resharded to uneven stages ({why})")
+    r = subprocess.run([tera, "ckpt", "reshard", src, "--layout", "tp=1,pp=2,stage_layers=2/1", "--out",
+                        os.path.join(work, "bad")], capture_output=True, text=True)
+    check(r.returncode == 2 and "parallel.stage_layers sums to 3 but model.layers = 4" in r.stderr,
+          f"ckpt reshard refuses stage layers that do not add up, naming them ({r.stderr.strip()})")
 
 
 def rank_pids(root_pid):
