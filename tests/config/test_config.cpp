@@ -84,6 +84,12 @@ TEST(Config, TensorParallelLayoutsTheModelCannotTake) {
   expect_error(kGood, {"parallel.tp=4", "model.seq_len=18", "parallel.sequence_parallel=true"},
                {"model.seq_len = 18 divisible by parallel.tp = 4"});
   expect_error(kGood, {"parallel.zero=4"}, {"parallel.zero = 4 must be 0, 1, 2 or 3"});
+  // An int key beyond int's range is refused, not wrapped (2^32 + 2 once read as tp = 2).
+  expect_error(kGood, {"parallel.tp=4294967298"}, {"parallel.tp = 4294967298 is out of range"});
+  expect_error(kGood, {"train.micro_batch=4294967298"}, {"train.micro_batch = 4294967298 is out of range"});
+  // Every failing factor is listed, not only the first.
+  expect_error(kGood, {"parallel.tp=3", "parallel.vpp=2"},
+               {"parallel.tp = 3 does not divide model.heads = 4", "parallel.vpp = 2 needs parallel.schedule"});
   auto ok = parse_run_config(kGood, "cfg.toml", {"parallel.tp=4", "parallel.sequence_parallel=true", "parallel.zero=3"}, false);
   EXPECT_TRUE(ok.ok()) << ok.error();
 }
