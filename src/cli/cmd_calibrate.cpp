@@ -53,15 +53,11 @@ struct CalibrateArgs {
   bool force = false;
 };
 
-// $XDG_CONFIG_HOME/tera/clusters/local.toml, else ~/.config/tera/clusters/local.toml
-// (empty when neither variable is set).
+// <user config dir>/clusters/local.toml (plan/presets.h: where `--cluster
+// local` looks first); empty when neither XDG_CONFIG_HOME nor HOME is set.
 std::string default_preset_path() {
-  namespace fs = std::filesystem;
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  if (xdg != nullptr && *xdg && fs::path(xdg).is_absolute()) return (fs::path(xdg) / "tera/clusters/local.toml").string();
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && *home) return (fs::path(home) / ".config/tera/clusters/local.toml").string();
-  return "";
+  const std::string dir = user_config_dir();
+  return dir.empty() ? "" : (std::filesystem::path(dir) / "clusters/local.toml").string();
 }
 
 // STREAM-style triad a = b + s c over arrays far larger than the caches;

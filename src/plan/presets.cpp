@@ -23,13 +23,36 @@ std::string config_dir() {
   return env && *env ? std::string(env) : std::string(TERA_CONFIG_DIR);
 }
 
+std::string user_config_dir() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  if (xdg != nullptr && *xdg && fs::path(xdg).is_absolute()) return (fs::path(xdg) / "tera").string();
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && *home) return (fs::path(home) / ".config/tera").string();
+  return "";
+}
+
+namespace {
+
+// The directories a preset NAME is looked up in, first match wins.
+std::vector<fs::path> preset_dirs(const std::string& kind) {
+  std::vector<fs::path> dirs;
+  if (const std::string user = user_config_dir(); !user.empty()) dirs.push_back(fs::path(user) / kind);
+  dirs.push_back(fs::path(config_dir()) / kind);
+  return dirs;
+}
+
+}  // namespace
+
 std::vector<std::string> list_presets(const std::string& kind) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(fs::path(config_dir()) / kind, ec)) {
-    if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+  for (const fs::path& dir : preset_dirs(kind)) {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+    }
   }
   std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   return names;
 }
 
@@ -44,12 +67,22 @@ Expected<std::pair<std::string, std::string>> read_preset(const std::string& kin
                                                          const std::string& name_or_file) {
   std::string path = name_or_file;
   if (!looks_like_file(name_or_file)) {
-    path = (fs::path(config_dir()) / kind / (name_or_file + ".toml")).string();
-    if (!fs::exists(path)) {
+    path.clear();
+    std::string searched;
+    for (const fs::path& dir : preset_dirs(kind)) {
+      const fs::path candidate = dir / (name_or_file + ".toml");
+      searched += (searched.empty() ? "" : ", ") + dir.string();
+      std::error_code ec;
+      if (fs::exists(candidate, ec)) {
+        path = candidate.string();
+        break;
+      }
+    }
+    if (path.empty()) {
       std::string names;
       for (const auto& n : list_presets(kind)) names += (names.empty() ? "" : ", ") + n;
-      return Status::error(fmt::format("unknown {} preset '{}'; the presets are: {} (in {}/{}); or pass a .toml file",
-                                       what, name_or_file, names.empty() ? "(none found)" : names, config_dir(), kind));
+      return Status::error(fmt::format("unknown {} preset '{}'; the presets are: {} (in {}); or pass a .toml file",
+                                       what, name_or_file, names.empty() ? "(none found)" : names, searched));
     }
   }
   // A preset is a few kB of TOML; a device (/dev/zero), FIFO or huge file is refused before reading.

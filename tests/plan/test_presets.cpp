@@ -1,6 +1,14 @@
 // Presets, layout strings and checks, and the Llama-style ModelSpec fields.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "plan/layout.h"
 #include "plan/memory_model.h"
 #include "model/stage_plan.h"
@@ -72,6 +80,38 @@ TEST(Presets, ModelFilesAndRunConfigs) {
   auto kv = parse_model_toml("[model]\nlayers = 2\nhidden = 64\nheads = 8\nkv_heads = 3\nseq_len = 16\nvocab = 100\n", "m.toml");
   ASSERT_FALSE(kv.ok());
   EXPECT_NE(kv.error().find("model.kv_heads"), std::string::npos);
+}
+
+TEST(Presets, TheUsersDirectoryComesBeforeTheShippedOne) {
+  // tera calibrate writes <user dir>/clusters/local.toml; --cluster local then finds it first.
+  namespace fs = std::filesystem;
+  const fs::path xdg = fs::temp_directory_path() / ("tera-presets-" + std::to_string(::getpid()));
+  fs::create_directories(xdg / "tera/clusters");
+  std::ifstream shipped(fs::path(config_dir()) / "clusters/local.toml");
+  std::stringstream text;
+  text << shipped.rdbuf();
+  std::string mine = text.str();
+  const size_t at = mine.find("\nname = ");
+  ASSERT_NE(at, std::string::npos);
+  mine.replace(at, mine.find('\n', at + 1) - at, "\nname = \"measured here\"");
+  std::ofstream(xdg / "tera/clusters/local.toml") << mine;
+  std::ofstream(xdg / "tera/clusters/mine.toml") << mine;
+  const char* old = std::getenv("XDG_CONFIG_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_CONFIG_HOME", xdg.c_str(), 1);
+  EXPECT_EQ(user_config_dir(), (xdg / "tera").string());
+  auto local = load_cluster("local");
+  ASSERT_TRUE(local.ok()) << local.error();
+  EXPECT_EQ(local->name, "measured here");
+  const auto names = list_presets("clusters");
+  EXPECT_EQ(std::count(names.begin(), names.end(), "local"), 1);  // listed once
+  EXPECT_EQ(std::count(names.begin(), names.end(), "mine"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "frontier"), 1);
+  auto none = load_cluster("nonesuch");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().find((xdg / "tera/clusters").string()), std::string::npos) << none.error();
+  if (old) ::setenv("XDG_CONFIG_HOME", saved.c_str(), 1); else ::unsetenv("XDG_CONFIG_HOME");
+  fs::remove_all(xdg);
 }
 
 TEST(Layout, ParseAndCheckNameEveryFactor) {
