@@ -150,7 +150,7 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
 // What the steps add up to, for the summary, the bubble and the profile lines.
 struct RunTally {
   double elapsed = 0, first_loss = 0, last_loss = 0;
-  double profiled_seconds = 0;  // step time since the profile was reset (after the first step)
+  double profiled_seconds = 0;  // step and evaluation time since the profile was reset (after the first step)
   std::optional<double> last_val;
   std::vector<double> bubble_sum;  // [pp]
   int64_t bubble_steps = 0;
@@ -162,7 +162,7 @@ void tally_step(const StepStats& s, int64_t start_step, bool profile, RunTally* 
   t->elapsed += s.seconds;
   if (s.step == start_step + 1) t->first_loss = s.loss;
   if (profile && s.step == start_step + 1) profiling_reset();
-  if (s.step > start_step + 1) t->profiled_seconds += s.seconds;
+  if (s.step > start_step + 1) t->profiled_seconds += s.seconds + s.eval_seconds;  // the ops the profile counted
   t->last_loss = s.loss;
   if (s.val_loss) t->last_val = s.val_loss;
   if (s.step > start_step + 1) {  // the first step includes page faults
@@ -243,8 +243,9 @@ void print_profiles(const RunTally& t, Communicator& comm) {
   for (int r = 0; r < comm.size(); ++r) {
     comm.barrier();
     if (r != comm.rank()) continue;
-    fmt::print("profile rank {} (steps after the first; wall clock in each compute op):\n{}{:<26} {:>8} {:>10.1f}\n",
-               r, profiling_report(), "step total", "", t.profiled_seconds * 1e3);
+    fmt::print("profile rank {} (steps after the first and their evaluations; wall clock in each compute op):\n"
+               "{}{:<26} {:>8} {:>10.1f}\n",
+               r, profiling_report(), "steps + evaluations", "", t.profiled_seconds * 1e3);
     std::fflush(stdout);
   }
 }

@@ -164,7 +164,9 @@ StepStats Trainer::step() {
   st.bubble = bubble;
   const bool last = st.step == tc.steps;
   if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) {
+    Stopwatch eval_time;
     st.val_loss = evaluate();
+    st.eval_seconds = eval_time.seconds();
     st.interrupted = !st.val_loss.has_value();
   }
   return st;

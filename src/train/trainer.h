@@ -37,6 +37,7 @@ struct StepStats {
   int64_t comm_bytes = 0;   // bytes sent (ring model, comm/communicator.h), max over ranks
   std::vector<double> bubble;  // per pipeline stage: seconds blocked in pipeline receives / step seconds
   std::optional<double> val_loss;
+  double eval_seconds = 0;              // the evaluation after this step (0: none); not in `seconds`
   bool interrupted = false;             // a stop signal arrived during the step's evaluation
   bool skipped = false;                 // non-finite: no optimizer update (see StepResult)
   std::vector<std::string> bad_groups;  // the parameter groups with non-finite gradients
