@@ -18,6 +18,7 @@
 #include "core/file_util.h"
 #include "core/format.h"
 #include "kernels/profiling_backend.h"
+#include "train/preemption.h"
 #include "train/trainer.h"
 
 namespace tera::cli {
@@ -280,6 +281,7 @@ int finish_run(const RunConfig& cfg, const Trainer& tr, const RunTally& t, int64
 // `tera train`: checks the outputs, starts (or resumes) the trainer, runs the
 // steps, then saves the final weights, the trace and the closing lines.
 int run_train(const TrainArgs& args) {
+  route_stop_signals_to_a_thread();  // before MPI, OpenMP or the data loader start threads
   auto cfg = load_run_config(args.config, args.overrides);
   if (!cfg) {
     print_error(cfg.error());

@@ -1,21 +1,35 @@
 // Stop-signal handling; see preemption.h.
 #include "train/preemption.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
-#include <initializer_list>
 #include <cstdlib>
+#include <initializer_list>
+#include <thread>
 
 namespace tera {
 
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;  // the only process-wide state: a signal handler needs one
+// The only process-wide state: what a signal handler (or the thread that
+// receives the signals) leaves for the trainer to read.
+volatile std::sig_atomic_t g_signal = 0;
+std::atomic<bool> g_armed{false};  // install_preemption_handlers has run
 
-extern "C" void on_stop_signal(int sig) {
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&set, sig);
+  return set;
+}
+
+// The first stop signal sets the flag; a second ends the process at once.
+// Async-signal-safe only (write(2), _exit(2)): it also runs as a handler.
+void take_stop_signal(int sig) {
   if (g_signal != 0) {
-    // Async-signal-safe only: write(2) and _exit(2).
     static const char msg[] = "tera: second stop signal: exiting now; the last written checkpoint is intact\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
     ::_exit(128 + sig);
@@ -23,14 +37,48 @@ extern "C" void on_stop_signal(int sig) {
   g_signal = sig;
 }
 
+extern "C" void on_stop_signal(int sig) { take_stop_signal(sig); }
+
+// The receiving thread of route_stop_signals_to_a_thread. Before the trainer
+// arms the handling, a stop signal does what it would by default: it ends
+// the process, killed by that signal.
+void receive_stop_signals(sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (!g_armed.load()) {
+      std::signal(sig, SIG_DFL);
+      sigset_t one;
+      sigemptyset(&one);
+      sigaddset(&one, sig);
+      pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+      std::raise(sig);
+      ::_exit(128 + sig);  // not reached: the default action ends the process
+    }
+    take_stop_signal(sig);
+  }
+}
+
 }  // namespace
 
+void route_stop_signals_to_a_thread() {
+  static std::atomic<bool> started{false};
+  if (started.exchange(true)) return;
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread(receive_stop_signals, set).detach();
+}
+
 void install_preemption_handlers() {
+  // A thread that does not block the stop signals (one started before
+  // route_stop_signals_to_a_thread, or every thread where it was not called)
+  // runs this handler; under routing it never runs on the compute threads.
   struct sigaction sa = {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // MPI progress and file writes continue after the handler
   for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaction(sig, &sa, nullptr);
+  g_armed.store(true);
 }
 
 int preemption_signal() { return g_signal; }

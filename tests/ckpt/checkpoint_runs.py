@@ -274,7 +274,7 @@ def case_preempt(tera, config, corpus, work):
         out, err = proc.communicate(timeout=120)
         stopped = int(open(os.path.join(root, "latest")).read().strip()[5:])
         check(proc.returncode == 0 and "preempted at step" in out and stopped < LONG,
-              f"{how}: exit 0 with a checkpoint at step {stopped} (rc {proc.returncode}) {err[-300:]}")
+              f"{how}: exit 0 with a checkpoint at step {stopped} (rc {proc.returncode}) {err[-3000:]}")
         train(tera, config, corpus, work, how + "-resumed", layout, extra, resume="auto")
         got = metrics(work, how + "-resumed")
         ok, why = same(control, got, exact=True)
