@@ -7,7 +7,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
-#include <initializer_list>
 #include <thread>
 
 namespace tera {
@@ -19,10 +18,12 @@ namespace {
 volatile std::sig_atomic_t g_signal = 0;
 std::atomic<bool> g_armed{false};  // install_preemption_handlers has run
 
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+
 sigset_t stop_signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&set, sig);
+  for (int sig : kStopSignals) sigaddset(&set, sig);
   return set;
 }
 
@@ -77,7 +78,7 @@ void install_preemption_handlers() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // MPI progress and file writes continue after the handler
-  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaction(sig, &sa, nullptr);
+  for (int sig : kStopSignals) sigaction(sig, &sa, nullptr);
   g_armed.store(true);
 }
 
