@@ -3,7 +3,7 @@
 // one JSON line from the first rank with, per stage, the measured bubble
 // (seconds blocked in pipeline receives / step seconds, median over steps)
 // next to the theoretical (p - 1) / (m + p - 1), and each stage's activation
-// bytes as allocated next to ModelSpec::stage_activation_bytes.
+// bytes as allocated next to the memory plan's (model/memory_plan.h).
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -70,10 +70,9 @@ int main(int argc, char** argv) {
     if (s > 0) bubble.push_back(engine.bubble_seconds() / engine.pipeline_seconds());
   }
   std::sort(bubble.begin(), bubble.end());
-  auto plan = stage_plan_for(cfg, comm.rank());
-  const int64_t formula = engine.spec().stage_activation_bytes(micro_batch, seq, engine.activation_options(), *plan,
-                                                               slots_per_chunk(engine.schedule(), comm.rank()));
-  double mine[3] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory().activations), static_cast<double>(formula)};
+  const ParallelLayout layout = with_world_size(cfg.parallel, comm.size());
+  const int64_t formula = rank_memory_plan(cfg, layout, layout.coord(comm.rank())).bytes(MemoryClass::activations);
+  double mine[3] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory()[MemoryClass::activations]), static_cast<double>(formula)};
   std::vector<double> all(static_cast<size_t>(3 * comm.size()));
   comm.all_gather(mine, all.data(), 3, CommType::f64);
   if (comm.rank() == 0) {

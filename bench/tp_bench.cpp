@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
                         {"tp_comm_share", share[share.size() / 2]},
                         {"tp_bytes_measured", bytes},
                         {"tp_bytes_formula", formula},
-                        {"activations_bytes_per_rank", engine.memory().activations}};
+                        {"activations_bytes_per_rank", engine.memory()[MemoryClass::activations]}};
     fmt::print("{}\n", j.dump());
   }
   return 0;

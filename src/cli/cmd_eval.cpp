@@ -29,6 +29,7 @@ struct EvalArgs {
   std::string data;
   int64_t batches = 0;  // 0: the whole file, in windows of seq_len
   bool quiet = false;
+  std::string backend = "cpu";
 };
 
 int run_eval(const EvalArgs& args) {
@@ -36,6 +37,8 @@ int run_eval(const EvalArgs& args) {
     print_error("eval: name the model to evaluate: tera eval SOURCE --data FILE (or --ckpt SOURCE)");
     return kExitBadInput;
   }
+  const Backend* be = backend_from_flag(args.backend);
+  if (be == nullptr) return kExitBadInput;
   auto source = resolve_model_source(args.ckpt);
   if (!source) {
     print_error(source.error());
@@ -71,10 +74,14 @@ int run_eval(const EvalArgs& args) {
   // The training run's micro-batch when the source records it (the same
   // batches, so the same sums, from a step-N and from its final/).
   const int64_t B = src->micro_batch() > 0 ? src->micro_batch() : 8;
-  Gpt model(ModelSpec(src->model()), cpu_backend(), B);
-  if (Status s = src->read_into(model.table(), model.params()); !s) {
-    print_error(s.message());
-    return kExitBadInput;
+  Gpt model(ModelSpec(src->model()), *be, B);
+  {
+    std::vector<float> host(static_cast<size_t>(model.table().total_floats()));
+    if (Status s = src->read_into(model.table(), host.data()); !s) {
+      print_error(s.message());
+      return kExitBadInput;
+    }
+    model.load_parameters(host.data());
   }
   // Windows never wrap around: --batches past the data is refused, naming
   // how many batches the data holds (the last one may be partial).
@@ -136,6 +143,8 @@ Command add_eval_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr");
+  sub->add_option("--backend", a->backend, "Kernel backend (cpu, cpu-guarded; `tera version` lists this binary's)")
+      ->capture_default_str();
   return {sub, [a] { return run_eval(*a); }};
 }
 

@@ -19,21 +19,21 @@ namespace tera::cli {
 
 namespace {
 
-// Next token from logits[V]: argmax at temperature 0, else a sample from softmax(logits / t).
-int32_t pick(const Backend& be, const float* logits, int64_t V, double temperature, PhiloxKey key, uint64_t i,
-             std::vector<float>& probs) {
+// Next token from scores[V] (Gpt::next_token_scores): the argmax of the
+// logits at temperature 0, else a sample from the probabilities.
+int32_t pick(const std::vector<float>& scores, double temperature, PhiloxKey key, uint64_t i) {
+  const int64_t V = static_cast<int64_t>(scores.size());
   if (temperature <= 0) {
     int64_t best = 0;
     for (int64_t j = 1; j < V; ++j) {
-      if (logits[j] > logits[best]) best = j;
+      if (scores[static_cast<size_t>(j)] > scores[static_cast<size_t>(best)]) best = j;
     }
     return static_cast<int32_t>(best);
   }
-  be.softmax_row(probs.data(), logits, V, static_cast<float>(temperature));
   const double u = static_cast<double>(philox_u64(key, i) >> 11) * (1.0 / 9007199254740992.0);
   double c = 0;
   for (int64_t j = 0; j < V; ++j) {
-    c += probs[static_cast<size_t>(j)];
+    c += scores[static_cast<size_t>(j)];
     if (u < c) return static_cast<int32_t>(j);
   }
   return static_cast<int32_t>(V - 1);
@@ -47,6 +47,7 @@ struct GenerateArgs {
   double temperature = 0.8;
   uint64_t seed = 0;
   bool ids = false;
+  std::string backend = "cpu";
 };
 
 int run_generate(const GenerateArgs& args) {
@@ -76,11 +77,16 @@ int run_generate(const GenerateArgs& args) {
                             src->model().vocab));
     return kExitBadInput;
   }
-  const Backend& be = cpu_backend();
-  Gpt model(ModelSpec(src->model()), be, 1);
-  if (Status s = src->read_into(model.table(), model.params()); !s) {
-    print_error(s.message());
-    return kExitBadInput;
+  const Backend* be = backend_from_flag(args.backend);
+  if (be == nullptr) return kExitBadInput;
+  Gpt model(ModelSpec(src->model()), *be, 1);
+  {
+    std::vector<float> host(static_cast<size_t>(model.table().total_floats()));
+    if (Status s = src->read_into(model.table(), host.data()); !s) {
+      print_error(s.message());
+      return kExitBadInput;
+    }
+    model.load_parameters(host.data());
   }
   // Sampling is restricted to the tokenizer's ids (model.vocab may be larger).
   const int64_t V = tok->vocab_size(), T = src->model().seq_len;
@@ -88,13 +94,13 @@ int run_generate(const GenerateArgs& args) {
   if (ctx.empty()) ctx.push_back(tok->eot() >= 0 ? tok->eot() : tok->byte_token('\n'));
   std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
   const PhiloxKey key = philox_key(args.seed, "generate");
-  std::vector<float> probs(static_cast<size_t>(V));
+  std::vector<float> scores(static_cast<size_t>(V));  // the sampled row, copied to the host per token
   std::vector<int32_t> generated;
   for (int64_t i = 0; i < args.tokens; ++i) {
     const int64_t n = static_cast<int64_t>(ctx.size());
     const int64_t w = n < T ? n : T;
-    const float* logits = model.last_logits(ctx.data() + (n - w), w);
-    const int32_t next = pick(be, logits, V, args.temperature, key, static_cast<uint64_t>(i), probs);
+    model.next_token_scores(ctx.data() + (n - w), w, V, static_cast<float>(args.temperature), scores.data());
+    const int32_t next = pick(scores, args.temperature, key, static_cast<uint64_t>(i));
     ctx.push_back(next);
     generated.push_back(next);
     const std::string& piece = tok->token(next);  // bytes; a special token prints as its text
@@ -130,6 +136,8 @@ Command add_generate_command(CLI::App& parent) {
       ->check(CLI::Range(0.0, 100.0));
   sub->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
   sub->add_flag("--ids", a->ids, "Also print the generated token ids, space-separated, as the last line");
+  sub->add_option("--backend", a->backend, "Kernel backend (cpu, cpu-guarded; `tera version` lists this binary's)")
+      ->capture_default_str();
   return {sub, [a] { return run_generate(*a); }};
 }
 

@@ -134,10 +134,11 @@ std::string no_fit_message(const SearchResult& r, const Workload& w, const Clust
   }
   const MemoryBreakdown& m = r.smallest_memory;
   return fmt::format("no layout fits in {:.1f} GiB per GPU: the smallest possible needs {:.1f} GiB ({}; {} GiB "
-                     "parameters+gradients+optimizer, {:.1f} GiB activations); use more GPUs, a smaller global "
+                     "parameters, gradients, optimizer state and ZeRO buffers, {:.1f} GiB activations); use more GPUs, a smaller global "
                      "batch or sequence, or a GPU with more memory",
                      cl.gpu.memory_bytes / (1 << 30), m.total() / (1 << 30), layout_string(*r.smallest),
-                     fmt::format("{:.1f}", (m.params + m.grads + m.optimizer) / (1 << 30)), m.activations / (1 << 30));
+                     fmt::format("{:.1f}", m.states() / (1 << 30)),
+                     static_cast<double>(m.plan[MemoryClass::activations]) / (1 << 30));
 }
 
 int run_plan(const PlanArgs& a) {

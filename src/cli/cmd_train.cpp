@@ -25,6 +25,14 @@ namespace tera::cli {
 
 void print_error(const std::string& msg) { fmt::print(stderr, "tera: error: {}\n", msg); }
 
+const Backend* backend_from_flag(const std::string& name) {
+  const Backend* be = find_backend(name);
+  if (be == nullptr) {
+    print_error(fmt::format("--backend {} is not a backend of this binary; it has: {}", name, backend_names()));
+  }
+  return be;
+}
+
 namespace {
 
 struct TrainArgs {
@@ -118,9 +126,9 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
   const TrainConfig& tc = cfg.train;
   const Groups& g = tr.groups();
   const MemoryReport mem = tr.memory();
-  std::vector<int64_t> mine = {mem.params, mem.grads, mem.optimizer, mem.activations, mem.workspace};
-  std::vector<int64_t> all(static_cast<size_t>(5 * comm.size()));
-  comm.all_gather(mine.data(), all.data(), 5, CommType::i64);
+  constexpr int K = kMemoryClasses;
+  std::vector<int64_t> all(static_cast<size_t>(K * comm.size()));
+  comm.all_gather(mem.bytes.data(), all.data(), K, CommType::i64);
   if (comm.rank() != 0 || args.quiet) return;
   fmt::print("tera train: {}\n", args.config);
   fmt::print("model: {} layers, hidden {}, {} heads, seq {}, vocab {} (padded {}) = {} parameters\n",
@@ -138,12 +146,17 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
              tc.global_batch, cfg.model.seq_len, tc.global_batch / g.layout.dp / g.layout.micro_batch, g.layout.micro_batch,
              tc.steps);
   for (int r = 0; r < comm.size(); ++r) {
-    const int64_t* m = &all[static_cast<size_t>(5 * r)];
-    fmt::print("memory rank {}: params {}, grads {}, optimizer {}, activations {}, workspace {} = {}\n", r,
-               human_bytes(m[0]), human_bytes(m[1]), human_bytes(m[2]), human_bytes(m[3]), human_bytes(m[4]),
-               human_bytes(m[0] + m[1] + m[2] + m[3] + m[4]));
+    // Every class this rank holds (the memory plan's), then the total.
+    std::string line;
+    int64_t total = 0;
+    for (int k = 0; k < K; ++k) {
+      const int64_t b = all[static_cast<size_t>(K * r + k)];
+      total += b;
+      if (b > 0) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", memory_class_name(kAllMemoryClasses[k]), human_bytes(b));
+    }
+    fmt::print("memory rank {}: {} = {}\n", r, line, human_bytes(total));
   }
-  fmt::print("compute: cpu backend, GEMM by {}; {:.1f} MFLOP per token\n", cpu_backend().gemm_library,
+  fmt::print("compute: {} backend, GEMM by {}; {:.1f} MFLOP per token\n", tr.backend().name, tr.backend().gemm_library,
              spec.train_flops_per_token() / 1e6);
   std::fflush(stdout);
 }
@@ -287,13 +300,19 @@ int run_train(const TrainArgs& args) {
     print_error(cfg.error());
     return kExitBadInput;
   }
+  const Backend* chosen = find_backend(cfg->train.backend);
+  if (chosen == nullptr) {
+    print_error(fmt::format("{}: train.backend = \"{}\" is not a backend of this binary; it has: {}", cfg->source,
+                            cfg->train.backend, backend_names()));
+    return kExitBadInput;
+  }
   auto world = CommWorld::init();
   world->set_comm_timeout(cfg->train.comm_timeout_s);
   Communicator& comm = world->world();
   const bool first = comm.rank() == 0;
   omp_set_num_threads(threads_per_rank(*world));
   if (!check_output_flags(args, comm)) return kExitBadInput;
-  const Backend& backend = args.profile ? profiling_backend(cpu_backend()) : cpu_backend();
+  const Backend& backend = args.profile ? profiling_backend(*chosen) : *chosen;
   auto trainer = Trainer::create(*cfg, backend, comm,
                                  TrainerOptions{.trace_path = args.trace,
                                                 .ranks_on_node = world->local_size(),

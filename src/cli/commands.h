@@ -11,6 +11,9 @@
 namespace CLI {
 class App;
 }
+namespace tera {
+struct Backend;
+}
 
 namespace tera::cli {
 
@@ -35,5 +38,9 @@ Command add_ckpt_command(CLI::App& parent);
 
 // Prints "tera: error: <msg>" to stderr.
 void print_error(const std::string& msg);
+
+// The backend a --backend flag names, or nullptr after printing an error
+// that names the flag and the backends this binary has.
+const tera::Backend* backend_from_flag(const std::string& name);
 
 }  // namespace tera::cli

@@ -1,6 +1,7 @@
 // Kernel timings for `tera calibrate` (see runtime_calibration.h). Inputs are
-// small deterministic values (no NaN/denormal slow paths); buffers are
-// allocated and touched once per shape, outside the timed region.
+// small deterministic values (no NaN/denormal slow paths); buffers are the
+// backend's device memory, allocated and filled once per shape, outside the
+// timed region.
 #include "cli/runtime_calibration.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "config/config.h"
 #include "core/timer.h"
+#include "kernels/device_buffer.h"
 #include "kernels/profiling_backend.h"
 #include "train/trainer.h"
 
@@ -18,10 +20,10 @@ namespace tera {
 
 namespace {
 
-std::vector<float> filled(int64_t n, float scale) {
+DeviceBuffer<float> filled(const Backend& be, int64_t n, float scale) {
   std::vector<float> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = scale * static_cast<float>(static_cast<int>(i % 17) - 8) / 8.0f;
-  return v;
+  return DeviceBuffer<float>(be, v, "calibration inputs");
 }
 
 // Median time of one call within `budget` seconds (at least 3 calls after a
@@ -96,33 +98,32 @@ RuntimeTimings time_runtime_ops(const Backend& be, double seconds_per_op, int ro
 
   for (int round = 0; round < rounds; ++round) {
     for (auto& l : out.linear) {
-      const auto x = filled(l.N * l.I, 1.0f), W = filled(l.O * l.I, 0.05f), b = filled(l.O, 0.1f);
-      const auto dy = filled(l.N * l.O, 0.01f);
-      std::vector<float> y(static_cast<size_t>(l.N * l.O)), dx(static_cast<size_t>(l.N * l.I));
-      std::vector<float> dW(static_cast<size_t>(l.O * l.I)), db(static_cast<size_t>(l.O));
+      const auto x = filled(be, l.N * l.I, 1.0f), W = filled(be, l.O * l.I, 0.05f), b = filled(be, l.O, 0.1f);
+      const auto dy = filled(be, l.N * l.O, 0.01f);
+      const DeviceBuffer<float> y(be, l.N * l.O), dx(be, l.N * l.I), dW(be, l.O * l.I), db(be, l.O);
       l.forward_s = std::min(l.forward_s, typical_time([&] {
-        be.linear_forward(y.data(), x.data(), W.data(), b.data(), l.N, l.I, l.O);
+        be.linear_forward(y.get(), x.get(), W.get(), b.get(), l.N, l.I, l.O);
       }, budget));
       l.backward_s = std::min(l.backward_s, typical_time([&] {
-        be.linear_backward(dx.data(), dW.data(), db.data(), dy.data(), x.data(), W.data(), l.N, l.I, l.O);
+        be.linear_backward(dx.get(), dW.get(), db.get(), dy.get(), x.get(), W.get(), l.N, l.I, l.O);
       }, budget));
     }
     size_t k = 0;
     for (int64_t n : kMemorySizes) {
       const int64_t rows = n / kRow;
-      const auto x = filled(n, 1.0f), dy = filled(n, 0.01f), g = filled(kRow, 1.0f), bias = filled(kRow, 0.1f);
-      std::vector<float> y(static_cast<size_t>(n)), dx(static_cast<size_t>(n)), mean(static_cast<size_t>(rows)),
-          rstd(static_cast<size_t>(rows)), dg(kRow), dbias(kRow);
-      be.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), bias.data(), rows, kRow);
+      const auto x = filled(be, n, 1.0f), dy = filled(be, n, 0.01f), g = filled(be, kRow, 1.0f),
+                 bias = filled(be, kRow, 0.1f);
+      const DeviceBuffer<float> y(be, n), dx(be, n), mean(be, rows), rstd(be, rows), dg(be, kRow), dbias(be, kRow);
+      be.layernorm_forward(y.get(), mean.get(), rstd.get(), x.get(), g.get(), bias.get(), rows, kRow);
       const std::array<std::function<void()>, 5> ops = {
-          [&] { be.layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), bias.data(), rows, kRow); },
+          [&] { be.layernorm_forward(y.get(), mean.get(), rstd.get(), x.get(), g.get(), bias.get(), rows, kRow); },
           [&] {
-            be.layernorm_backward(dx.data(), dg.data(), dbias.data(), dy.data(), x.data(), g.data(), mean.data(),
-                                  rstd.data(), rows, kRow);
+            be.layernorm_backward(dx.get(), dg.get(), dbias.get(), dy.get(), x.get(), g.get(), mean.get(), rstd.get(),
+                                  rows, kRow);
           },
-          [&] { be.gelu_forward(y.data(), x.data(), n); },
-          [&] { be.gelu_backward(dx.data(), x.data(), dy.data(), n); },
-          [&] { be.bias_residual(y.data(), x.data(), bias.data(), dy.data(), rows, kRow); },
+          [&] { be.gelu_forward(y.get(), x.get(), n); },
+          [&] { be.gelu_backward(dx.get(), x.get(), dy.get(), n); },
+          [&] { be.bias_residual(y.get(), x.get(), bias.get(), dy.get(), rows, kRow); },
       };
       for (const auto& op : ops) {
         out.memory[k].seconds = std::min(out.memory[k].seconds, typical_time(op, budget));

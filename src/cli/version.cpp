@@ -25,10 +25,10 @@ std::string tera_build_info() {
   return fmt::format(
       "tera {} (git {})\n"
       "compiler: {} {}.{}.{}, C++{}\n"
-      "backends: cpu ({}, OpenMP {} threads)\n"
+      "backends: {} (cpu: {}, OpenMP {} threads)\n"
       "built: {} {}",
       TERA_VERSION, TERA_GIT_REV, "g++", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__, __cplusplus / 100 % 100,
-      cpu_backend().gemm_library, omp_get_max_threads(), __DATE__, __TIME__);
+      backend_names(), cpu_backend().gemm_library, omp_get_max_threads(), __DATE__, __TIME__);
 }
 
 Command add_version_command(CLI::App& parent) {

@@ -1,11 +1,25 @@
 // Group construction by color/key splits of the world (Megatron rank order).
 #include "comm/groups.h"
 
+#include "comm/device_comm.h"
 #include "core/check.h"
 
 namespace tera {
 
-ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout) {
+namespace {
+
+// The device communicator of a group: made over the host one, or the host one itself.
+Communicator* device_of(Communicator* host, const DeviceAddressing& addressing, std::unique_ptr<Communicator>& own) {
+  if (host == nullptr) return nullptr;
+  auto made = make_device_communicator(*host, addressing);
+  TERA_ASSERT(made.ok(), made.ok() ? std::string() : made.error());
+  own = std::move(*made);
+  return own != nullptr ? own.get() : host;
+}
+
+}  // namespace
+
+ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing) {
   TERA_ASSERT(world.size() == layout.world(), "layout " + layout_string(layout) + " does not match the world size");
   TERA_ASSERT(layout.cp == 1, "the runtime has no context parallelism (cp = 1)");
   g_.layout = layout;
@@ -24,11 +38,16 @@ ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout) 
   g_.dp = dp_.get();
   g_.pp = pp_.get();
   g_.embedding = embedding_.get();
+  g_.tp_dev = device_of(g_.tp, addressing, tp_dev_);
+  g_.dp_dev = device_of(g_.dp, addressing, dp_dev_);
+  g_.pp_dev = device_of(g_.pp, addressing, pp_dev_);
+  g_.embedding_dev = device_of(g_.embedding, addressing, embedding_dev_);
 }
 
 CommStats ProcessGroups::stats() const {
   CommStats s = g_.world->stats();
-  for (const auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get()}) {
+  for (const auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get(), tp_dev_.get(), dp_dev_.get(), pp_dev_.get(),
+                        embedding_dev_.get()}) {
     if (c != nullptr) s += c->stats();
   }
   return s;
@@ -36,14 +55,16 @@ CommStats ProcessGroups::stats() const {
 
 void ProcessGroups::set_trace(Trace* trace) {
   g_.world->set_trace(trace);
-  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get()}) {
+  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get(), tp_dev_.get(), dp_dev_.get(), pp_dev_.get(),
+                  embedding_dev_.get()}) {
     if (c != nullptr) c->set_trace(trace);
   }
 }
 
 void ProcessGroups::reset_stats() {
   g_.world->reset_stats();
-  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get()}) {
+  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get(), tp_dev_.get(), dp_dev_.get(), pp_dev_.get(),
+                  embedding_dev_.get()}) {
     if (c != nullptr) c->reset_stats();
   }
 }

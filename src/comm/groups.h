@@ -1,11 +1,18 @@
 // The process groups of one rank, made once from the world communicator and
-// the ParallelLayout (comm/layout.h) with split(), and passed explicitly to every
-// function that communicates (STYLE.md principle 7): no global communicators.
+// the ParallelLayout (core/parallel_layout.h) with split(), and passed
+// explicitly to every function that communicates (STYLE.md principle 7): no
+// global communicators. Each group has two communicators (DESIGN.md
+// invariant 6): the host one (tp, dp, pp, embedding: host scalars,
+// checkpoint gathers) and the device one (tp_dev, ...: tensors in the
+// backend's memory), chosen by the backend's DeviceAddressing
+// (comm/device_comm.h); where the backend's memory is host memory the two
+// are the same object.
 #pragma once
 
 #include <memory>
 
 #include "comm/communicator.h"
+#include "core/device_memory.h"
 #include "core/parallel_layout.h"
 
 namespace tera {
@@ -19,12 +26,19 @@ struct Groups {
   Communicator* dp = nullptr;       // same (pp, tp)
   Communicator* pp = nullptr;       // same (tp, dp), stages in order
   Communicator* embedding = nullptr;  // first + last stage of this (tp, dp); null elsewhere or if pp == 1
+  // The same groups for tensors in device memory.
+  Communicator* tp_dev = nullptr;
+  Communicator* dp_dev = nullptr;
+  Communicator* pp_dev = nullptr;
+  Communicator* embedding_dev = nullptr;
 };
 
 class ProcessGroups {
  public:
   // Collective over `world` (every rank calls it with the same layout).
-  ProcessGroups(Communicator& world, const ParallelLayout& layout);
+  // Aborts when `addressing` needs a device communicator this build lacks
+  // (the trainer checks that first: device_communicator_error).
+  ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing = {});
   const Groups& groups() const { return g_; }
   // Sum of the statistics of every group this rank belongs to.
   CommStats stats() const;
@@ -35,6 +49,7 @@ class ProcessGroups {
  private:
   Groups g_;
   std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_;
+  std::unique_ptr<Communicator> tp_dev_, dp_dev_, pp_dev_, embedding_dev_;  // null where the host one serves
 };
 
 }  // namespace tera

@@ -106,6 +106,7 @@ std::vector<Field> schema() {
            c.recompute_name_error = v;
          }
        }},
+      {"train.backend", Kind::string, str([](R c) -> std::string& { return c.train.backend; })},
       {"train.eval_every", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_every; })},
       {"train.eval_sequences", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_sequences; })},
       {"data.train", Kind::string, str([](R c) -> std::string& { return c.data.train; })},
@@ -262,6 +263,7 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (!(t.clip >= 0)) return err(fmt::format("train.clip = {} must be >= 0 (0 disables clipping)", t.clip));
   if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
   if (t.eval_sequences <= 0) return err("train.eval_sequences must be positive");
+  if (c.train.backend.empty()) return err("train.backend is empty; name a kernel backend (\"cpu\", `tera version` lists them)");
   if (!c.recompute_name_error.empty()) {
     return err("train.recompute = \"" + c.recompute_name_error + "\" is not one of \"none\", \"full\"");
   }
@@ -393,7 +395,7 @@ std::string run_config_to_toml(const RunConfig& c) {
       "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_sequences = {}\nrecompute = \"{}\"\n",
       t.steps, c.parallel.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
       t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(c.parallel.recompute));
-  s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\n", t.max_bad_steps, t.comm_timeout_s);
+  s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\nbackend = {}\n", t.max_bad_steps, t.comm_timeout_s, q(t.backend));
   s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);

@@ -24,6 +24,9 @@ struct TrainConfig {
   int64_t eval_sequences = 32;  // validation windows per evaluation (the same set whatever the layout)
   int64_t max_bad_steps = 5;    // consecutive non-finite steps (skipped) before the run stops
   double comm_timeout_s = 600;  // a communication waiting longer ends the job (hung or stopped rank)
+  // The kernel backend by name (kernels/backend.h: find_backend); whether
+  // this binary has it is checked when the run starts (tera train).
+  std::string backend = "cpu";
   AdamWConfig adamw;
 };
 

@@ -1,35 +1,28 @@
-// Arena allocation: aligned, zero-filled once, never resized.
+// Arena layouts: typed entries, 64-byte aligned, repeated copies back to back.
 #include "core/arena.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "core/check.h"
-#include "core/tensor.h"
 
 namespace tera {
 
-int64_t ArenaLayout::add(std::string name, int64_t count) {
-  TERA_ASSERT(count >= 0, name);
-  const int64_t offset = total_;
-  entries_.push_back({std::move(name), offset, count});
-  total_ += round_up(count, kAlignFloats);
-  return offset;
+int64_t ArenaLayout::aligned_bytes(DType dtype, int64_t count) {
+  return round_up(count * dtype_bytes(dtype), kAlignBytes);
 }
 
-void Arena::Free::operator()(float* p) const { std::free(p); }
+ArenaLayout::Entry ArenaLayout::add(std::string name, DType dtype, int64_t count, int64_t repeat) {
+  TERA_ASSERT(count >= 0 && repeat >= 0, name);
+  TERA_ASSERT(find(name) == nullptr, "the " + name_ + " arena lists " + name + " twice");
+  const int64_t stride = aligned_bytes(dtype, count);
+  entries_.push_back({std::move(name), dtype, count, repeat, total_, stride});
+  total_ += repeat * stride;
+  return entries_.back();
+}
 
-Arena::Arena(const ArenaLayout& layout) : bytes_(layout.total_bytes()) {
-  if (bytes_ == 0) return;
-  void* p = std::aligned_alloc(64, static_cast<size_t>(bytes_));
-  if (p == nullptr) {
-    std::string what = layout.name();
-    if (what.empty()) what = layout.entries().size() == 1 ? layout.entries()[0].name : "buffers";
-    throw AllocationError("cannot allocate " + std::to_string(bytes_) + " bytes of host memory for the " + what +
-                          " arena");
+const ArenaLayout::Entry* ArenaLayout::find(std::string_view name) const {
+  for (const Entry& e : entries_) {
+    if (e.name == name) return &e;
   }
-  std::memset(p, 0, static_cast<size_t>(bytes_));
-  base_.reset(static_cast<float*>(p));
+  return nullptr;
 }
 
 }  // namespace tera

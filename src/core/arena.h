@@ -1,16 +1,21 @@
-// One allocation per buffer class, pointers carved from a table (STYLE.md
-// principle 2). A class (parameters, gradients, optimizer state, activations,
-// workspace) is described by an ArenaLayout: named fp32 buffers, each aligned
-// to 64 bytes. The Arena allocates the layout's total once and is the number
-// the memory report prints, so the report is what the process really holds.
+// The layout of one allocation per buffer class (STYLE.md principle 2): an
+// ArenaLayout lists named, typed buffers, each 64-byte aligned, sized in
+// bytes. A buffer may be repeated (k = 0 .. repeat-1 equal copies back to
+// back: one per pipeline slot, one per layer), so a stage's activations are
+// a few dozen entries whatever the layer count. The memory plan
+// (model/memory_plan.h) writes one layout per class; the backend allocates it
+// as one DeviceArena (kernels/device_arena.h), and host code never touches
+// what is inside.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "core/tensor.h"
 
 namespace tera {
 
@@ -27,44 +32,36 @@ class AllocationError : public std::bad_alloc {
 
 class ArenaLayout {
  public:
-  // name: the buffer class, for messages ("activations", "params").
+  static constexpr int64_t kAlignBytes = 64;   // one cache line, one AVX-512 vector
+  static constexpr int64_t kAlignFloats = 16;  // the same in fp32 elements (parameter tables align units by it)
+
+  // name: the buffer class, for messages ("activations", "parameters").
   explicit ArenaLayout(std::string name = "") : name_(std::move(name)) {}
   const std::string& name() const { return name_; }
-  static constexpr int64_t kAlignFloats = 16;  // 64 bytes: one cache line, one AVX-512 vector
 
-  // Adds a buffer of `count` floats; returns its offset (in floats) in the arena.
-  int64_t add(std::string name, int64_t count);
-  int64_t total_floats() const { return total_; }
-  int64_t total_bytes() const { return total_ * 4; }
   struct Entry {
     std::string name;
-    int64_t offset;  // floats from the arena base
-    int64_t count;   // floats
+    DType dtype;
+    int64_t count;   // elements of one copy
+    int64_t repeat;  // copies, back to back
+    int64_t offset;  // bytes from the arena base to copy 0
+    int64_t stride;  // bytes between copies: count * dtype bytes rounded up to kAlignBytes
+    int64_t bytes() const { return repeat * stride; }
   };
+  // Adds `repeat` copies of a buffer of `count` elements of `dtype`; names
+  // are unique within a layout. Returns the entry.
+  Entry add(std::string name, DType dtype, int64_t count, int64_t repeat = 1);
+  // Bytes one buffer of `count` elements of `dtype` takes in an arena.
+  static int64_t aligned_bytes(DType dtype, int64_t count);
+
+  int64_t total_bytes() const { return total_; }
   const std::vector<Entry>& entries() const { return entries_; }
+  const Entry* find(std::string_view name) const;  // nullptr if absent
 
  private:
   std::string name_;
   std::vector<Entry> entries_;
   int64_t total_ = 0;
-};
-
-class Arena {
- public:
-  Arena() = default;
-  // Allocates layout.total_bytes(), zero-filled (pages touched once, here);
-  // throws AllocationError when the memory is not there.
-  explicit Arena(const ArenaLayout& layout);
-  float* base() const { return base_.get(); }
-  float* at(int64_t offset_floats) const { return base_.get() + offset_floats; }
-  int64_t bytes() const { return bytes_; }
-
- private:
-  struct Free {
-    void operator()(float* p) const;
-  };
-  std::unique_ptr<float, Free> base_;
-  int64_t bytes_ = 0;
 };
 
 }  // namespace tera

@@ -11,7 +11,7 @@
 
 namespace tera {
 
-enum class DType { f32, bf16, f16, i32, u8 };
+enum class DType { f32, bf16, f16, i32, u8, f64 };
 
 inline int64_t dtype_bytes(DType t) {
   switch (t) {
@@ -20,6 +20,7 @@ inline int64_t dtype_bytes(DType t) {
     case DType::bf16:
     case DType::f16: return 2;
     case DType::u8: return 1;
+    case DType::f64: return 8;
   }
   return 0;
 }
@@ -30,9 +31,23 @@ inline const char* dtype_name(DType t) {
     case DType::f16: return "f16";
     case DType::i32: return "i32";
     case DType::u8: return "u8";
+    case DType::f64: return "f64";
   }
   return "?";
 }
+
+// The DType of a C++ element type, for typed views of untyped memory
+// (DeviceArena::get<T> checks the buffer's dtype against it).
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() { return DType::f32; }
+template <>
+constexpr DType dtype_of<double>() { return DType::f64; }
+template <>
+constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <>
+constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 
 using Shape = std::vector<int64_t>;
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
 
@@ -18,6 +19,17 @@ namespace tera {
 // backend must fill it) or `optional` (only benchmarks and conformance tests
 // call it; a backend may leave it null).
 #define TERA_BACKEND_OPS(X)                                   \
+  /* memory and ordering: the backend owns tensor memory */    \
+  X(alloc, AllocFn, required)                                 \
+  X(release, ReleaseFn, required)                             \
+  X(fill, FillFn, required)                                   \
+  X(copy, CopyFn, required)                                   \
+  X(event_create, EventCreateFn, optional) /* asynchronous backends */ \
+  X(event_destroy, EventDestroyFn, optional)                  \
+  X(event_record, EventRecordFn, optional)                    \
+  X(stream_wait, StreamWaitFn, optional)                      \
+  X(synchronize, SynchronizeFn, optional)                     \
+  /* the model's ops */                                       \
   X(gemm, GemmFn, optional) /* the model calls linear_* */    \
   X(linear_forward, LinearForwardFn, required)                \
   X(linear_backward, LinearBackwardFn, required)              \
@@ -38,8 +50,12 @@ namespace tera {
   X(ce_max, CeMaxFn, required)                                \
   X(ce_exp_sum, CeExpSumFn, required)                         \
   X(ce_finalize, CeFinalizeFn, required)                      \
+  /* the step's reductions and the optimizer, over many tensors */ \
+  X(accumulate_sum, AccumulateSumFn, required)                \
+  X(sum_squares, SumSquaresFn, required)                      \
+  X(count_nonfinite, CountNonfiniteFn, required)              \
   X(adamw, AdamWFn, required)                                 \
-  X(sum_squares, SumSquaresFn, required)
+  X(cast, CastFn, optional) /* required with bf16 compute */
 
 enum class KernelOp {
 #define TERA_KERNEL_OP_ENUM(op, Fn, need) op,
@@ -57,6 +73,9 @@ bool kernel_op_required(KernelOp op);
 struct Backend {
   const char* name = nullptr;
   const char* gemm_library = nullptr;  // what executes GEMMs (reported by benchmarks)
+  // How host code reaches this backend's memory: what the device
+  // communicator of each process group is (core/device_memory.h).
+  DeviceAddressing addressing;
 #define TERA_BACKEND_FIELD(op, Fn, need) Fn op = nullptr;
   TERA_BACKEND_OPS(TERA_BACKEND_FIELD)
 #undef TERA_BACKEND_FIELD
@@ -68,8 +87,16 @@ struct Backend {
 std::string missing_required_ops(const Backend& b);
 
 const Backend& cpu_backend();
+// The CPU kernels over device memory that host code cannot touch: every
+// pointer it hands out faults when the host dereferences it, and every op
+// checks that it was given device pointers (kernels/guarded/). CI runs the
+// trainer on it to prove that nothing outside kernels/ touches tensor memory.
+const Backend& cpu_guarded_backend();
 
-// Looks a backend up by name ("cpu"); nullptr if unknown or not built.
+// Looks a backend up by name ("cpu", "cpu-guarded"); nullptr if unknown or
+// not built into this binary.
 const Backend* find_backend(std::string_view name);
+// The names find_backend knows, comma-separated ("cpu, cpu-guarded").
+std::string backend_names();
 
 }  // namespace tera

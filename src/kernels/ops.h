@@ -6,7 +6,10 @@
 // Shape legend: N = rows (tokens, B*T), B = batch, T = sequence, C = channels
 // (local to this rank: C/tp where split), H = heads (local), hs = head size,
 // V = vocabulary (real), Vp = padded vocabulary (row count of the embedding).
-// All buffers are fp32, row-major, outermost dimension first.
+// All tensor buffers are fp32, row-major, outermost dimension first, and
+// live in the backend's device memory (allocated by its `alloc`); host code
+// reaches them only through `copy`. Arguments documented as host arrays
+// (segment descriptors) are host memory whose entries point to device memory.
 //
 // Accumulation contract (the backward pass relies on it):
 //   gradients of parameters always accumulate (+=);
@@ -15,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "core/tensor.h"
 
 namespace tera {
 
@@ -97,16 +102,74 @@ using CeFinalizeFn = void (*)(float* losses, float* logits, const int32_t* targe
                               const float* sums, const float* target_logit, int64_t N, int64_t valid, int64_t ld,
                               int64_t v0, float dloss);
 
-// One AdamW step over a flat range (PyTorch's torch.optim.AdamW arithmetic):
+// --- Memory and ordering: the backend owns tensor memory ------------------
+
+// Device memory of `bytes` bytes, 64-byte aligned, contents undefined;
+// nullptr when the device cannot give it (callers turn that into an
+// AllocationError naming the buffer class).
+using AllocFn = void* (*)(int64_t bytes);
+using ReleaseFn = void (*)(void* p);  // p from alloc (null: nothing)
+// dst[0, n) = value converted to t (f32, f64, i32, bf16).
+using FillFn = void (*)(void* dst, DType t, double value, int64_t n);
+// Copies `bytes` bytes. Ordered after every op issued before it. host_to_device:
+// src may be reused when copy returns; device_to_host: dst holds the data when
+// copy returns (the host waits for it); device_to_device: asynchronous where
+// the backend is. The pointers on the host side are host memory, the others
+// device memory.
+enum class CopyKind { host_to_device, device_to_host, device_to_device };
+using CopyFn = void (*)(void* dst, const void* src, int64_t bytes, CopyKind kind);
+// Ordering on asynchronous backends (optional: a synchronous backend runs
+// every op to completion before it returns and leaves them null). Streams:
+// compute (every op), comm (the device communicator's collectives).
+enum class Stream { compute, comm };
+using EventCreateFn = void* (*)();
+using EventDestroyFn = void (*)(void* event);
+using EventRecordFn = void (*)(void* event, Stream s);  // completes when the work issued on s so far has
+using StreamWaitFn = void (*)(Stream s, void* event);   // later work on s starts after the event
+using SynchronizeFn = void (*)();                       // the host waits for all issued work
+
+// --- Reductions whose results stay on the device -------------------------
+
+// A piece of device memory in a reduction over many tensors, with the result
+// slot it counts toward. `segs` arrays are host arrays.
+struct SegmentRef {
+  const float* data;  // device memory
+  int64_t n;
+  int64_t group;      // index into the output array
+};
+// out[g] = sum over segments s with s.group == g of sum_i s.data[i]^2,
+// accumulated in double in a fixed order (deterministic); out[groups] is
+// device memory, overwritten (groups with no segment are 0).
+using SumSquaresFn = void (*)(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
+// out[g] = number of non-finite values (inf, nan) in group g's segments.
+using CountNonfiniteFn = void (*)(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
+// acc[0] += sum of x[0, n), in double (the loss sum of a step, copied to the
+// host once per step).
+using AccumulateSumFn = void (*)(double* acc, const float* x, int64_t n);
+
+// AdamW (PyTorch's torch.optim.AdamW arithmetic) over many flat tensors in
+// one call, each with its own weight decay:
 //   g = grad * grad_scale; p *= 1 - lr*wd; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
 struct AdamWArgs {
-  float lr, beta1, beta2, eps, weight_decay, grad_scale;
+  float lr, beta1, beta2, eps, grad_scale;
   int64_t step;  // 1-based
 };
-using AdamWFn = void (*)(float* param, const float* grad, float* m, float* v, int64_t n, const AdamWArgs& a);
+struct AdamWSegment {  // every pointer device memory
+  float* param;
+  const float* grad;
+  float* m;
+  float* v;
+  int64_t n;
+  float weight_decay;
+};
+// nonfinite == nullptr: apply the update to every segment. Otherwise a dry
+// run: nothing is written; nonfinite[0] (device) = number of elements whose
+// updated p, m or v would be non-finite.
+using AdamWFn = void (*)(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite);
 
-// sum of x[i]^2, accumulated in double.
-using SumSquaresFn = double (*)(const float* x, int64_t n);
+// dst[0, n) = src[0, n) converted from src_t to dst_t (f32, f64, bf16;
+// to bf16: round to nearest even).
+using CastFn = void (*)(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);
 
 }  // namespace tera

@@ -48,6 +48,7 @@ Backend make_wrapped(const Backend& inner) {
   Backend w;
   w.name = "profiling";
   w.gemm_library = inner.gemm_library;
+  w.addressing = inner.addressing;
   // An op the inner backend leaves null (an optional one) stays null.
 #define TERA_PROFILE_OP(op, Fn, need) \
   w.op = inner.op != nullptr ? &Timed<KernelOp::op, &Backend::op, Fn>::call : nullptr;

@@ -14,77 +14,45 @@
 
 namespace tera {
 
-namespace {
-
-float* find_buffer(const Arena& arena, const ArenaLayout& layout, const std::string& name) {
-  for (const auto& e : layout.entries()) {
-    if (e.name == name) return arena.at(e.offset);
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch)
     : spec_(spec),
       be_(backend),
       max_batch_(max_batch),
       own_table_(std::make_unique<ParamTable>(spec_)),
-      own_memory_(std::make_unique<LocalParamMemory>(*own_table_)),
-      own_tp_(std::make_unique<SingleRankTensorParallel>()),
+      own_rank_memory_(std::make_unique<RankMemory>(backend, single_process_plan(spec_, *own_table_, max_batch))),
+      own_memory_(std::make_unique<LocalParamMemory>(*own_table_, backend, *own_rank_memory_)),
+      own_tp_(std::make_unique<SingleRankTensorParallel>(backend)),
       table_(*own_table_),
       mem_(*own_memory_),
-      tp_(*own_tp_) {
-  init_buffers({1});
+      tp_(*own_tp_),
+      rank_memory_(*own_rank_memory_) {
+  init_buffers(1);
 }
 
 Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const ParamTable& table,
-         ParamMemory& memory, TensorParallel& tp, const Options& options)
-    : spec_(spec), be_(backend), max_batch_(max_batch), table_(table), mem_(memory), tp_(tp) {
+         ParamMemory& memory, TensorParallel& tp, const Options& options, RankMemory& rank_memory)
+    : spec_(spec), be_(backend), max_batch_(max_batch), table_(table), mem_(memory), tp_(tp), rank_memory_(rank_memory) {
   TERA_ASSERT(options.recompute != Recompute::selective, "the CPU runtime recomputes none or full blocks");
   TERA_ASSERT(options.plan.chunks.empty() || options.plan.chunks.size() == table.plan().chunks.size(),
               "the table was built for another stage plan");
   opts_.recompute = options.recompute;
-  std::vector<int> slots = options.slots;
-  if (slots.empty()) slots.assign(table.plan().chunks.size(), 1);
-  init_buffers(slots);
+  init_buffers(std::max(1, options.slots));
 }
 
-// Arena offsets of every activation buffer, with ModelSpec's names.
-struct Gpt::ActivationLayout {
-  struct Named {  // the buffers of one ModelSpec table, in its order
-    std::vector<std::string> names;
-    std::vector<int64_t> offsets;
-    void add(ArenaLayout& arena, const std::string& prefix, const BufferInfo& b) {
-      names.push_back(b.name);
-      offsets.push_back(arena.add(prefix + b.name, b.bytes() / 4));  // every buffer has 4-byte elements
-    }
-    std::vector<float*> at(const Arena& arena) const {
-      std::vector<float*> p;
-      for (int64_t o : offsets) p.push_back(arena.at(o));
-      return p;
-    }
-  };
-  struct SlotBuffers {  // one micro-batch in one chunk
-    int c, k;
-    Named boundary;             // chunk_activations
-    std::vector<Named> layers;  // saved_block_activations of each of the chunk's layers, in order
-  };
-  ArenaLayout arena{"activations"};
-  std::vector<SlotBuffers> slots;  // chunk by chunk, slot by slot
-  Named working;                   // block_activations: the recompute working set (full recompute only)
-};
+MemoryPlan Gpt::single_process_plan(const ModelSpec& spec, const ParamTable& table, int64_t max_batch) {
+  MemoryPlan plan = resident_memory_plan(spec, table, max_batch);
+  plan.mutable_arena(MemoryClass::optimizer) = ArenaLayout(memory_class_name(MemoryClass::optimizer));
+  return plan;
+}
 
-void Gpt::init_buffers(const std::vector<int>& slot_counts) {
+void Gpt::init_buffers(int slot_count) {
   TERA_ASSERT(max_batch_ > 0);
   TERA_ASSERT(table_.tp() == tp_.size() && table_.tp_rank() == tp_.rank(), "table built for another tensor-parallel rank");
-  TERA_ASSERT(slot_counts.size() == table_.plan().chunks.size());
   derive_local_sizes();
-  const ActivationLayout layout = lay_out_activations(slot_counts);
-  acts_ = Arena(layout.arena);
-  bind_recompute_working_set(layout);
-  bind_slots(layout);
-  lay_out_workspace();
+  const DeviceArena& acts = rank_memory_.arena(MemoryClass::activations);
+  bind_recompute_working_set(acts);
+  bind_slots(acts, slot_count);
+  bind_workspace(rank_memory_.arena(MemoryClass::workspace));
   bind_block_weight_offsets();
   bind_wte_io_offsets();
 }
@@ -103,95 +71,105 @@ void Gpt::derive_local_sizes() {
   valid_vocab_ = std::clamp(spec_.config().vocab - v0_, int64_t{0}, Vl_);
 }
 
-// Activations: per chunk, per slot, the chunk's boundary buffers then its
-// layers' saved tables (ModelSpec::stage_activation_bytes counts the same);
-// then the recompute working set. Arena names: "c<chunk>.s<slot>.<name>",
-// "c<chunk>.s<slot>.h.<layer>.<name>", "recompute.<name>".
-Gpt::ActivationLayout Gpt::lay_out_activations(const std::vector<int>& slot_counts) const {
-  const int64_t B = max_batch_, T = spec_.config().seq_len;
-  const StagePlan& plan = table_.plan();
-  ActivationLayout layout;
-  for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    const ChunkPlan& ch = plan.chunks[c];
-    for (int k = 0; k < slot_counts[c]; ++k) {
-      ActivationLayout::SlotBuffers sb{static_cast<int>(c), k, {}, {}};
-      const std::string pre = "c" + std::to_string(c) + ".s" + std::to_string(k) + ".";
-      for (const auto& b : spec_.chunk_activations(B, T, opts_, ch.embedding, ch.head)) sb.boundary.add(layout.arena, pre, b);
-      for (int64_t l = ch.first_layer; l < ch.first_layer + ch.num_layers; ++l) {
-        sb.layers.emplace_back();
-        for (const auto& b : spec_.saved_block_activations(B, T, opts_)) {
-          sb.layers.back().add(layout.arena, pre + "h." + std::to_string(l) + ".", b);
-        }
-      }
-      layout.slots.push_back(std::move(sb));
-    }
+// The device views of one table's buffers: names and pointers, copy k of
+// "<prefix><name>" in the activation arena.
+namespace {
+struct NamedViews {
+  std::vector<std::string> names;
+  std::vector<float*> ptrs;
+};
+NamedViews views_of(const DeviceArena& acts, const std::string& prefix, const std::vector<BufferInfo>& table,
+                    int64_t k) {
+  NamedViews v;
+  for (const BufferInfo& b : table) {
+    const ArenaLayout::Entry* e = acts.layout().find(prefix + b.name);
+    TERA_ASSERT(e != nullptr, "the memory plan has no activation buffer " + prefix + b.name);
+    v.names.push_back(b.name);
+    v.ptrs.push_back(acts.at<float>(*e, k));
   }
-  if (opts_.recompute == Recompute::full) {
-    for (const auto& b : spec_.block_activations(B, T, opts_)) layout.working.add(layout.arena, "recompute.", b);
-  }
-  return layout;
+  return v;
 }
+}  // namespace
 
 // Full recompute: the one block-sized working set that each block's forward
-// reruns into just before its backward (its `out` a scratch).
-void Gpt::bind_recompute_working_set(const ActivationLayout& layout) {
-  if (opts_.recompute != Recompute::full) return;
-  recompute_acts_ = bind_by_name(kBlockActRows, layout.working.names, layout.working.at(acts_), "block_activations");
+// reruns into just before its backward (its `out` a scratch), the plan's
+// "recompute.<name>" buffers.
+void Gpt::bind_recompute_working_set(const DeviceArena& acts) {
+  if (opts_.recompute != Recompute::full || plan().num_layers() == 0) return;
+  const NamedViews v = views_of(acts, "recompute.", spec_.block_activations(max_batch_, spec_.config().seq_len, opts_), 0);
+  recompute_acts_ = bind_by_name(kBlockActRows, v.names, v.ptrs, "block_activations");
 }
 
-// Each slot's views: its chunk's boundary buffers, by name (null where the
-// chunk has no use), and one BlockActs per layer: the layer's own saved
-// buffers, or under full recompute its saved output over the working set.
-void Gpt::bind_slots(const ActivationLayout& layout) {
-  const StagePlan& plan = table_.plan();
-  slots_.assign(plan.chunks.size(), {});
-  for (const auto& sb : layout.slots) {
-    const std::vector<float*> ptrs = sb.boundary.at(acts_);
-    size_t found = 0;
-    auto at = [&](std::string_view name) -> float* {
-      for (size_t i = 0; i < ptrs.size(); ++i) {
-        if (sb.boundary.names[i] != name) continue;
-        ++found;
-        return ptrs[i];
-      }
-      return nullptr;
+// Each slot's views (memory_plan.h names them): the stage's boundary
+// buffers "slot.<name>", copy k, by name (null where no chunk of the stage
+// uses one), and one BlockActs per layer i of the largest chunk: the saved
+// tables "slot.h.<name>", copy k * layers + i, or under full recompute its
+// saved output over the working set.
+void Gpt::bind_slots(const DeviceArena& acts, int slot_count) {
+  const int64_t B = max_batch_, T = spec_.config().seq_len;
+  const int64_t layers = largest_chunk_layers(plan());
+  const std::vector<BufferInfo> saved = spec_.saved_block_activations(B, T, opts_);
+  auto boundary = [&](std::string_view name) -> const ArenaLayout::Entry* {
+    const ArenaLayout::Entry* e = acts.layout().find("slot." + std::string(name));
+    TERA_ASSERT(e == nullptr || e->repeat == slot_count, "the memory plan has another slot count");
+    return e;
+  };
+  // Every boundary buffer a chunk of this stage uses must be there.
+  for (const ChunkPlan& ch : plan().chunks) {
+    for (const BufferInfo& b : spec_.chunk_activations(B, T, opts_, ch.embedding, ch.head)) {
+      TERA_ASSERT(boundary(b.name) != nullptr, "the memory plan has no slot." + b.name);
+    }
+  }
+  slots_.clear();
+  for (int k = 0; k < slot_count; ++k) {
+    auto f32 = [&](std::string_view name) -> float* {
+      const ArenaLayout::Entry* e = boundary(name);
+      return e == nullptr ? nullptr : acts.at<float>(*e, k);
+    };
+    auto i32 = [&](std::string_view name) -> int32_t* {
+      const ArenaLayout::Entry* e = boundary(name);
+      return e == nullptr ? nullptr : acts.at<int32_t>(*e, k);
     };
     Slot s;
-    s.tokens = reinterpret_cast<int32_t*>(at("tokens"));
-    s.input = at("input");
-    s.targets = reinterpret_cast<int32_t*>(at("targets"));
-    s.losses = at("losses");
-    s.dx_head = at("dx_head");
-    s.grad_in = at("grad_in");
-    s.grad_out = at("grad_out");
-    TERA_ASSERT(found == ptrs.size(), "chunk_activations lists a buffer Gpt::Slot has no field for");
-    for (const auto& saved : sb.layers) {
+    s.tokens = i32("tokens");
+    s.input = f32("input");
+    s.targets = i32("targets");
+    s.losses = f32("losses");
+    s.dx_head = f32("dx_head");
+    s.grad_in = f32("grad_in");
+    s.grad_out = f32("grad_out");
+    for (int64_t i = 0; i < layers; ++i) {
+      const NamedViews v = views_of(acts, "slot.h.", saved, k * layers + i);
       if (opts_.recompute == Recompute::full) {
-        s.blocks.push_back(bind_by_name(kFullRecomputeSavedRows, saved.names, saved.at(acts_),
+        s.blocks.push_back(bind_by_name(kFullRecomputeSavedRows, v.names, v.ptrs,
                                         "saved_block_activations (full recompute)", recompute_acts_));
       } else {
-        s.blocks.push_back(bind_by_name(kBlockActRows, saved.names, saved.at(acts_), "saved_block_activations"));
+        s.blocks.push_back(bind_by_name(kBlockActRows, v.names, v.ptrs, "saved_block_activations"));
       }
     }
-    slots_[static_cast<size_t>(sb.c)].push_back(std::move(s));
+    slots_.push_back(std::move(s));
   }
 }
 
-// Scratch shared by all micro-batches (ModelSpec::workspace), found by name.
-void Gpt::lay_out_workspace() {
-  ArenaLayout work("workspace");
-  for (const auto& b : spec_.workspace(max_batch_, spec_.config().seq_len, opts_)) work.add(b.name, b.bytes() / 4);
-  work_ = Arena(work);
-  ws_.lnf = find_buffer(work_, work, "lnf");
-  ws_.lnf_mean = find_buffer(work_, work, "lnf_mean");
-  ws_.lnf_rstd = find_buffer(work_, work, "lnf_rstd");
-  ws_.logits = find_buffer(work_, work, "logits");
-  ws_.ce_stats = find_buffer(work_, work, "ce_stats");
-  ws_.dres = find_buffer(work_, work, "dres");
-  ws_.dwide = find_buffer(work_, work, "dwide");
-  ws_.dnarrow = find_buffer(work_, work, "dnarrow");
-  ws_.lnf_shard = find_buffer(work_, work, "lnf_shard");  // sequence parallel only
-  ws_.full = find_buffer(work_, work, "full");            // sequence parallel only
+// Scratch shared by all micro-batches (ModelSpec::workspace; the head-only
+// buffers exist on the stage with the head), and the step's scalars.
+void Gpt::bind_workspace(const DeviceArena& work) {
+  ws_.lnf = work.get<float>("lnf");
+  ws_.lnf_mean = work.get<float>("lnf_mean");
+  ws_.lnf_rstd = work.get<float>("lnf_rstd");
+  ws_.logits = work.get<float>("logits");
+  ws_.ce_stats = work.get<float>("ce_stats");
+  ws_.dres = work.get<float>("dres");
+  ws_.dwide = work.get<float>("dwide");
+  ws_.dnarrow = work.get<float>("dnarrow");
+  ws_.lnf_shard = work.get<float>("lnf_shard");  // sequence parallel only
+  ws_.full = work.get<float>("full");            // sequence parallel only
+  TERA_ASSERT(ws_.dres != nullptr && ws_.dwide != nullptr && ws_.dnarrow != nullptr, "the workspace plan lacks buffers");
+  TERA_ASSERT(!plan().has_head() || (ws_.lnf != nullptr && ws_.logits != nullptr && ws_.ce_stats != nullptr),
+              "the workspace plan lacks the head's buffers");
+  step_scalars_ = work.get<double>("step_scalars");
+  step_scalar_count_ = work.count("step_scalars");
+  TERA_ASSERT(step_scalars_ != nullptr, "the workspace plan has no step_scalars");
 }
 
 // Where each parameter of this stage's blocks sits in its unit: the unit's
@@ -244,10 +222,32 @@ float* Gpt::grads() {
   TERA_ASSERT(own_memory_ != nullptr, "grads() needs resident memory");
   return own_memory_->grad_base();
 }
-void Gpt::init_parameters(uint64_t seed) { tera::init_parameters(table_, params(), seed); }
+void Gpt::init_parameters(uint64_t seed) {
+  TERA_ASSERT(own_memory_ != nullptr, "init_parameters() needs resident memory");
+  const std::vector<float> host = [&] {
+    std::vector<float> h(static_cast<size_t>(table_.total_floats()));
+    tera::init_parameters(table_, h.data(), seed);
+    return h;
+  }();
+  load_parameters(host.data());
+}
 void Gpt::zero_grads() {
   TERA_ASSERT(own_memory_ != nullptr, "zero_grads() needs resident memory");
   own_memory_->zero_grads();
+}
+std::vector<float> Gpt::parameters_to_host() const {
+  std::vector<float> h(static_cast<size_t>(table_.total_floats()));
+  be_.copy(h.data(), params(), table_.total_floats() * 4, CopyKind::device_to_host);
+  return h;
+}
+std::vector<float> Gpt::gradients_to_host() const {
+  TERA_ASSERT(own_memory_ != nullptr, "gradients_to_host() needs resident memory");
+  std::vector<float> h(static_cast<size_t>(table_.total_floats()));
+  be_.copy(h.data(), own_memory_->grad_base(), table_.total_floats() * 4, CopyKind::device_to_host);
+  return h;
+}
+void Gpt::load_parameters(const float* host) {
+  be_.copy(params(), host, table_.total_floats() * 4, CopyKind::host_to_device);
 }
 
 BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
@@ -365,7 +365,8 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   be_.layernorm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt, C);
 }
 
-double Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward) {
+void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward,
+                       bool count_loss) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   const bool sp = opts_.sequence_parallel;
   float* lnf_tokens = sp ? ws_.lnf_shard : ws_.lnf;
@@ -382,8 +383,7 @@ double Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, i
   tp_.all_sum(sums, 2 * N);
   be_.ce_finalize(s.losses, ws_.logits, s.targets, rowmax, sums, target_logit, N, valid_vocab_, Vl_, v0_,
                   backward ? dloss : 0.0f);
-  double sum = 0;
-  for (int64_t i = 0; i < N; ++i) sum += s.losses[i];
+  if (count_loss) be_.accumulate_sum(step_scalars_, s.losses, N);  // the loss stays on the device
   if (backward) {
     // logits = lnf @ wte^T: d(lnf) = dlogits @ wte (partial over the vocab split), d(wte) += dlogits^T @ lnf.
     const Weights g = wte_io(mem_.grads(table_.wte_unit()), mem_.grads(table_.io_unit()));
@@ -395,10 +395,9 @@ double Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, i
     } else {
       tp_.copy_backward(ws_.dnarrow, N * C);
     }
-    std::memset(s.dx_head, 0, static_cast<size_t>(Nt * C) * sizeof(float));
+    be_.fill(s.dx_head, DType::f32, 0.0, Nt * C);
     be_.layernorm_backward(s.dx_head, g.lnf_g, g.lnf_b, dlnf, x, w.lnf_g, ws_.lnf_mean, ws_.lnf_rstd, Nt, C);
   }
-  return sum;
 }
 
 void Gpt::forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T) {
@@ -407,12 +406,12 @@ void Gpt::forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T
   const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
   Slot& s = slot(c, k);
   if (ch.embedding) {
-    std::memcpy(s.tokens, tokens, static_cast<size_t>(B * T) * sizeof(int32_t));
+    be_.copy(s.tokens, tokens, B * T * static_cast<int64_t>(sizeof(int32_t)), CopyKind::host_to_device);
     const Weights w = acquire_wte_io(Pass::forward);
     embed_forward(w, s, B, T);
     release_wte_io(Pass::forward);
   }
-  for (size_t i = 0; i < s.blocks.size(); ++i) {
+  for (size_t i = 0; i < static_cast<size_t>(ch.num_layers); ++i) {
     const int64_t l = ch.first_layer + static_cast<int64_t>(i);
     const int u = table_.unit_of_layer(l);
     const BlockWeights w = block_weights(mem_.acquire(u, Pass::forward), l);
@@ -422,25 +421,24 @@ void Gpt::forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T
   }
 }
 
-double Gpt::forward(int c, int k, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss,
-                    bool train) {
+void Gpt::forward(int c, int k, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss,
+                  bool train, bool count_loss) {
   forward_body(c, k, tokens, B, T);
   const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
   Slot& s = slot(c, k);
-  if (!ch.head) return 0.0;
-  std::memcpy(s.targets, targets, static_cast<size_t>(B * T) * sizeof(int32_t));
+  if (!ch.head) return;
+  be_.copy(s.targets, targets, B * T * static_cast<int64_t>(sizeof(int32_t)), CopyKind::host_to_device);
   const Weights w = acquire_wte_io(train ? Pass::backward : Pass::forward);
-  const double loss = head_forward(w, chunk_output(s), s, B, T, dloss, train);
+  head_forward(w, chunk_output(s, ch.num_layers), s, B, T, dloss, train, count_loss);
   release_wte_io(train ? Pass::backward : Pass::forward);
-  return loss;
 }
 
 void Gpt::backward(int c, int k, int64_t B, int64_t T) {
   const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
   const Slot& s = slot(c, k);
   const int64_t n = activation_floats(B, T);
-  std::memcpy(ws_.dres, ch.head ? s.dx_head : s.grad_in, static_cast<size_t>(n) * sizeof(float));
-  for (size_t i = s.blocks.size(); i-- > 0;) {
+  be_.copy(ws_.dres, ch.head ? s.dx_head : s.grad_in, n * static_cast<int64_t>(sizeof(float)), CopyKind::device_to_device);
+  for (size_t i = static_cast<size_t>(ch.num_layers); i-- > 0;) {
     const int64_t l = ch.first_layer + static_cast<int64_t>(i);
     const int u = table_.unit_of_layer(l);
     const BlockWeights w = block_weights(mem_.acquire(u, Pass::backward), l);
@@ -461,7 +459,7 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
     embed_backward(w, g, s, ws_.dres, B, T);
     release_wte_io(Pass::backward);
   } else {
-    std::memcpy(s.grad_out, ws_.dres, static_cast<size_t>(n) * sizeof(float));
+    be_.copy(s.grad_out, ws_.dres, n * static_cast<int64_t>(sizeof(float)), CopyKind::device_to_device);
   }
   if (ch.embedding || ch.head) {
     mem_.grads_done(table_.wte_unit());
@@ -470,54 +468,69 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
 }
 
 float* Gpt::input(int c, int k) { return slot(c, k).input; }
-const float* Gpt::output(int c, int k) const { return chunk_output(slot(c, k)); }
+const float* Gpt::output(int c, int k) const { return chunk_output(slot(c, k), chunk_layers(c)); }
 float* Gpt::grad_in(int c, int k) { return slot(c, k).grad_in; }
 const float* Gpt::grad_out(int c, int k) const { return slot(c, k).grad_out; }
 
+namespace {
+// Zeroes the loss slot, runs f, and copies the loss sum to the host.
+template <typename F>
+double loss_of(const Backend& be, double* scalars, F&& f) {
+  be.fill(scalars, DType::f64, 0.0, 1);
+  f();
+  double loss = 0;
+  be.copy(&loss, scalars, sizeof(double), CopyKind::device_to_host);
+  return loss;
+}
+}  // namespace
+
 double Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss) {
   TERA_ASSERT(chunks() == 1 && plan().chunks[0].embedding && plan().chunks[0].head, "needs the whole model on this stage");
-  const double loss = forward(0, 0, tokens, targets, B, T, dloss, true);
-  backward(0, 0, B, T);
-  return loss;
+  return loss_of(be_, step_scalars_, [&] {
+    forward(0, 0, tokens, targets, B, T, dloss, true);
+    backward(0, 0, B, T);
+  });
 }
 
 double Gpt::forward_loss(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
   TERA_ASSERT(chunks() == 1 && plan().chunks[0].embedding && plan().chunks[0].head, "needs the whole model on this stage");
-  return forward(0, 0, tokens, targets, B, T, 0.0f, false);
+  return loss_of(be_, step_scalars_, [&] { forward(0, 0, tokens, targets, B, T, 0.0f, false); });
 }
 
-const float* Gpt::logits(const int32_t* tokens, int64_t B, int64_t T) {
-  TERA_ASSERT(tp_.size() == 1 && chunks() == 1, "full logits exist only on one rank holding the whole model");
+void Gpt::head_logits(const float* x, int64_t N) {
   const int64_t C = spec_.config().hidden;
+  const Weights w = acquire_wte_io(Pass::forward);
+  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, N, C);
+  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, N, C, Vl_);
+  release_wte_io(Pass::forward);
+}
+
+std::vector<float> Gpt::logits(const int32_t* tokens, int64_t B, int64_t T) {
+  TERA_ASSERT(tp_.size() == 1 && chunks() == 1, "full logits exist only on one rank holding the whole model");
   forward_body(0, 0, tokens, B, T);
-  const Weights w = acquire_wte_io(Pass::forward);
-  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, chunk_output(slot(0, 0)), w.lnf_g, w.lnf_b, B * T, C);
-  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, B * T, C, Vl_);
-  release_wte_io(Pass::forward);
-  return ws_.logits;
+  head_logits(chunk_output(slot(0, 0), chunk_layers(0)), B * T);
+  std::vector<float> host(static_cast<size_t>(B * T * Vl_));
+  be_.copy(host.data(), ws_.logits, B * T * Vl_ * static_cast<int64_t>(sizeof(float)), CopyKind::device_to_host);
+  return host;
 }
 
-const float* Gpt::last_logits(const int32_t* tokens, int64_t T) {
+void Gpt::next_token_scores(const int32_t* tokens, int64_t T, int64_t V, float temperature, float* host_out) {
   TERA_ASSERT(tp_.size() == 1 && chunks() == 1, "full logits exist only on one rank holding the whole model");
-  TERA_ASSERT(T >= 1 && T <= spec_.config().seq_len);
-  const int64_t C = spec_.config().hidden;
+  TERA_ASSERT(T >= 1 && T <= spec_.config().seq_len && V >= 1 && V <= Vl_);
   forward_body(0, 0, tokens, 1, T);
-  const Weights w = acquire_wte_io(Pass::forward);
-  const float* x_last = chunk_output(slot(0, 0)) + (T - 1) * C;
-  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x_last, w.lnf_g, w.lnf_b, 1, C);
-  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, 1, C, Vl_);
-  release_wte_io(Pass::forward);
-  return ws_.logits;
+  head_logits(chunk_output(slot(0, 0), chunk_layers(0)) + (T - 1) * spec_.config().hidden, 1);
+  if (temperature > 0) be_.softmax_row(ws_.logits, ws_.logits, V, temperature);  // in place
+  be_.copy(host_out, ws_.logits, V * static_cast<int64_t>(sizeof(float)), CopyKind::device_to_host);
 }
 
 MemoryReport Gpt::memory() const {
-  MemoryReport r;
-  if (own_memory_ != nullptr) {
-    r.params = own_memory_->param_bytes();
-    r.grads = own_memory_->grad_bytes();
+  MemoryReport r = rank_memory_.report();
+  if (own_memory_ == nullptr) {
+    // A stage of a distributed rank: the model holds its activations and workspace only.
+    for (MemoryClass c : kAllMemoryClasses) {
+      if (c != MemoryClass::activations && c != MemoryClass::workspace) r[c] = 0;
+    }
   }
-  r.activations = acts_.bytes();
-  r.workspace = work_.bytes();
   return r;
 }
 

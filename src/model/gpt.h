@@ -4,6 +4,10 @@
 // out of one arena per class, allocated before step 1. Parameters and
 // gradients are reached unit by unit through a ParamMemory
 // (model/param_memory.h), so data parallelism decides where they live.
+// Every tensor is device memory of the backend (model/rank_memory.h): Gpt
+// never reads or writes it from the host. Token ids come in from the host and
+// are copied to the device; the loss sum stays on the device
+// (step_scalars()[0]) until the caller copies it, once per step.
 //
 // Shape legend: B = micro-batch, T = sequence, N = B*T tokens, C = hidden,
 // p = tp degree, Cl = C/p, Hl = H/p heads, Fl = F/p, Vl = padded vocab / p,
@@ -29,13 +33,14 @@
 #include <memory>
 #include <vector>
 
-#include "core/arena.h"
 #include "kernels/backend.h"
 #include "model/block_tensors.h"
+#include "model/memory_plan.h"
 #include "model/memory_report.h"
 #include "model/model_spec.h"
 #include "model/param_memory.h"
 #include "model/param_table.h"
+#include "model/rank_memory.h"
 #include "model/stage_plan.h"
 #include "model/tensor_parallel.h"
 
@@ -46,23 +51,27 @@ class Gpt {
   struct Options {
     Recompute recompute = Recompute::none;
     StagePlan plan;                // this pipeline stage's chunks (empty: the whole model)
-    std::vector<int> slots;        // micro-batches in flight per chunk (empty: 1 each)
+    int slots = 1;                 // micro-batch slots: the schedule's most in flight at once
   };
 
-  // One process, the whole model: owns a ParamTable and resident
-  // LocalParamMemory. Buffers for micro-batches of up to `max_batch`
-  // sequences of up to seq_len tokens.
+  // One process, the whole model: owns a ParamTable, its memory plan (every
+  // class but the optimizer's, which a model alone does not hold) and
+  // resident LocalParamMemory. Buffers for micro-batches of up to
+  // `max_batch` sequences of up to seq_len tokens.
   Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch);
   // One pipeline stage of one tensor-parallel rank: parameters and gradients
   // live in `memory`, laid out by `table` (built for this rank's tensor
-  // shard and this stage's plan); `tp` is this rank's group. All outlive the model.
+  // shard and this stage's plan); activations and workspace are the
+  // activations and workspace classes of `rank_memory`, allocated from the
+  // rank's memory plan for the same options. `tp` is this rank's group. All
+  // outlive the model.
   Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const ParamTable& table,
-      ParamMemory& memory, TensorParallel& tp, const Options& options);
-  Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const ParamTable& table,
-      ParamMemory& memory, TensorParallel& tp)
-      : Gpt(spec, backend, max_batch, table, memory, tp, Options()) {}
+      ParamMemory& memory, TensorParallel& tp, const Options& options, RankMemory& rank_memory);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
+
+  // The memory plan of the one-process model (what the first constructor allocates).
+  static MemoryPlan single_process_plan(const ModelSpec& spec, const ParamTable& table, int64_t max_batch);
 
   const ModelSpec& spec() const { return spec_; }
   const ParamTable& table() const { return table_; }
@@ -70,55 +79,74 @@ class Gpt {
   const ActivationOptions& activation_options() const { return opts_; }
   const StagePlan& plan() const { return table_.plan(); }
 
-  // Resident memory only (the one-process constructor): the whole arenas.
+  // --- Resident memory only (the one-process constructor) ---------------------
+  // Device pointers to the whole arenas (host code may read them only where
+  // the backend's memory is host memory: the cpu backend in tests).
   float* params();
   const float* params() const;
   float* grads();
   void init_parameters(uint64_t seed);
   void zero_grads();
+  // Explicit copies between the host and the parameter / gradient arenas
+  // (host arrays in the table's layout, total_floats() long).
+  std::vector<float> parameters_to_host() const;
+  std::vector<float> gradients_to_host() const;
+  void load_parameters(const float* host);
 
   // --- Pipeline interface: chunk c of this stage, activation slot k. -------
+  // A slot holds one micro-batch of any of the stage's chunks (the union of
+  // their boundary buffers, the largest chunk's saved tables) from its
+  // forward to its backward; the caller assigns them (parallel/pipeline.h).
   int chunks() const { return static_cast<int>(plan().chunks.size()); }
-  int slots(int c) const { return static_cast<int>(slots_[static_cast<size_t>(c)].size()); }
+  int slots() const { return static_cast<int>(slots_.size()); }
   // Forward of one micro-batch through chunk c into slot k. A chunk with the
   // embedding reads tokens [B,T]; any other reads input(c, k). A chunk with
-  // the head reads targets [B,T], computes the loss and, when training, the
-  // head's backward (gradients scaled by dloss). Returns the sum of the B*T
-  // per-token losses (0 without the head).
-  double forward(int c, int k, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss,
-                 bool train);
+  // the head reads targets [B,T], adds the sum of the B*T per-token losses
+  // to step_scalars()[0] when count_loss, and, when training, computes the
+  // head's backward (gradients scaled by dloss). tokens and targets are host
+  // arrays (copied to the device here; unread by chunks that do not need them).
+  void forward(int c, int k, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss,
+               bool train, bool count_loss = true);
   // Backward of chunk c, slot k, from the head's gradient or grad_in(c, k);
   // leaves d(input) in grad_out(c, k) (a chunk without the embedding).
   void backward(int c, int k, int64_t B, int64_t T);
-  // The message buffers, each [Nt, C] (activation_floats): what a pipeline
-  // receives into (input, grad_in) and sends from (output, grad_out).
+  // The message buffers, each [Nt, C] (activation_floats), device memory:
+  // what a pipeline receives into (input, grad_in) and sends from (output, grad_out).
   float* input(int c, int k);
   const float* output(int c, int k) const;
   float* grad_in(int c, int k);
   const float* grad_out(int c, int k) const;
   int64_t activation_floats(int64_t B, int64_t T) const { return rows(B * T) * spec_.config().hidden; }
+  // Device f64 scalars of a step (memory_plan.h's step_scalars): [0] is the
+  // loss sum forward() accumulates; the engine uses the rest.
+  double* step_scalars() const { return step_scalars_; }
+  int64_t step_scalar_count() const { return step_scalar_count_; }
 
   // --- One stage holding the whole model (slot 0). ---------------------------
   // Forward, loss, backward; gradients accumulate (+=) scaled by dloss (the
   // caller passes 1 / tokens in the global batch, so the sum over
   // micro-batches and ranks is the gradient of the mean loss). tokens,
-  // targets: [B,T], the whole micro-batch on every tensor-parallel rank.
-  // Returns the sum of the B*T per-token losses.
+  // targets: host arrays [B,T], the whole micro-batch on every
+  // tensor-parallel rank. Returns the sum of the B*T per-token losses (one
+  // copy from the device).
   double forward_backward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss);
   // Forward and loss only (evaluation). Returns the sum of per-token losses.
   double forward_loss(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T);
-  // tp = 1 only. Logits [B,T,Vp] of every position (no loss); valid until the next call.
-  const float* logits(const int32_t* tokens, int64_t B, int64_t T);
-  // tp = 1 only. Logits [Vp] of the last position of one sequence tokens[T] (generation).
-  const float* last_logits(const int32_t* tokens, int64_t T);
+  // tp = 1 only. Logits [B,T,Vp] of every position (no loss), copied to the host.
+  std::vector<float> logits(const int32_t* tokens, int64_t B, int64_t T);
+  // tp = 1 only. For the last position of one sequence tokens[T] (host):
+  // its logits (temperature 0) or its softmax probabilities at `temperature`
+  // over the first V entries, copied to host_out[V] (generation).
+  void next_token_scores(const int32_t* tokens, int64_t T, int64_t V, float temperature, float* host_out);
 
   MemoryReport memory() const;  // bytes held by each buffer class
 
  private:
   // A block's views (BlockWeights, BlockActs) and the tables binding them to
   // ModelSpec's names are in model/block_tensors.h.
-  // One micro-batch's buffers in one chunk (null where the chunk has no use).
-  struct Slot {
+  // One micro-batch's buffers (null where no chunk of the stage has a use);
+  // blocks: the largest chunk's layers, of which chunk c uses the first.
+  struct Slot {  // device memory
     int32_t *tokens = nullptr, *targets = nullptr;
     float *input = nullptr, *losses = nullptr, *dx_head = nullptr, *grad_in = nullptr, *grad_out = nullptr;
     std::vector<BlockActs> blocks;  // the chunk's layers, in order
@@ -129,18 +157,17 @@ class Gpt {
   struct Weights {  // of the wte and io units (null where this stage has none)
     float *wte, *wpe, *lnf_g, *lnf_b;
   };
-  struct ActivationLayout;  // arena offsets of every activation buffer (gpt.cpp)
-
-  // Allocates the activation and workspace arenas and binds every view, before
+  // Binds every view into the rank's activation and workspace arenas, before
   // step 1, by the steps below in this order (each commented in gpt.cpp).
-  void init_buffers(const std::vector<int>& slots);
+  void init_buffers(int slots);
   void derive_local_sizes();
-  ActivationLayout lay_out_activations(const std::vector<int>& slots) const;
-  void bind_recompute_working_set(const ActivationLayout& layout);
-  void bind_slots(const ActivationLayout& layout);
-  void lay_out_workspace();
+  void bind_recompute_working_set(const DeviceArena& acts);
+  void bind_slots(const DeviceArena& acts, int slots);
+  void bind_workspace(const DeviceArena& work);
   void bind_block_weight_offsets();
   void bind_wte_io_offsets();
+  // The head's logits of rows [0, N) of the LN_f input x into ws_.logits.
+  void head_logits(const float* x, int64_t N);
 
   // Embedding (if the chunk has it) and the chunk's blocks, into slot (c, k).
   void forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T);
@@ -163,28 +190,37 @@ class Gpt {
   void block_backward(const BlockActs& a, const BlockWeights& w, const BlockWeights& g, const float* x, float* dres,
                       int64_t B, int64_t T);
   // LN_f + logits + loss; with backward also the head's backward into dx_head.
-  double head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward);
+  // count_loss: add the per-token losses to step_scalars_[0].
+  void head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward,
+                    bool count_loss);
   const float* block_input(const Slot& s, size_t i) const { return i == 0 ? s.input : s.blocks[i - 1].out; }
-  const float* chunk_output(const Slot& s) const { return s.blocks.empty() ? s.input : s.blocks.back().out; }
+  // The output of a chunk of `layers` layers run in slot s.
+  const float* chunk_output(const Slot& s, int64_t layers) const {
+    return layers == 0 ? s.input : s.blocks[static_cast<size_t>(layers - 1)].out;
+  }
+  int64_t chunk_layers(int c) const { return plan().chunks[static_cast<size_t>(c)].num_layers; }
   // Rows of residual-stream tensors on this rank: N, or N / p under sequence parallelism.
   int64_t rows(int64_t N) const { return opts_.sequence_parallel ? N / tp_.size() : N; }
   int64_t first_token(int64_t N) const { return opts_.sequence_parallel ? tp_.rank() * (N / tp_.size()) : 0; }
-  Slot& slot(int c, int k) { return slots_[static_cast<size_t>(c)][static_cast<size_t>(k)]; }
-  const Slot& slot(int c, int k) const { return slots_[static_cast<size_t>(c)][static_cast<size_t>(k)]; }
+  Slot& slot(int, int k) { return slots_[static_cast<size_t>(k)]; }
+  const Slot& slot(int, int k) const { return slots_[static_cast<size_t>(k)]; }
 
   ModelSpec spec_;
   const Backend& be_;
   int64_t max_batch_;
   std::unique_ptr<ParamTable> own_table_;
+  std::unique_ptr<RankMemory> own_rank_memory_;
   std::unique_ptr<LocalParamMemory> own_memory_;
   std::unique_ptr<SingleRankTensorParallel> own_tp_;
   const ParamTable& table_;
   ParamMemory& mem_;
   TensorParallel& tp_;
+  RankMemory& rank_memory_;
   ActivationOptions opts_;
   int64_t Cl_, Hl_, Fl_, Vl_, v0_, valid_vocab_;  // local widths; this rank's vocabulary columns [v0, v0 + Vl)
-  Arena acts_, work_;
-  std::vector<std::vector<Slot>> slots_;           // [chunk][slot]
+  double* step_scalars_ = nullptr;                // [step_scalar_count_] f64, device
+  int64_t step_scalar_count_ = 0;
+  std::vector<Slot> slots_;                        // [slot]
   BlockActs recompute_acts_{};                     // full recompute: the working set, its `out` a scratch
   std::vector<BlockWeightOffsets> block_offsets_;  // per global layer (this stage's only)
   int64_t wte_io_offsets_[4] = {};                 // wte in its unit; wpe, ln_f.weight, ln_f.bias in io

@@ -253,10 +253,6 @@ Shape ModelSpec::local_shape(const ParamInfo& p, int64_t tp) const {
   return s;
 }
 
-std::vector<BufferInfo> ModelSpec::head_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
-  return chunk_activations(B, T, o, true, true);
-}
-
 std::vector<BufferInfo> ModelSpec::chunk_activations(int64_t B, int64_t T, const ActivationOptions& o, bool embedding,
                                                      bool head) const {
   const int64_t C = cfg_.hidden;
@@ -273,22 +269,6 @@ std::vector<BufferInfo> ModelSpec::chunk_activations(int64_t B, int64_t T, const
   }
   if (!embedding) t.push_back({"grad_out", {B, Ts, C}, o.dtype});  // d(input), sent to the previous stage
   return t;
-}
-
-int64_t ModelSpec::stage_activation_bytes(int64_t B, int64_t T, const ActivationOptions& o, const StagePlan& plan,
-                                          const std::vector<int>& slots) const {
-  TERA_ASSERT(slots.size() == plan.chunks.size());
-  int64_t bytes = 0;
-  int64_t layers = 0;
-  for (size_t c = 0; c < plan.chunks.size(); ++c) {
-    const ChunkPlan& ch = plan.chunks[c];
-    const int64_t per_slot = table_bytes(chunk_activations(B, T, o, ch.embedding, ch.head)) +
-                             ch.num_layers * table_bytes(saved_block_activations(B, T, o));
-    bytes += slots[c] * per_slot;
-    layers += ch.num_layers;
-  }
-  if (o.recompute == Recompute::full && layers > 0) bytes += table_bytes(block_activations(B, T, o));
-  return bytes;
 }
 
 std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const ActivationOptions& o) const {
@@ -343,17 +323,6 @@ int64_t table_bytes(const std::vector<BufferInfo>& table) {
   int64_t n = 0;
   for (const auto& b : table) n += round_up(b.bytes(), ArenaLayout::kAlignFloats * 4);
   return n;
-}
-
-int64_t ModelSpec::activation_bytes(int64_t B, int64_t T, const ActivationOptions& o, int64_t layers) const {
-  if (layers < 0) layers = cfg_.layers;
-  int64_t bytes = layers * table_bytes(saved_block_activations(B, T, o)) + table_bytes(head_activations(B, T, o));
-  if (o.recompute == Recompute::full && layers > 0) bytes += table_bytes(block_activations(B, T, o));
-  return bytes;
-}
-
-int64_t ModelSpec::workspace_bytes(int64_t B, int64_t T, const ActivationOptions& o) const {
-  return table_bytes(workspace(B, T, o));
 }
 
 }  // namespace tera

@@ -159,9 +159,6 @@ class ModelSpec {
   std::vector<BufferInfo> block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
   // What a block keeps from forward to backward under o.recompute.
   std::vector<BufferInfo> saved_block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
-  // Embedding output, token ids and the per-token losses of a micro-batch
-  // through the whole model (chunk_activations of a chunk with both ends).
-  std::vector<BufferInfo> head_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
   // What one micro-batch keeps at a pipeline chunk's boundaries: its input
   // (the embedding output, or the activation received), the token ids (with
   // the embedding), targets, losses and the head's input gradient (with the
@@ -169,22 +166,9 @@ class ModelSpec {
   // gradient to send (without the embedding).
   std::vector<BufferInfo> chunk_activations(int64_t B, int64_t T, const ActivationOptions& o, bool embedding,
                                             bool head) const;
-  // Activation bytes of a pipeline stage holding `slots[c]` micro-batches in
-  // flight for each chunk c of `plan` (schedule.h's in-flight counts): per
-  // slot the chunk's boundary buffers and its layers' saved tables, plus one
-  // block working set under full recompute.
-  int64_t stage_activation_bytes(int64_t B, int64_t T, const ActivationOptions& o, const StagePlan& plan,
-                                 const std::vector<int>& slots) const;
   // Scratch shared by all micro-batches (backward temporaries, logits over
   // the local vocabulary shard).
   std::vector<BufferInfo> workspace(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
-
-  // Bytes one micro-batch keeps through `layers` blocks (the whole model by
-  // default) plus the head tables; with full recompute also one block's
-  // working set. Buffers are counted as the runtime allocates them (each
-  // rounded up to 64 bytes).
-  int64_t activation_bytes(int64_t B, int64_t T, const ActivationOptions& o = {}, int64_t layers = -1) const;
-  int64_t workspace_bytes(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
 
   // Bytes one tensor-parallel rank sends (ring model, comm/communicator.h:
   // all-reduce 2(p-1)/p S, all-gather and reduce-scatter (p-1)/p S) for one
@@ -207,7 +191,8 @@ class ModelSpec {
   std::vector<ParamInfo> params_;
 };
 
-// Sum of buffer sizes, each rounded up to 64 bytes (the arena alignment).
+// Sum of buffer sizes, each rounded up to 64 bytes (the arena alignment:
+// ArenaLayout::aligned_bytes).
 int64_t table_bytes(const std::vector<BufferInfo>& table);
 
 }  // namespace tera

@@ -1,21 +1,20 @@
 // Resident parameter memory for one process.
 #include "model/param_memory.h"
 
-#include <cstring>
+#include "core/check.h"
 
 namespace tera {
 
-namespace {
-ArenaLayout flat_layout(const ParamTable& t) {
-  ArenaLayout l;
-  l.add("params", t.total_floats());
-  return l;
+LocalParamMemory::LocalParamMemory(const ParamTable& table, const Backend& be, RankMemory& memory)
+    : table_(table),
+      be_(be),
+      params_(memory.arena(MemoryClass::parameters).get<float>("params")),
+      grads_(memory.arena(MemoryClass::gradients).get<float>("grads")) {
+  TERA_ASSERT(memory.arena(MemoryClass::parameters).count("params") == table.total_floats() &&
+                  memory.arena(MemoryClass::gradients).count("grads") == table.total_floats(),
+              "the memory plan was made for another parameter table");
 }
-}  // namespace
 
-LocalParamMemory::LocalParamMemory(const ParamTable& table)
-    : table_(table), params_(flat_layout(table)), grads_(flat_layout(table)) {}
-
-void LocalParamMemory::zero_grads() { std::memset(grads_.base(), 0, static_cast<size_t>(grads_.bytes())); }
+void LocalParamMemory::zero_grads() { be_.fill(grads_, DType::f32, 0.0, table_.total_floats()); }
 
 }  // namespace tera

@@ -11,13 +11,15 @@
 //   acquire(u, B), grads(u), release(u, B), grads_done(u); then the embedding
 //   backward, release(root, B), grads_done(root). [eval] release(root, F).
 // A unit's parameters are laid out as in the table: tensor e of unit u is at
-// acquire(u) + (e.offset - unit.begin); gradients likewise.
+// acquire(u) + (e.offset - unit.begin); gradients likewise. Every pointer is
+// device memory of the backend.
 #pragma once
 
 #include <cstdint>
 
-#include "core/arena.h"
+#include "kernels/backend.h"
 #include "model/param_table.h"
+#include "model/rank_memory.h"
 
 namespace tera {
 
@@ -35,22 +37,24 @@ class ParamMemory {
   virtual void poll() {}
 };
 
-// Every parameter and gradient resident in two arenas laid out by the table.
+// Every parameter and gradient resident: the "params" and "grads" buffers
+// of a one-process memory plan, laid out by the table.
 class LocalParamMemory final : public ParamMemory {
  public:
-  explicit LocalParamMemory(const ParamTable& table);
-  const float* acquire(int unit, Pass) override { return params_.at(table_.units()[static_cast<size_t>(unit)].begin); }
-  float* grads(int unit) override { return grads_.at(table_.units()[static_cast<size_t>(unit)].begin); }
+  LocalParamMemory(const ParamTable& table, const Backend& be, RankMemory& memory);
+  const float* acquire(int unit, Pass) override { return params_ + table_.units()[static_cast<size_t>(unit)].begin; }
+  float* grads(int unit) override { return grads_ + table_.units()[static_cast<size_t>(unit)].begin; }
 
-  float* params() { return params_.base(); }
-  float* grad_base() { return grads_.base(); }
+  // Device memory: the whole table's parameters and gradients.
+  float* params() { return params_; }
+  float* grad_base() { return grads_; }
   void zero_grads();
-  int64_t param_bytes() const { return params_.bytes(); }
-  int64_t grad_bytes() const { return grads_.bytes(); }
 
  private:
   const ParamTable& table_;
-  Arena params_, grads_;
+  const Backend& be_;
+  float* params_;
+  float* grads_;
 };
 
 }  // namespace tera

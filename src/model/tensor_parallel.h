@@ -16,11 +16,14 @@
 // of the micro-batch's N = B*T (every op in a sequence-parallel region is
 // per token, so any partition works; T % tp == 0 keeps it a sequence split).
 // Buffers are [tokens, n] row-major, so a shard of `count` floats per rank is
-// simply contiguous. Implementations: SingleRank below (tp = 1), and
-// parallel/tp_comm.h over a Communicator.
+// simply contiguous. Every buffer is device memory. Implementations:
+// SingleRank below (tp = 1), and parallel/tp_comm.h over the group's device
+// communicator.
 #pragma once
 
 #include <cstdint>
+
+#include "kernels/backend.h"
 
 namespace tera {
 
@@ -46,10 +49,11 @@ class TensorParallel {
   virtual void all_sum(float* x, int64_t n) = 0;
 };
 
-// tp = 1: every pair is the identity (copies when source and destination differ).
+// tp = 1: every pair is the identity (a device copy when source and
+// destination differ).
 class SingleRankTensorParallel final : public TensorParallel {
  public:
-  explicit SingleRankTensorParallel(bool sequence_parallel = false) : sp_(sequence_parallel) {}
+  explicit SingleRankTensorParallel(const Backend& be, bool sequence_parallel = false) : be_(be), sp_(sequence_parallel) {}
   int size() const override { return 1; }
   int rank() const override { return 0; }
   bool sequence_parallel() const override { return sp_; }
@@ -63,11 +67,10 @@ class SingleRankTensorParallel final : public TensorParallel {
   void all_sum(float*, int64_t) override {}
 
  private:
-  static void copy(const float* src, float* dst, int64_t n) {
-    if (src != dst) {
-      for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-    }
+  void copy(const float* src, float* dst, int64_t n) {
+    if (src != dst) be_.copy(dst, src, n * static_cast<int64_t>(sizeof(float)), CopyKind::device_to_device);
   }
+  const Backend& be_;
   bool sp_;
 };
 

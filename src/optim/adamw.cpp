@@ -9,17 +9,20 @@
 
 namespace tera {
 
-AdamW::AdamW(AdamWConfig cfg, std::vector<Segment> segments) : cfg_(cfg), segments_(std::move(segments)) {
+AdamW::AdamW(AdamWConfig cfg, std::vector<Segment> segments, const Backend& be, RankMemory& memory)
+    : cfg_(cfg), segments_(std::move(segments)), be_(be) {
   int64_t n = 0;
   for (const auto& s : segments_) {
     TERA_ASSERT(s.begin <= s.end);
     state_offset_.push_back(n);
     n += s.end - s.begin;
   }
-  ArenaLayout layout("optimizer state");
-  layout.add("adam_state", n);
-  m_ = Arena(layout);
-  v_ = Arena(layout);
+  const DeviceArena& opt = memory.arena(MemoryClass::optimizer);
+  TERA_ASSERT(opt.count("adam_m") == n && opt.count("adam_v") == n,
+              "the memory plan's Adam moments hold " + std::to_string(opt.count("adam_m")) + " floats; the segments " +
+                  std::to_string(n));
+  m_ = opt.get<float>("adam_m");
+  v_ = opt.get<float>("adam_v");
 }
 
 std::vector<AdamW::Segment> AdamW::segments_of(const ParamTable& table) {
@@ -38,20 +41,25 @@ std::vector<AdamW::Segment> AdamW::segments_of(const ParamTable& table,
   return out;
 }
 
-void AdamW::step(const Backend& be, const std::vector<Span>& spans, float lr, float grad_scale, int64_t step) {
+AdamWArgs AdamW::args(float lr, float grad_scale, int64_t step) const {
+  return AdamWArgs{.lr = lr, .beta1 = cfg_.beta1, .beta2 = cfg_.beta2, .eps = cfg_.eps, .grad_scale = grad_scale, .step = step};
+}
+
+std::vector<AdamWSegment> AdamW::batch(const std::vector<Span>& spans) const {
   TERA_ASSERT(spans.size() == segments_.size());
+  std::vector<AdamWSegment> out;
+  out.reserve(segments_.size());
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];
-    const AdamWArgs args{.lr = lr,
-                         .beta1 = cfg_.beta1,
-                         .beta2 = cfg_.beta2,
-                         .eps = cfg_.eps,
-                         .weight_decay = s.decay ? cfg_.weight_decay : 0.0f,
-                         .grad_scale = grad_scale,
-                         .step = step};
-    be.adamw(spans[i].param, spans[i].grad, m_.base() + state_offset_[i], v_.base() + state_offset_[i],
-             s.end - s.begin, args);
+    out.push_back({spans[i].param, spans[i].grad, m_ + state_offset_[i], v_ + state_offset_[i], s.end - s.begin,
+                   s.decay ? cfg_.weight_decay : 0.0f});
   }
+  return out;
+}
+
+void AdamW::step(const std::vector<Span>& spans, float lr, float grad_scale, int64_t step) {
+  const std::vector<AdamWSegment> segs = batch(spans);
+  be_.adamw(segs.data(), static_cast<int64_t>(segs.size()), args(lr, grad_scale, step), nullptr);
 }
 
 bool AdamW::update_certainly_finite(float lr, float grad_scale, double grad_norm, int64_t step) const {
@@ -66,31 +74,10 @@ bool AdamW::update_certainly_finite(float lr, float grad_scale, double grad_norm
   return u <= 1e30 && std::abs(decay) <= 1.0;
 }
 
-bool AdamW::update_is_finite(const std::vector<Span>& spans, float lr, float grad_scale, int64_t step) const {
-  TERA_ASSERT(spans.size() == segments_.size());
-  const double bc1 = 1.0 - std::pow(static_cast<double>(cfg_.beta1), static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(cfg_.beta2), static_cast<double>(step));
-  const float step_size = static_cast<float>(lr / bc1), inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps, gs = grad_scale;
-  int64_t bad = 0;
-  for (size_t k = 0; k < segments_.size(); ++k) {
-    const Segment& s = segments_[k];
-    const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * (s.decay ? cfg_.weight_decay : 0.0f));
-    const float* p = spans[k].param;
-    const float* g = spans[k].grad;
-    const float* m = m_.base() + state_offset_[k];
-    const float* v = v_.base() + state_offset_[k];
-    const int64_t n = s.end - s.begin;
-#pragma omp parallel for reduction(+ : bad) schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i] * gs;
-      const float mi = b1 * m[i] + (1 - b1) * gi;
-      const float vi = b2 * v[i] + (1 - b2) * gi * gi;
-      const float pi = p[i] * decay - step_size * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-      bad += !(std::isfinite(mi) && std::isfinite(vi) && std::isfinite(pi));
-    }
-  }
-  return bad == 0;
+void AdamW::count_nonfinite_update(const std::vector<Span>& spans, float lr, float grad_scale, int64_t step,
+                                   double* nonfinite) const {
+  const std::vector<AdamWSegment> segs = batch(spans);
+  be_.adamw(segs.data(), static_cast<int64_t>(segs.size()), args(lr, grad_scale, step), nonfinite);
 }
 
 }  // namespace tera

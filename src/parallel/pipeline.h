@@ -1,16 +1,30 @@
 // Runs one pipeline stage's instruction list (parallel/schedule.h) over the
 // model's chunks (model/gpt.h): forwards and backwards into activation
 // slots, non-blocking sends, blocking receives matched by tag over the
-// pipeline group, and at reduce_grads the data-parallel reduction plus the
-// all-reduce that keeps the tied embedding of the first and last stage in
-// sync. The same code runs pp = 1 (a list of forwards and backwards).
+// pipeline group's device communicator, and at reduce_grads the
+// data-parallel reduction plus the all-reduce that keeps the tied embedding
+// of the first and last stage in sync. Token ids stay host arrays (the
+// model copies them in). The same code runs pp = 1 (a list of forwards and backwards).
 //
-// Slots: micro-batch mb of chunk c lives in slot mb % slots(c); the slot
-// count per chunk is the schedule's in-flight bound for that chunk
-// (slots_per_chunk), so a slot is always free again when its next
-// micro-batch arrives (checked).
+// Slots: the model holds as many micro-batch slots as the schedule keeps
+// micro-batches in flight on this stage (Schedule::max_in_flight), each fit
+// for any of the stage's chunks. A micro-batch takes a free slot when its
+// activation arrives (or at its forward, on the embedding's chunk) and frees
+// it once its input gradient is sent (at its backward, on the first virtual
+// stage); a slot is reused only after its sends completed. Free slots are
+// taken oldest first, preferring one whose sends are already done.
+//
+// Why waiting on a slot's sends cannot deadlock (a send of a large message
+// completes only once its receive is posted): a micro-batch's output
+// gradient is received into its slot's grad_in, posted at its forward (one
+// tag per pipeline edge, so the posted receives of an edge match its sends
+// in micro-batch order, as both run in that order). So a gradient send
+// always finds its receive posted; and an activation send was received
+// before the gradient that frees its slot came back. Every wait on a send
+// therefore ends without the peer doing anything more.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <vector>
 
@@ -26,22 +40,21 @@ namespace tera {
 // tokens and targets [count, T]; returns count (sequences).
 using MicroBatchFn = std::function<int64_t(int mb, int32_t* tokens, int32_t* targets)>;
 
-// Activation sets each chunk of `stage` holds at once under `schedule`.
-std::vector<int> slots_per_chunk(const Schedule& schedule, int stage);
-
 class PipelineExecutor {
  public:
   // trace may be null.
   PipelineExecutor(const Schedule& schedule, Gpt& model, ZeroMemory& zero, const Groups& groups, Trace* trace);
 
   // One training step's instructions up to the optimizer step. dloss scales
-  // the loss gradient (1 / tokens of the global batch). Returns the loss sum
-  // of the micro-batches whose head runs here (0 on other stages).
-  double run_step(const MicroBatchFn& batch, int64_t B, int64_t T, float dloss);
+  // the loss gradient (1 / tokens of the global batch). The loss sum of the
+  // micro-batches whose head runs here is added to the model's
+  // step_scalars()[0] (on the device).
+  void run_step(const MicroBatchFn& batch, int64_t B, int64_t T, float dloss);
   // Forward only (evaluation) of `micro_batches` micro-batches, each through
-  // every virtual stage in order. Returns each micro-batch's loss sum on the
-  // stage with the head (zeros elsewhere).
-  std::vector<double> run_forward(int micro_batches, const MicroBatchFn& batch, int64_t T);
+  // every virtual stage in order. On the stage with the head, the loss sums
+  // of the micro-batches for which counted(mb) is true are added to
+  // step_scalars()[0].
+  void run_forward(int micro_batches, const MicroBatchFn& batch, int64_t T, const std::function<bool(int mb)>& counted);
 
   // Of the last run_step: seconds blocked waiting for pipeline receives, and the step's seconds.
   double idle_seconds() const { return idle_; }
@@ -49,12 +62,17 @@ class PipelineExecutor {
 
  private:
   struct SlotState {
-    int mb = -1;                   // micro-batch in the slot, -1 when free
+    int mb = -1, chunk = -1;       // micro-batch in the slot (mb -1 when free)
     std::vector<Request> sends;    // outstanding sends from its buffers
+    Request grad_recv;             // its output gradient's receive, posted at the forward
   };
-  SlotState& slot_state(int c, int mb);
+  int take_slot(int c, int mb);
+  void free_slot(int c, int mb);
+  int& slot_of(int c, int mb);
   void wait_sends(SlotState& s);
-  int tag(bool grad) const { return grad ? 2 : 1; }
+  static constexpr int kActTag = 1;
+  // Gradients over pipeline edge e (virtual stages e and e + 1).
+  static int grad_tag(int edge) { return 16 + edge; }
   int peer_rank(int stage) const;  // pipeline-group rank of a physical stage (= the stage)
   void reduce_grads();
 
@@ -64,7 +82,9 @@ class PipelineExecutor {
   const Groups& g_;
   Trace* trace_;
   int stage_;
-  std::vector<std::vector<SlotState>> slots_;  // [chunk][slot]
+  std::vector<SlotState> slots_;               // [slot]
+  std::deque<int> free_;                       // free slots, released oldest first
+  std::vector<std::vector<int>> slot_of_;      // [chunk][mb]: the slot, -1 when none
   std::vector<int32_t> tokens_, targets_;
   double idle_ = 0, step_ = 0;
 };

@@ -54,6 +54,20 @@ std::vector<Unit> unit_order(ScheduleKind kind, int stages, int M, int chunks, i
 
 }  // namespace
 
+std::vector<int> slots_per_chunk(const Schedule& schedule, int stage) {
+  std::vector<int> in_flight(static_cast<size_t>(schedule.chunks), 0), most(static_cast<size_t>(schedule.chunks), 0);
+  for (const Instr& in : schedule.per_stage[static_cast<size_t>(stage)]) {
+    const size_t c = static_cast<size_t>(in.chunk);
+    if (in.kind == InstrKind::forward) {
+      most[c] = std::max(most[c], ++in_flight[c]);
+    } else if (in.kind == InstrKind::backward) {
+      --in_flight[c];
+    }
+  }
+  for (int& m : most) m = std::max(m, 1);  // evaluation uses slot 0 of every chunk
+  return most;
+}
+
 int promised_in_flight(ScheduleKind kind, int stages, int M, int chunks, int stage) {
   switch (kind) {
     case ScheduleKind::gpipe: return M;

@@ -50,6 +50,13 @@ struct Schedule {
   std::string to_string(int stage) const;
 };
 
+// Activation sets each chunk of `stage` holds at once under `schedule`: the
+// most forwards of that chunk done and not yet followed by their backward
+// (at least 1: evaluation uses one per chunk). What the runtime allocates a
+// slot for, per chunk (model/memory_plan.h); their sum can exceed
+// max_in_flight(stage), since chunks peak at different times.
+std::vector<int> slots_per_chunk(const Schedule& schedule, int stage);
+
 // The in-flight bound make_schedule promises for a stage (see schedule.cpp):
 // gpipe: micro_batches; 1f1b: min(stages - stage, micro_batches);
 // interleaved: min(2*(stages - stage - 1) + (chunks - 1)*stages + 1, micro_batches*chunks).

@@ -4,68 +4,25 @@
 #include "parallel/zero.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/check.h"
 
 namespace tera {
 
-namespace {
-ArenaLayout single(const char* name, int64_t floats) {
-  ArenaLayout l(name);
-  l.add(name, floats);
-  return l;
-}
-}  // namespace
-
-ZeroArenaSizes zero_arena_sizes(const ParamTable& table, int dp, int dp_rank, int zero_stage) {
-  const int64_t p = dp;
-  const auto& units = table.units();
-  auto dedicated = [&](size_t u) { return static_cast<int>(u) == table.wte_unit() || static_cast<int>(u) == table.io_unit(); };
-  ZeroArenaSizes z;
-  int64_t shard = 0, max_block = 0, max_chunk = 0, dedicated_floats = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    TERA_ASSERT(units[u].size() % (p * ArenaLayout::kAlignFloats) == 0, "ParamTable unit_align must be dp * 16");
-    shard += units[u].size() / p;
-    if (dedicated(u)) {
-      dedicated_floats += units[u].size();
-    } else {
-      max_block = std::max(max_block, units[u].size());
-    }
-    max_chunk = std::max(max_chunk, units[u].size() / p);
-  }
-  const int64_t total = table.total_floats();
-  const int64_t pool = max_block > 0 ? 2 : 0;  // block buffers: the one in use and the next
-  z.params = zero_stage == 3 ? shard : total;
-  if (zero_stage <= 1) z.grads = total;
-  if (zero_stage >= 1) z.grad_shard = shard;
-  if (zero_stage >= 2) {
-    z.staging = dedicated_floats + pool * max_block;
-    z.temps = ((table.wte_unit() >= 0) + (table.io_unit() >= 0) + pool) * max_chunk;
-  }
-  if (zero_stage == 3) z.gathered = dedicated_floats + pool * max_block;
-  // What this rank updates: everything (zero 0) or its chunk of every unit.
-  if (zero_stage == 0) {
-    z.ranges.push_back({0, total});
-  } else {
-    for (const auto& u : units) {
-      const int64_t chunk = u.size() / p, begin = u.begin + dp_rank * chunk;
-      z.ranges.push_back({begin, begin + chunk});
-    }
-  }
-  for (const auto& [rb, re] : z.ranges) {
-    table.for_each([&](const ParamEntry& e) { z.moments += std::max<int64_t>(0, std::min(re, e.offset + e.count) - std::max(rb, e.offset)); });
-  }
-  return z;
-}
-
-ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be,
-                       Communicator* tp, bool sequence_parallel)
-    : table_(table), dp_(dp), tp_(tp), sp_(sequence_parallel && tp != nullptr && tp->size() > 1), zero_(zero_stage), be_(be) {
+ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp_host, Communicator& dp_dev, int zero_stage,
+                       const Backend& be, RankMemory& memory, Communicator* tp_dev, bool sequence_parallel)
+    : table_(table),
+      dp_host_(dp_host),
+      dp_(dp_dev),
+      tp_(tp_dev),
+      sp_(sequence_parallel && tp_dev != nullptr && tp_dev->size() > 1),
+      zero_(zero_stage),
+      be_(be) {
   TERA_ASSERT(zero_ >= 0 && zero_ <= 3);
+  TERA_ASSERT(dp_host.size() == dp_dev.size() && dp_host.rank() == dp_dev.rank(), "two communicators of one group");
   const int64_t p = dp_.size();
   const auto& units = table_.units();
-  const ZeroArenaSizes sizes = zero_arena_sizes(table_, dp_.size(), dp_.rank(), zero_);
+  sizes_ = zero_sizes(unit_shapes(table_), dp_.size(), dp_.rank(), zero_);
   staging_of_unit_.assign(units.size(), nullptr);
   dedicated_staging_.assign(units.size(), nullptr);
   dedicated_gather_.assign(units.size(), Gather{});
@@ -86,13 +43,21 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage
   max_chunk_ = max_chunk;
   const int64_t pool = max_block > 0 ? 2 : 0;  // block buffers: the one in use and the next
 
-  params_ = Arena(single("params", sizes.params));
-  if (sizes.grads > 0) grads_ = Arena(single("grads", sizes.grads));
-  if (sizes.grad_shard > 0) grad_shard_ = Arena(single("grad_shard", sizes.grad_shard));
+  // The plan's buffers, checked against the sizes this stage needs.
+  auto bind = [&](MemoryClass c, const char* name, int64_t want) -> float* {
+    const DeviceArena& a = memory.arena(c);
+    TERA_ASSERT(a.count(name) == want, std::string("the memory plan's ") + name + " has " + std::to_string(a.count(name)) +
+                                           " floats; ZeRO-" + std::to_string(zero_) + " needs " + std::to_string(want));
+    return a.get<float>(name);
+  };
+  params_ = bind(MemoryClass::parameters, "params", sizes_.params);
+  grads_ = bind(MemoryClass::gradients, "grads", sizes_.grads);
+  grad_shard_ = bind(MemoryClass::gradients, "grad_shard", sizes_.grad_shard);
+  staging_ = bind(MemoryClass::zero_staging, "grad_staging", sizes_.staging);
+  temps_ = bind(MemoryClass::comm_buckets, "reduce_scatter_out", sizes_.temps);
+  gathered_ = bind(MemoryClass::zero_gather, "gathered_params", sizes_.gathered);
   if (zero_ >= 2) {
-    staging_ = Arena(single("grad_staging", sizes.staging));
-    temps_ = Arena(single("reduce_scatter_out", sizes.temps));
-    float* next = staging_.base();
+    float* next = staging_;
     for (size_t u = 0; u < units.size(); ++u) {
       if (!dedicated(static_cast<int>(u))) continue;
       dedicated_staging_[u] = next;
@@ -104,11 +69,10 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage
       staging_buffers_.push_back(next);
       next += max_block;
     }
-    for (size_t k = 0; k < staging_buffers_.size(); ++k) temp_of_staging_.push_back(temps_.base() + k * max_chunk);
+    for (size_t k = 0; k < staging_buffers_.size(); ++k) temp_of_staging_.push_back(temps_ + k * max_chunk);
   }
   if (zero_ == 3) {
-    gathered_ = Arena(single("gathered_params", sizes.gathered));
-    float* next = gathered_.base();
+    float* next = gathered_;
     for (size_t u = 0; u < units.size(); ++u) {
       if (!dedicated(static_cast<int>(u))) continue;
       dedicated_gather_[u].buf = next;
@@ -119,7 +83,12 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage
       next += max_block;
     }
   }
-  ranges_ = sizes.ranges;
+  // What this rank updates: everything (zero 0) or its chunk of every unit.
+  if (zero_ == 0) {
+    ranges_.push_back({0, table_.total_floats()});
+  } else {
+    for (size_t u = 0; u < units.size(); ++u) ranges_.push_back({chunk_begin(static_cast<int>(u)), chunk_begin(static_cast<int>(u)) + chunk(static_cast<int>(u))});
+  }
 }
 
 ZeroMemory::~ZeroMemory() {
@@ -137,13 +106,16 @@ float* ZeroMemory::temp_for(const float* staging) const {
 }
 
 void ZeroMemory::init_parameters(uint64_t seed) {
-  if (zero_ < 3) {
-    tera::init_parameters(table_, seed, 0, table_.total_floats(), params_.base());
-    return;
-  }
+  // A unit at a time through one host buffer: the whole unit (zero 0-2) or
+  // this rank's chunk of it (zero 3).
+  std::vector<float> host(static_cast<size_t>(table_.max_unit_floats()));
   for (size_t u = 0; u < table_.units().size(); ++u) {
     const int ui = static_cast<int>(u);
-    tera::init_parameters(table_, seed, chunk_begin(ui), chunk_begin(ui) + chunk(ui), shard_ptr(params_.base(), ui));
+    const ParamUnit& unit = table_.units()[u];
+    const int64_t b = zero_ < 3 ? unit.begin : chunk_begin(ui), n = zero_ < 3 ? unit.size() : chunk(ui);
+    tera::init_parameters(table_, seed, b, b + n, host.data());
+    float* dst = zero_ < 3 ? params_ + unit.begin : shard_ptr(params_, ui);
+    be_.copy(dst, host.data(), n * 4, CopyKind::host_to_device);
   }
 }
 
@@ -151,7 +123,7 @@ void ZeroMemory::init_parameters(uint64_t seed) {
 
 void ZeroMemory::start_gather(int unit, Gather& g) {
   g.unit = unit;
-  g.req = dp_.iall_gather(shard_ptr(params_.base(), unit), g.buf, chunk(unit), CommType::f32);
+  g.req = dp_.iall_gather(shard_ptr(params_, unit), g.buf, chunk(unit), CommType::f32);
 }
 
 ZeroMemory::Gather& ZeroMemory::gather_slot(int unit) {
@@ -186,7 +158,7 @@ void ZeroMemory::prefetch(int unit) {
 }
 
 const float* ZeroMemory::acquire(int unit, Pass pass) {
-  if (zero_ < 3) return params_.at(table_.units()[static_cast<size_t>(unit)].begin);
+  if (zero_ < 3) return params_ + table_.units()[static_cast<size_t>(unit)].begin;
   if (dedicated(unit)) {
     // Gathered on first use in a step and kept: the shards change only in optimizer_step.
     Gather& g = dedicated_gather_[static_cast<size_t>(unit)];
@@ -231,13 +203,13 @@ float* ZeroMemory::take_staging(int unit) {
     s = free_staging_.back();
     free_staging_.pop_back();
   }
-  std::memset(s, 0, static_cast<size_t>(u.size()) * sizeof(float));
+  be_.fill(s, DType::f32, 0.0, u.size());
   staging_of_unit_[static_cast<size_t>(unit)] = s;
   return s;
 }
 
 float* ZeroMemory::grads(int unit) {
-  if (zero_ <= 1) return grads_.at(table_.units()[static_cast<size_t>(unit)].begin);
+  if (zero_ <= 1) return grads_ + table_.units()[static_cast<size_t>(unit)].begin;
   float* s = staging_of_unit_[static_cast<size_t>(unit)];
   return s != nullptr ? s : take_staging(unit);
 }
@@ -247,7 +219,7 @@ void ZeroMemory::grads_done(int unit) {
   // ZeRO 0/1 accumulate over micro-batches and reduce after the last one;
   // ZeRO 2/3 reduce every micro-batch's staging buffer.
   if (zero_ <= 1 && !last_micro_batch_) return;
-  float* g = zero_ <= 1 ? grads_.at(u.begin) : staging_of_unit_[static_cast<size_t>(unit)];
+  float* g = zero_ <= 1 ? grads_ + u.begin : staging_of_unit_[static_cast<size_t>(unit)];
   // Under zero 2/3 a unit may report twice for gradients it collected once
   // (the head's gradients of several micro-batches, reduced together).
   if (g == nullptr) return;
@@ -264,7 +236,7 @@ void ZeroMemory::grads_done(int unit) {
   }
   if (zero_ == 1) {
     pending_.push_back({unit,
-                        dp_.ireduce_scatter(g, shard_ptr(grad_shard_.base(), unit), chunk(unit), CommType::f32,
+                        dp_.ireduce_scatter(g, shard_ptr(grad_shard_, unit), chunk(unit), CommType::f32,
                                             ReduceOp::sum),
                         nullptr, nullptr});
     return;
@@ -277,7 +249,7 @@ void ZeroMemory::grads_done(int unit) {
 void ZeroMemory::complete(Pending& p) {
   dp_.wait(p.req);
   if (p.temp != nullptr) {
-    float* acc = shard_ptr(grad_shard_.base(), p.unit);
+    float* acc = shard_ptr(grad_shard_, p.unit);
     be_.residual_forward(acc, acc, p.temp, chunk(p.unit));
     if (!dedicated(p.unit)) free_staging_.push_back(p.staging);
   }
@@ -299,8 +271,8 @@ void ZeroMemory::poll() {
 
 void ZeroMemory::begin_step() {
   TERA_ASSERT(pending_.empty());
-  if (zero_ <= 1) std::memset(grads_.base(), 0, static_cast<size_t>(grads_.bytes()));
-  if (zero_ >= 1) std::memset(grad_shard_.base(), 0, static_cast<size_t>(grad_shard_.bytes()));
+  if (zero_ <= 1) be_.fill(grads_, DType::f32, 0.0, sizes_.grads);
+  if (zero_ >= 1) be_.fill(grad_shard_, DType::f32, 0.0, sizes_.grad_shard);
 }
 
 void ZeroMemory::finish_gradients() {
@@ -310,7 +282,7 @@ void ZeroMemory::finish_gradients() {
 std::vector<ZeroMemory::Shard> ZeroMemory::shards() {
   std::vector<Shard> out;
   if (zero_ == 0) {
-    out.push_back({0, table_.total_floats(), params_.base(), grads_.base()});
+    out.push_back({0, table_.total_floats(), params_, grads_});
     return out;
   }
   const auto& units = table_.units();
@@ -318,8 +290,8 @@ std::vector<ZeroMemory::Shard> ZeroMemory::shards() {
   for (size_t u = 0; u < units.size(); ++u) {
     const int ui = static_cast<int>(u);
     const int64_t b = chunk_begin(ui);
-    float* prm = zero_ == 3 ? shard_ptr(params_.base(), ui) : params_.at(b);
-    out.push_back({b, b + chunk(ui), prm, shard_ptr(grad_shard_.base(), ui)});
+    float* prm = zero_ == 3 ? shard_ptr(params_, ui) : params_ + b;
+    out.push_back({b, b + chunk(ui), prm, shard_ptr(grad_shard_, ui)});
   }
   return out;
 }
@@ -328,33 +300,36 @@ float* ZeroMemory::reduced_grads(int unit, int64_t* count) {
   const ParamUnit& u = table_.units()[static_cast<size_t>(unit)];
   if (zero_ == 0) {
     *count = u.size();
-    return grads_.at(u.begin);
+    return grads_ + u.begin;
   }
   *count = chunk(unit);
-  return shard_ptr(grad_shard_.base(), unit);
+  return shard_ptr(grad_shard_, unit);
 }
 
-ZeroMemory::NormParts ZeroMemory::grad_norm_squared(int skip_unit) {
+void ZeroMemory::grad_sum_squares(double* out, int skip_unit) {
   // Over the parameters in the shards this rank updates (all, or its
-  // chunks), tensor by tensor: zero 0 holds the whole reduced gradient on
-  // every dp rank, zero >= 1 sums chunks over dp.
-  NormParts n;
+  // chunks), tensor by tensor: group 0 tensors split over tp, group 1
+  // replicated ones; one device reduction over every piece.
+  std::vector<SegmentRef> segs;
   const ParamUnit* skip = skip_unit >= 0 ? &table_.units()[static_cast<size_t>(skip_unit)] : nullptr;
   for (const Shard& sh : shards()) {
     table_.for_each([&](const ParamEntry& e) {
       const int64_t b = std::max(sh.begin, e.offset), x = std::min(sh.end, e.offset + e.count);
       if (b >= x || (skip != nullptr && b >= skip->begin && b < skip->end)) return;
-      const double sq = be_.sum_squares(sh.grad + (b - sh.begin), x - b);
-      (e.tp_split() ? n.split : n.replicated) += sq;
+      segs.push_back({sh.grad + (b - sh.begin), x - b, e.tp_split() ? 0 : 1});
     });
   }
-  if (zero_ >= 1) {
-    double both[2] = {n.split, n.replicated};
-    dp_.all_reduce(both, 2, CommType::f64, ReduceOp::sum);
-    n.split = both[0];
-    n.replicated = both[1];
+  be_.sum_squares(out, segs.data(), static_cast<int64_t>(segs.size()), 2);
+}
+
+void ZeroMemory::count_nonfinite_grads(double* out) {
+  std::vector<SegmentRef> segs;
+  for (size_t u = 0; u < table_.units().size(); ++u) {
+    int64_t count = 0;
+    const float* g = reduced_grads(static_cast<int>(u), &count);
+    segs.push_back({g, count, static_cast<int64_t>(u)});
   }
-  return n;
+  be_.count_nonfinite(out, segs.data(), static_cast<int64_t>(segs.size()), static_cast<int64_t>(segs.size()));
 }
 
 void ZeroMemory::shards_updated() {
@@ -369,7 +344,7 @@ void ZeroMemory::shards_updated() {
     std::vector<Request> reqs;
     for (size_t k = 0; k < units.size(); ++k) {
       const int ki = static_cast<int>(k);
-      reqs.push_back(dp_.iall_gather(params_.at(chunk_begin(ki)), params_.at(units[k].begin), chunk(ki), CommType::f32));
+      reqs.push_back(dp_.iall_gather(params_ + chunk_begin(ki), params_ + units[k].begin, chunk(ki), CommType::f32));
     }
     for (auto& r : reqs) dp_.wait(r);
   }
@@ -377,12 +352,15 @@ void ZeroMemory::shards_updated() {
 
 void ZeroMemory::gather_parameters(float* out) {
   if (zero_ < 3) {
-    std::memcpy(out, params_.base(), static_cast<size_t>(table_.total_floats()) * sizeof(float));
+    be_.copy(out, params_, table_.total_floats() * 4, CopyKind::device_to_host);
     return;
   }
+  // Each rank's chunk to the host, then gathered into the unit's place over the host communicator.
+  std::vector<float> mine(static_cast<size_t>(max_chunk_));
   for (size_t u = 0; u < table_.units().size(); ++u) {
     const int ui = static_cast<int>(u);
-    dp_.all_gather(shard_ptr(params_.base(), ui), out + table_.units()[u].begin, chunk(ui), CommType::f32);
+    be_.copy(mine.data(), shard_ptr(params_, ui), chunk(ui) * 4, CopyKind::device_to_host);
+    dp_host_.all_gather(mine.data(), out + table_.units()[u].begin, chunk(ui), CommType::f32);
   }
 }
 
@@ -392,12 +370,12 @@ void ZeroMemory::load_parameters(const float* full) {
     g.in_use = false;
   }
   if (zero_ < 3) {
-    std::memcpy(params_.base(), full, static_cast<size_t>(table_.total_floats()) * sizeof(float));
+    be_.copy(params_, full, table_.total_floats() * 4, CopyKind::host_to_device);
     return;
   }
   for (size_t u = 0; u < table_.units().size(); ++u) {
     const int ui = static_cast<int>(u);
-    std::memcpy(shard_ptr(params_.base(), ui), full + chunk_begin(ui), static_cast<size_t>(chunk(ui)) * sizeof(float));
+    be_.copy(shard_ptr(params_, ui), full + chunk_begin(ui), chunk(ui) * 4, CopyKind::host_to_device);
   }
 }
 
@@ -405,15 +383,8 @@ void ZeroMemory::all_gather_ranges(float* full) {
   if (zero_ == 0) return;
   for (size_t u = 0; u < table_.units().size(); ++u) {
     const int ui = static_cast<int>(u);
-    dp_.all_gather(full + chunk_begin(ui), full + table_.units()[u].begin, chunk(ui), CommType::f32);
+    dp_host_.all_gather(full + chunk_begin(ui), full + table_.units()[u].begin, chunk(ui), CommType::f32);
   }
-}
-
-MemoryReport ZeroMemory::memory() const {
-  MemoryReport r;
-  r.params = params_.bytes() + gathered_.bytes();
-  r.grads = grads_.bytes() + grad_shard_.bytes() + staging_.bytes() + temps_.bytes();
-  return r;
 }
 
 }  // namespace tera

@@ -21,6 +21,11 @@
 // The optimizer is not ZeroMemory's: it exposes the shards this rank updates
 // (shards()) and the caller (train/engine.h) runs AdamW over them, then calls
 // shards_updated().
+// Memory: every buffer is the rank's memory plan's (model/memory_plan.h:
+// params, grads, grad_shard, grad_staging, reduce_scatter_out,
+// gathered_params), device memory of the backend. Tensors move over the
+// data-parallel group's device communicator; host arrays (checkpoint
+// gathers, moments) over its host communicator.
 #pragma once
 
 #include <deque>
@@ -28,37 +33,21 @@
 
 #include "comm/communicator.h"
 #include "kernels/backend.h"
-#include "model/memory_report.h"
+#include "model/memory_plan.h"
 #include "model/param_memory.h"
+#include "model/rank_memory.h"
 
 namespace tera {
 
-// The floats of every arena ZeroMemory allocates on data-parallel rank
-// `dp_rank` of `dp` for a ZeRO stage: a pure function of the table, used by
-// the constructor and by the memory check before allocation
-// (train/memory_check.h), so the two cannot disagree.
-struct ZeroArenaSizes {
-  int64_t params = 0;      // zero 0-2: the whole table; zero 3: this rank's shard
-  int64_t grads = 0;       // zero 0-1: the whole table
-  int64_t grad_shard = 0;  // zero 1-3: the reduced chunk of every unit
-  int64_t staging = 0;     // zero 2-3: the dedicated units + two block buffers
-  int64_t temps = 0;       // zero 2-3: a reduce-scatter output per staging buffer
-  int64_t gathered = 0;    // zero 3: the dedicated units + two gathered blocks
-  // Floats of parameters (padding excluded) in `ranges`: what an optimizer
-  // keeps per moment for this rank (AdamW::segments_of over the ranges).
-  int64_t moments = 0;
-  // The ranges of the table this rank updates (AdamW segments come from them).
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-};
-ZeroArenaSizes zero_arena_sizes(const ParamTable& table, int dp, int dp_rank, int zero_stage);
-
 class ZeroMemory final : public ParamMemory {
  public:
-  // `table` must be built with unit_align = dp.size() * 16 (see ParamTable).
-  // With sequence parallelism, `tp` is the tensor-parallel group over which
+  // `table` must be built with unit_align = dp.size() * 16 (see ParamTable);
+  // `memory` is allocated from the rank's plan for the same table and stage.
+  // dp_host and dp_dev are the data-parallel group's two communicators. With
+  // sequence parallelism, `tp_dev` is the tensor-parallel group over which
   // each unit's sp_partial_grad prefix is summed before the dp reduction.
-  ZeroMemory(const ParamTable& table, Communicator& dp, int zero_stage, const Backend& be,
-             Communicator* tp = nullptr, bool sequence_parallel = false);
+  ZeroMemory(const ParamTable& table, Communicator& dp_host, Communicator& dp_dev, int zero_stage, const Backend& be,
+             RankMemory& memory, Communicator* tp_dev = nullptr, bool sequence_parallel = false);
   ~ZeroMemory() override;
 
   // ParamMemory
@@ -68,7 +57,8 @@ class ZeroMemory final : public ParamMemory {
   void grads_done(int unit) override;
   void poll() override;
 
-  // Initial parameters: every rank fills what it stores (layout-invariant).
+  // Initial parameters: every rank fills what it stores (layout-invariant),
+  // generated on the host a unit at a time and copied to the device.
   void init_parameters(uint64_t seed);
   // Step protocol: begin_step, then per micro-batch set_last_micro_batch +
   // forward_backward, then finish_gradients, grad_norm_squared, the caller's
@@ -76,17 +66,19 @@ class ZeroMemory final : public ParamMemory {
   void begin_step();
   void set_last_micro_batch(bool last) { last_micro_batch_ = last; }
   void finish_gradients();
-  // Squared norm of the reduced gradient over this tensor-parallel rank's
-  // parameters, split into tensors split across tp ranks (to be summed over
-  // the tp group) and replicated ones (identical on every tp rank).
-  struct NormParts {
-    double split = 0, replicated = 0;
-  };
+  // Squared norm of the reduced gradient this rank holds, over its
+  // parameters, into out[0] (tensors split across tp ranks: to be summed over
+  // the tp group) and out[1] (replicated ones, identical on every tp rank):
+  // out is device memory. Under zero >= 1 each dp rank holds a chunk, so the
+  // caller sums the two parts over the dp group (grads_sharded()).
   // skip_unit: a unit not to count (the tied embedding's copy on the last
   // pipeline stage, counted on the first).
-  NormParts grad_norm_squared(int skip_unit = -1);
-  // The reduced gradient of `unit` this rank holds after finish_gradients:
-  // the whole unit (zero 0) or this rank's chunk (zero >= 1).
+  void grad_sum_squares(double* out, int skip_unit = -1);
+  bool grads_sharded() const { return zero_ >= 1; }
+  // out[u] (device) = non-finite values in unit u's reduced gradient this rank holds.
+  void count_nonfinite_grads(double* out);
+  // The reduced gradient of `unit` this rank holds after finish_gradients
+  // (device memory): the whole unit (zero 0) or this rank's chunk (zero >= 1).
   float* reduced_grads(int unit, int64_t* count);
 
   // A contiguous range [begin, end) of the table (arena offsets) that this
@@ -104,17 +96,18 @@ class ZeroMemory final : public ParamMemory {
   // After the caller wrote new parameters into shards(): zero 1/2 all-gather
   // every unit back in place; gathered copies (zero 3) are stale from here on.
   void shards_updated();
-  // `full` is in the table's layout with this rank's update_ranges() filled
-  // (an optimizer moment, say): collective over dp for the sharded stages,
-  // every unit's chunks are all-gathered into it in place (zero 0: nothing to do).
+  // `full` (host memory) is in the table's layout with this rank's
+  // update_ranges() filled (an optimizer moment, say): collective over dp for
+  // the sharded stages, every unit's chunks are all-gathered into it in place
+  // over the host communicator (zero 0: nothing to do).
   void all_gather_ranges(float* full);
 
-  // Full parameters (checkpoints): collective under zero 3.
+  // Full parameters (checkpoints), copied to / from host arrays in the
+  // table's layout: collective under zero 3.
   void gather_parameters(float* out);
   void load_parameters(const float* full);
 
   int stage() const { return zero_; }
-  MemoryReport memory() const;  // params / grads bytes this rank holds (optimizer: the caller's)
 
  private:
   struct Pending {
@@ -143,8 +136,9 @@ class ZeroMemory final : public ParamMemory {
   void prefetch(int unit);
 
   const ParamTable& table_;
-  Communicator& dp_;
-  Communicator* tp_;
+  Communicator& dp_host_;
+  Communicator& dp_;  // the device communicator: every tensor collective
+  Communicator* tp_;  // device
   const bool sp_;
   const int zero_;
   const Backend& be_;
@@ -154,12 +148,14 @@ class ZeroMemory final : public ParamMemory {
   float* temp_for(const float* staging) const;
   bool last_micro_batch_ = true;
 
-  Arena params_;        // zero 0-2: full; zero 3: this rank's shard
-  Arena grads_;         // zero 0-1: full
-  Arena grad_shard_;    // zero 1-3: reduced chunk (zero 2/3 accumulate over micro-batches)
-  Arena staging_;       // zero 2/3: root staging + 2 block staging buffers
-  Arena temps_;         // zero 2/3: reduce-scatter outputs, one per staging buffer
-  Arena gathered_;      // zero 3: root + 2 block gather buffers
+  // Device buffers of the memory plan (null where the stage has none).
+  float* params_ = nullptr;      // zero 0-2: full; zero 3: this rank's shard
+  float* grads_ = nullptr;       // zero 0-1: full
+  float* grad_shard_ = nullptr;  // zero 1-3: reduced chunk (zero 2/3 accumulate over micro-batches)
+  float* staging_ = nullptr;     // zero 2/3: root staging + 2 block staging buffers
+  float* temps_ = nullptr;       // zero 2/3: reduce-scatter outputs, one per staging buffer
+  float* gathered_ = nullptr;    // zero 3: root + 2 block gather buffers
+  ZeroSizes sizes_;
   std::vector<float*> free_staging_;         // zero 2/3: block staging buffers not in use
   std::vector<float*> staging_of_unit_;      // zero 2/3: the buffer a unit accumulates into now
   std::vector<float*> dedicated_staging_;    // zero 2/3: per unit, its own buffer (wte, io) or null

@@ -1,20 +1,26 @@
-// The memory model. The tensor-parallel split of each parameter is the
-// spec's own (ModelSpec::local_shape, what the runtime allocates: Megatron's
-// column-parallel QKV and fc/gate, row-parallel output projections,
-// replicated norms and position embeddings, vocab-parallel token embedding);
-// activation and workspace tables are ModelSpec's. The data-parallel bucket
-// is Megatron's 40M-element default.
+// The planner's memory: the runtime's memory plan for the layout's fullest
+// stage, plus the allocator and framework allowances. The tensor-parallel
+// split of each parameter is the spec's own (ModelSpec::local_shape) and the
+// parameter units are the runtime's ParamTable units; activation and
+// workspace bytes are ModelSpec's tables; the slots are the schedule's
+// in-flight micro-batches.
 #include "plan/memory_model.h"
 
 #include <algorithm>
 
+#include "core/check.h"
+#include "model/layout_check.h"
+#include "model/param_table.h"
+
 namespace tera {
 
-namespace {
-
-constexpr double kBucketElements = 40e6;
-
-}  // namespace
+double MemoryBreakdown::states() const {
+  double s = 0;
+  for (MemoryClass c : kAllMemoryClasses) {
+    if (c != MemoryClass::activations && c != MemoryClass::workspace) s += static_cast<double>(plan[c]);
+  }
+  return s;
+}
 
 ParamSplit param_split(const ModelSpec& spec, int tp) {
   const int64_t L = spec.config().layers;
@@ -48,7 +54,7 @@ int64_t stage_params(const ModelSpec& spec, const ParallelLayout& l, int stage) 
 ActivationOptions activation_options(const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   ActivationOptions o;
   o.tp = l.tp;
-  o.sequence_parallel = l.sequence_parallel && l.tp > 1;
+  o.sequence_parallel = l.sequence_parallel;
   o.recompute = l.recompute;
   o.dtype = precision_bytes(w.precision).act;
   o.flash_attention = cl.stack.flash_attention;
@@ -56,94 +62,97 @@ ActivationOptions activation_options(const ParallelLayout& l, const Workload& w,
   return o;
 }
 
-LayoutTables layout_tables(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
-  const ActivationOptions ao = activation_options(l, w, cl);
-  // Context parallelism holds 1/cp of each sequence's activations (flash
-  // attention assumed: no T x T scores are kept).
-  const int64_t B = l.micro_batch, T = spec.config().seq_len / l.cp;
-  LayoutTables t;
-  t.params = param_split(spec, l.tp);
-  t.params.untied = w.untied_embeddings;
-  t.saved = static_cast<double>(table_bytes(spec.saved_block_activations(B, T, ao)));
-  t.full = static_cast<double>(table_bytes(spec.block_activations(B, T, ao)));
-  for (bool embedding : {false, true}) {
-    for (bool head : {false, true}) {
-      t.boundary[embedding][head] = static_cast<double>(table_bytes(spec.chunk_activations(B, T, ao, embedding, head)));
-    }
+// ModelSpec's table bytes for the layout's micro-batch; context parallelism
+// holds 1/cp of each sequence's activations.
+const ActivationTableBytes& MemoryTables::tables(const ParallelLayout& l) {
+  const auto key = std::make_tuple(l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute);
+  auto it = tables_.find(key);
+  if (it == tables_.end()) {
+    const int64_t T = spec_.config().seq_len / l.cp;
+    it = tables_.emplace(key, activation_table_bytes(spec_, l.micro_batch, T, activation_options(l, w_, cl_))).first;
   }
-  for (const auto& b : spec.workspace(B, T, ao)) (b.head_only ? t.ws_head : t.ws_all) += static_cast<double>(table_bytes({b}));
-  t.act = static_cast<double>(B * T * spec.config().hidden * dtype_bytes(ao.dtype));
-  t.layers = spec.config().layers;
-  return t;
+  return it->second;
 }
 
-namespace {
+// The runtime's parameter units for tp rank 0 with units padded for a ZeRO
+// group of dp ranks: the token embedding, the io unit of a first stage
+// (wpe), a last stage (ln_f) or a single one (both), and a block, read off
+// ParamTables of one-layer stage plans.
+const MemoryTables::Units& MemoryTables::units(int tp, int dp) {
+  const auto key = std::make_pair(tp, dp);
+  auto it = units_.find(key);
+  if (it != units_.end()) return it->second;
+  auto table_units = [&](bool embedding, bool head) {
+    StagePlan plan;
+    plan.chunks.push_back(ChunkPlan{.virtual_stage = 0, .first_layer = 0, .num_layers = 1, .embedding = embedding, .head = head});
+    const ParamTable table(spec_, int64_t{dp} * ArenaLayout::kAlignFloats, tp, 0, plan);
+    TERA_ASSERT(table.units().size() == 3, "a one-layer stage with an end holds wte, io and one block");
+    return unit_shapes(table);
+  };
+  Units u;
+  const std::vector<UnitShape> first = table_units(true, false);
+  u.wte = first[0];
+  u.io_first = first[1];
+  u.block = first[2];
+  u.io_last = table_units(false, true)[1];
+  u.io_both = table_units(true, true)[1];
+  return units_.emplace(key, u).first->second;
+}
 
-MemoryBreakdown stage_memory_from(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl,
-                                  int64_t layers, int stage, int in_flight) {
-  const PrecisionBytes pb = precision_bytes(w.precision);
-  const bool first = stage == 0, last = stage == l.pp - 1;
-  const double P = stage_params(t.params, l, layers, stage);
-  const double dp = l.dp_cp();  // ZeRO shards over every rank holding the same parameters
+MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int dp_rank) {
+  auto per = layers_per_virtual_stage(spec_.config().layers, l.pp, l.vpp, l.stage_layers);
+  TERA_ASSERT(per.ok(), per.ok() ? std::string() : per.error());
+  const StagePlan plan = make_stage_plan(*per, l.pp, stage);
+  const int dp = l.dp_cp();  // ZeRO shards over every rank holding the same parameters
+  const Units& u = units(l.tp, dp);
+  std::vector<UnitShape> stage_units;
+  const bool emb = plan.has_embedding(), head = plan.has_head();
+  if (emb || head) {
+    stage_units.push_back(u.wte);  // the token embedding, or its tied copy under the LM head
+    stage_units.push_back(emb && head ? u.io_both : emb ? u.io_first : u.io_last);
+    // An untied output embedding (Llama) is a unit of the token embedding's
+    // shape of its own; only a stage with both ends holds two.
+    if (emb && head && w_.untied_embeddings) stage_units.push_back(u.wte);
+  }
+  UnitShape blocks = u.block;
+  blocks.repeat = plan.num_layers();
+  int64_t unit_count = static_cast<int64_t>(stage_units.size()) + blocks.repeat;
+  if (blocks.repeat > 0) stage_units.push_back(blocks);
+  const ZeroSizes z = zero_sizes(stage_units, dp, dp_rank, l.zero);
+  // Slots: the micro-batches the schedule keeps in flight on the stage
+  // (promised_in_flight: the tests hold it equal to the built schedule's).
+  const int slots = promised_in_flight(l.schedule, l.pp, static_cast<int>(micro_batches(l, w_)), l.vpp, stage);
+  return memory_plan_bytes(z, l.zero, precision_bytes(w_.precision).act, tables(l), l.recompute, plan, slots,
+                           unit_count);
+}
+
+MemoryBreakdown MemoryTables::with_allowances(const MemoryReport& plan, int stage) const {
   MemoryBreakdown m;
   m.stage = stage;
-  m.params = P * static_cast<double>(pb.param) / (l.zero >= 3 ? dp : 1);
-  m.grads = P * static_cast<double>(grad_bytes(pb, l.zero)) / (l.zero >= 2 ? dp : 1);
-  m.optimizer = P * static_cast<double>(pb.master + pb.moments) / (l.zero >= 1 ? dp : 1);
-  if (l.zero >= 3 && l.dp_cp() > 1) m.zero3_gather = 2 * std::max(t.params.block, t.params.wte) * static_cast<double>(pb.param);
-  // Every in-flight chunk holds its layers' saved tables; counted at the
-  // stage's largest chunk (1F1B has one chunk per stage; balanced interleaved
-  // chunks differ by at most a layer, the first being the largest).
-  int64_t largest_chunk = 0;
-  for (int c = 0; c < l.vpp; ++c) largest_chunk = std::max(largest_chunk, layers_in_virtual_stage(l, layers, c * l.pp + stage));
-  const double chunk_layers = static_cast<double>(largest_chunk);
-  m.activations = in_flight * (chunk_layers * t.saved + t.boundary[first][last]);
-  // The block being recomputed holds its full working set (full), or the
-  // dropped attention scores (selective).
-  if (l.recompute == Recompute::full) m.activations += t.full;
-  if (l.recompute == Recompute::selective) m.activations += t.full - t.saved;
-  m.workspace = t.ws_all + (last ? t.ws_head : 0);
-  // Send/receive buffers for activations and gradients, the
-  // sequence-parallel gather output, one data-parallel bucket.
-  if (l.pp > 1) m.comm_buffers += 4 * t.act / l.tp;
-  if (l.sequence_parallel && l.tp > 1) m.comm_buffers += t.act;
-  if (l.dp_cp() > 1 && l.zero >= 1) m.comm_buffers += std::min(P, kBucketElements) * static_cast<double>(grad_bytes(pb, l.zero));
-  m.fragmentation = cl.memory.fragmentation * (m.params + m.grads + m.optimizer + m.zero3_gather + m.activations +
-                                               m.workspace + m.comm_buffers);
-  m.reserved = cl.memory.reserved_bytes;
+  m.plan = plan;
+  m.allocator = cl_.memory.fragmentation * m.model();
+  m.reserved = cl_.memory.reserved_bytes;
   return m;
 }
 
-template <typename InFlight>
-MemoryBreakdown worst_stage(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl,
-                            InFlight in_flight) {
+MemoryBreakdown MemoryTables::per_gpu(const ParallelLayout& l) {
   MemoryBreakdown worst;
   for (int s = 0; s < l.pp; ++s) {
-    MemoryBreakdown m = stage_memory_from(t, l, w, cl, t.layers, s, in_flight(s));
+    MemoryBreakdown m = with_allowances(rank_plan(l, s), s);
     if (s == 0 || m.total() > worst.total()) worst = m;
   }
   return worst;
 }
 
-}  // namespace
-
-MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl, int stage,
-                             int in_flight) {
-  return stage_memory_from(layout_tables(spec, l, w, cl), l, w, cl, spec.config().layers, stage, in_flight);
-}
-
-MemoryBreakdown memory_per_gpu(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
-  const int M = static_cast<int>(std::min<int64_t>(micro_batches(l, w), 1 << 30));
-  return worst_stage(t, l, w, cl, [&](int s) { return promised_in_flight(l.schedule, l.pp, M, l.vpp, s); });
-}
-
 MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
-  return memory_per_gpu(layout_tables(spec, l, w, cl), l, w, cl);
+  MemoryTables t(spec, w, cl);
+  return t.per_gpu(l);
 }
 
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
-                               const Schedule& sch) {
-  return worst_stage(layout_tables(spec, l, w, cl), l, w, cl, [&](int s) { return sch.max_in_flight(s); });
+MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
+                             int stage) {
+  MemoryTables t(spec, w, cl);
+  return t.with_allowances(t.rank_plan(l, stage), stage);
 }
 
 }  // namespace tera

@@ -1,18 +1,27 @@
-// Bytes per GPU for a layout, from ModelSpec's parameter, activation and
-// workspace tables (DESIGN.md invariant 2; the runtime allocates from the same
-// tables). Per pipeline stage: the stage's parameters after the tensor-parallel
-// split; gradients, fp32 master weights and Adam moments per precision and ZeRO
-// stage (Rajbhandari et al. 2020: stage 1 shards optimizer state over dp, 2
-// also gradients, 3 also parameters, plus two gathered layers); activations of
-// the micro-batch chunks the schedule keeps in flight; workspace;
-// communication buffers; a fragmentation allowance on top; the preset's
-// reserved bytes (context, NCCL). A layout fits when the worst stage fits.
+// Bytes per GPU for a layout: the runtime's own memory plan
+// (model/memory_plan.h: every buffer tera allocates on a rank, by class) plus
+// the allowances a real GPU stack adds on top, each on its own line (DESIGN.md
+// invariant 2; tests/plan/test_memory_plan_equality.cpp holds the plan's
+// bytes equal to what the runtime allocates, per rank and class):
+//   allocator   the caching allocator's fragmentation: a fraction of the plan
+//               (memory.fragmentation in the cluster preset);
+//   reserved    framework and communication library: CUDA/HIP context,
+//               NCCL/RCCL buffers, cuBLAS/hipBLAS workspaces (memory.reserved_bytes).
+// The rank reported for a stage is its tensor-parallel rank 0 (every tp rank
+// holds the same shapes) and data-parallel rank 0 (whose ZeRO chunks hold the
+// most parameters: padding sits at the end of each unit). A layout fits when
+// the fullest stage fits. Precision mixed prices tera's bf16 runtime: bf16
+// weights and activations, fp32 gradients, fp32 master weights sharded with
+// the optimizer state (memory_plan.h).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "model/memory_plan.h"
 #include "model/model_spec.h"
 #include "parallel/schedule.h"
 #include "plan/hardware.h"
@@ -22,23 +31,20 @@ namespace tera {
 
 struct MemoryBreakdown {
   int stage = 0;
-  double params = 0;         // working weights (16-bit under mixed precision)
-  double grads = 0;
-  double optimizer = 0;      // fp32 master weights + Adam moments
-  double zero3_gather = 0;   // ZeRO-3: gathered layers (current + prefetched)
-  double activations = 0;    // in-flight micro-batch chunks + one recompute working set
-  double workspace = 0;      // backward temporaries, logits (last stage)
-  double comm_buffers = 0;   // p2p, sequence-parallel gather, data-parallel bucket
-  double fragmentation = 0;  // allowance: fraction of everything above
-  double reserved = 0;       // context, communication library, cuBLAS workspaces
-  double total() const {
-    return params + grads + optimizer + zero3_gather + activations + workspace + comm_buffers + fragmentation + reserved;
-  }
+  MemoryReport plan;      // the runtime's buffers on this GPU, by class
+  double allocator = 0;   // allowance: allocator fragmentation
+  double reserved = 0;    // allowance: framework + NCCL/RCCL + library workspaces
+  double model() const { return static_cast<double>(plan.total()); }
+  double total() const { return model() + allocator + reserved; }
+  // Parameters, gradients and optimizer state with their ZeRO buffers: what
+  // data parallelism shards.
+  double states() const;
 };
 
 // Parameter counts on one tensor-parallel rank: one block, the token
 // embedding (vocab-parallel; the tied output embedding is a copy of it),
-// position embedding and final norm.
+// position embedding and final norm (for the cost model's optimizer and
+// communication volumes).
 struct ParamSplit {
   double block = 0, wte = 0, wpe = 0, lnf = 0;
   // Untied output embedding (Llama): the last stage holds its own [V/tp, C]
@@ -52,33 +58,37 @@ ParamSplit param_split(const ModelSpec& spec, int tp);
 double stage_params(const ParamSplit& p, const ParallelLayout& l, int64_t layers, int stage);
 int64_t stage_params(const ModelSpec& spec, const ParallelLayout& l, int stage);
 
-// Memory of one stage with `in_flight` micro-batch chunks held at once (the
-// schedule's max_in_flight(stage)); stack decides dropout masks / flash.
-MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl, int stage,
-                             int in_flight);
-// The worst stage under the layout's schedule (in-flight counts from
-// promised_in_flight, which the schedule tests hold equal to max_in_flight).
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
-// The same, with in-flight counts read from a built schedule.
-MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
-                               const Schedule& sch);
-
-// Everything the memory of a stage needs that does not depend on the stage
-// or on dp / zero / pp: computed once per (tp, micro-batch, sequence
-// parallelism, recompute) and reused (the search prices tens of thousands of layouts).
-struct LayoutTables {
-  ParamSplit params;
-  double saved = 0, full = 0;        // one block's saved / full activation tables (bytes)
-  // A chunk's boundary buffers per in-flight micro-batch, as the runtime
-  // keeps them (ModelSpec::chunk_activations): [holds the embedding][holds the head].
-  double boundary[2][2] = {{0, 0}, {0, 0}};
-  double ws_all = 0, ws_head = 0;    // workspace on every stage / only the last (BufferInfo::head_only)
-  double act = 0;                    // one activation [B, T, C] in bytes
-  int64_t layers = 0;
-};
-LayoutTables layout_tables(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
-MemoryBreakdown memory_per_gpu(const LayoutTables& t, const ParallelLayout& l, const Workload& w, const Cluster& cl);
-
 ActivationOptions activation_options(const ParallelLayout& l, const Workload& w, const Cluster& cl);
+
+// What a memory figure needs beyond the layout, computed once and reused
+// (the search prices tens of thousands of layouts): ModelSpec's table bytes
+// per (tp, cp, micro-batch, sp, recompute), the parameter units per
+// (tp, ZeRO group size).
+class MemoryTables {
+ public:
+  MemoryTables(const ModelSpec& spec, const Workload& w, const Cluster& cl) : spec_(spec), w_(w), cl_(cl) {}
+  // The memory plan's bytes of rank (stage, dp_rank) of l (tp rank 0).
+  MemoryReport rank_plan(const ParallelLayout& l, int stage, int dp_rank = 0);
+  // The fullest stage, with the allowances.
+  MemoryBreakdown per_gpu(const ParallelLayout& l);
+  MemoryBreakdown with_allowances(const MemoryReport& plan, int stage) const;
+
+ private:
+  struct Units {
+    UnitShape wte, io_first, io_last, io_both, block;
+  };
+  const ActivationTableBytes& tables(const ParallelLayout& l);
+  const Units& units(int tp, int dp);
+  const ModelSpec& spec_;
+  Workload w_;
+  Cluster cl_;
+  std::map<std::tuple<int, int, int, bool, Recompute>, ActivationTableBytes> tables_;
+  std::map<std::pair<int, int>, Units> units_;
+};
+
+// One-off forms of MemoryTables.
+MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl);
+MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
+                             int stage);
 
 }  // namespace tera

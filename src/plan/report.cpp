@@ -20,6 +20,34 @@ std::string short_layout(const ParallelLayout& l) {
 
 }  // namespace
 
+namespace {
+
+// The plan's classes by key ("zero_staging"), then the allowances.
+const char* class_key(MemoryClass c) {
+  switch (c) {
+    case MemoryClass::parameters: return "parameters";
+    case MemoryClass::gradients: return "gradients";
+    case MemoryClass::optimizer: return "optimizer";
+    case MemoryClass::zero_staging: return "zero_staging";
+    case MemoryClass::comm_buckets: return "comm_buckets";
+    case MemoryClass::zero_gather: return "zero_gather";
+    case MemoryClass::activations: return "activations";
+    case MemoryClass::workspace: return "workspace";
+  }
+  return "?";
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& m) {
+  nlohmann::json j;
+  for (MemoryClass c : kAllMemoryClasses) j[class_key(c)] = m.plan[c];
+  j["allocator"] = m.allocator;
+  j["reserved"] = m.reserved;
+  j["stage"] = m.stage;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json evaluation_json(const Evaluation& e) {
   const ParallelLayout& l = e.layout;
   const MemoryBreakdown& m = e.memory;
@@ -35,10 +63,7 @@ nlohmann::json evaluation_json(const Evaluation& e) {
       {"recompute", recompute_name(l.recompute)},
       {"schedule", schedule_kind_name(l.schedule)},
       {"memory_bytes", m.total()},
-      {"memory", {{"params", m.params}, {"grads", m.grads}, {"optimizer", m.optimizer},
-                  {"zero3_gather", m.zero3_gather}, {"activations", m.activations}, {"workspace", m.workspace},
-                  {"comm_buffers", m.comm_buffers}, {"fragmentation", m.fragmentation}, {"reserved", m.reserved},
-                  {"stage", m.stage}}},
+      {"memory", memory_json(m)},
       {"fits", e.fits},
       {"step_time_s", e.step_time_s},
       {"tokens_per_s", e.tokens_per_s},
@@ -61,27 +86,34 @@ std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster
                      recompute_name(l.recompute), gib(e.memory.total()), e.step_time_s, e.tokens_per_s,
                      e.tflops_per_gpu, 100 * e.mfu, 100 * e.bubble);
   }
-  s += fmt::format("\nmemory per GPU (GiB, worst stage) of {} GiB: params + grads + optimizer + zero3 + activations + "
-                   "workspace + comm + fragmentation + reserved\n",
+  s += fmt::format("\nmemory per GPU (GiB, fullest stage) of {} GiB: tera's buffers (parameters + gradients + optimizer + "
+                   "ZeRO staging, buckets and gather + activations + workspace) + allocator + reserved\n",
                    gib(cl.gpu.memory_bytes));
   for (size_t i = 0; i < best.size(); ++i) {
     const MemoryBreakdown& m = best[i].memory;
-    s += fmt::format("{:>4}  stage {:>3}: {} + {} + {} + {} + {} + {} + {} + {} + {} = {}\n", i + 1, m.stage,
-                     gib(m.params), gib(m.grads), gib(m.optimizer), gib(m.zero3_gather), gib(m.activations),
-                     gib(m.workspace), gib(m.comm_buffers), gib(m.fragmentation), gib(m.reserved), gib(m.total()));
+    const MemoryReport& p = m.plan;
+    using MC = MemoryClass;
+    s += fmt::format("{:>4}  stage {:>3}: {} + {} + {} + {} + {} + {} = {} buffers + {} + {} = {}\n", i + 1, m.stage,
+                     gib(p[MC::parameters]), gib(p[MC::gradients]), gib(p[MC::optimizer]),
+                     gib(p[MC::zero_staging] + p[MC::comm_buckets] + p[MC::zero_gather]), gib(p[MC::activations]),
+                     gib(p[MC::workspace]), gib(m.model()), gib(m.allocator), gib(m.reserved), gib(m.total()));
   }
   return s;
 }
 
 std::string memory_text(const MemoryBreakdown& m, const Cluster& cl) {
-  return fmt::format(
-      "memory per GPU (stage {}, the fullest): {} GiB of {} GiB\n"
-      "  parameters {}  gradients {}  optimizer state {}  ZeRO-3 gathered layers {}\n"
-      "  activations {}  workspace {}  communication buffers {}\n"
-      "  fragmentation allowance ({:.0f}%) {}  reserved (context, NCCL) {}\n",
-      m.stage, gib(m.total()), gib(cl.gpu.memory_bytes), gib(m.params), gib(m.grads), gib(m.optimizer),
-      gib(m.zero3_gather), gib(m.activations), gib(m.workspace), gib(m.comm_buffers), 100 * cl.memory.fragmentation,
-      gib(m.fragmentation), gib(m.reserved));
+  std::string s = fmt::format("memory per GPU (stage {}, the fullest): {} GiB of {} GiB\n", m.stage, gib(m.total()),
+                              gib(cl.gpu.memory_bytes));
+  s += fmt::format("  tera's buffers (the runtime's memory plan) {} GiB:\n", gib(m.model()));
+  for (MemoryClass c : kAllMemoryClasses) {
+    if (m.plan[c] > 0) s += fmt::format("    {:<24} {:>8} GiB\n", memory_class_name(c), gib(m.plan[c]));
+  }
+  s += fmt::format("  allowances of a GPU stack:\n");
+  s += fmt::format("    {:<24} {:>8} GiB  ({:.0f}% of the buffers)\n", "allocator fragmentation", gib(m.allocator),
+                   100 * cl.memory.fragmentation);
+  s += fmt::format("    {:<24} {:>8} GiB  (CUDA/HIP context, NCCL/RCCL, library workspaces)\n", "framework + NCCL",
+                   gib(m.reserved));
+  return s;
 }
 
 std::string explain_text(const Evaluation& e, const Workload& w, const Cluster& cl, const Schedule& sch) {

@@ -20,7 +20,7 @@ Evaluation evaluate_layout(const ModelSpec& spec, const ParallelLayout& l, const
   e.layout = l;
   const int64_t M = micro_batches(l, w);
   Schedule sch = make_schedule(l.schedule, l.pp, static_cast<int>(M), l.vpp).value();
-  e.memory = memory_per_gpu(spec, l, w, cl, sch);
+  e.memory = memory_per_gpu(spec, l, w, cl);
   e.fits = e.memory.total() <= cl.gpu.memory_bytes;
   const StepCosts costs = price_step(spec, l, w, cl);
   e.sim = simulate_step(sch, costs, SimOptions{cl.stack.dp_overlap, cl.stack.p2p_overlap, cl.eff.overlap_loss});
@@ -72,16 +72,16 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
   SearchResult r;
   std::vector<Candidate> cands;
   double smallest = 1e300;
-  // Tables and pass prices depend on (tp, micro-batch, sp, recompute) only.
+  // Pass prices depend on (tp, cp, micro-batch, sp, recompute) only; the
+  // memory tables cache what they reuse (memory_model.h).
   using Key = std::tuple<int, int, int, bool, Recompute>;
-  std::map<Key, LayoutTables> tables;
+  MemoryTables tables(spec, w, cl);
+  std::map<int, ParamSplit> splits;
   std::map<Key, PartCosts> parts;
   auto consider = [&](const ParallelLayout& l) {
     ++r.enumerated;
     const Key key{l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute};
-    auto t = tables.find(key);
-    if (t == tables.end()) t = tables.emplace(key, layout_tables(spec, l, w, cl)).first;
-    const MemoryBreakdown mem = memory_per_gpu(t->second, l, w, cl);
+    const MemoryBreakdown mem = tables.per_gpu(l);
     if (mem.total() < smallest) {
       smallest = mem.total();
       r.smallest = l;
@@ -91,7 +91,13 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
     ++r.fitting;
     auto p = parts.find(key);
     if (p == parts.end()) p = parts.emplace(key, price_parts(spec, l, w, cl)).first;
-    const StepCosts costs = price_step(p->second, t->second.params, m.layers, l, w, cl);
+    auto split = splits.find(l.tp);
+    if (split == splits.end()) {
+      ParamSplit ps = param_split(spec, l.tp);
+      ps.untied = w.untied_embeddings;
+      split = splits.emplace(l.tp, ps).first;
+    }
+    const StepCosts costs = price_step(p->second, split->second, m.layers, l, w, cl);
     cands.push_back({l, step_time_lower_bound(costs, l.pp, l.vpp, micro_batches(l, w), !cl.stack.p2p_overlap)});
   };
   // Context parallelism is searched for long sequences on stacks with fused

@@ -14,12 +14,6 @@
 
 namespace tera {
 
-Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage) {
-  auto per = layers_per_virtual_stage(cfg.model.layers, cfg.parallel.pp, cfg.parallel.vpp, cfg.parallel.stage_layers);
-  if (!per) return per.status();
-  return make_stage_plan(*per, cfg.parallel.pp, stage);
-}
-
 Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace,
                EngineOptions engine_options)
     : cfg_(cfg), be_(backend), g_(groups), spec_(cfg.model), poison_steps_(std::move(engine_options.nonfinite_steps)) {
@@ -34,17 +28,30 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   auto plan = stage_plan_for(cfg, g_.coord.pp);
   TERA_ASSERT(plan.ok(), plan.error());
   plan_ = *plan;
-  tp_ = std::make_unique<CommTensorParallel>(*g_.tp, p.sequence_parallel);
+  tp_ = std::make_unique<CommTensorParallel>(*g_.tp_dev, p.sequence_parallel);
   table_ = std::make_unique<ParamTable>(spec_, int64_t{g_.layout.dp} * ArenaLayout::kAlignFloats, g_.layout.tp,
                                         g_.coord.tp, plan_);
-  zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, p.zero, backend, g_.tp, p.sequence_parallel);
-  adam_ = std::make_unique<AdamW>(cfg.train.adamw, AdamW::segments_of(*table_, zero_->update_ranges()));
+  memory_ = std::make_unique<RankMemory>(backend, rank_memory_plan(cfg, g_.layout, g_.coord));
+  zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, *g_.dp_dev, p.zero, backend, *memory_, g_.tp_dev,
+                                       p.sequence_parallel);
+  adam_ = std::make_unique<AdamW>(cfg.train.adamw, AdamW::segments_of(*table_, zero_->update_ranges()), backend,
+                                  *memory_);
   Gpt::Options options;
   options.recompute = cfg.parallel.recompute;
   options.plan = plan_;
-  options.slots = slots_per_chunk(schedule_, g_.coord.pp);
-  model_ = std::make_unique<Gpt>(spec_, backend, cfg.parallel.micro_batch, *table_, *zero_, *tp_, options);
+  options.slots = schedule_.max_in_flight(g_.coord.pp);
+  model_ = std::make_unique<Gpt>(spec_, backend, cfg.parallel.micro_batch, *table_, *zero_, *tp_, options, *memory_);
+  TERA_ASSERT(model_->step_scalar_count() == 4 + static_cast<int64_t>(table_->units().size()),
+              "the step scalars hold 4 + one per unit");
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
+}
+
+Engine::~Engine() = default;
+
+std::vector<double> Engine::scalars_to_host(int64_t first, int64_t count) const {
+  std::vector<double> h(static_cast<size_t>(count));
+  be_.copy(h.data(), scalars() + first, count * static_cast<int64_t>(sizeof(double)), CopyKind::device_to_host);
+  return h;
 }
 
 std::vector<AdamW::Span> Engine::adam_spans() {
@@ -67,12 +74,12 @@ void Engine::gather_state(float* params, float* m, float* v) {
   const int64_t total = table_->total_floats();
   std::fill(m, m + total, 0.0f);
   std::fill(v, v + total, 0.0f);
-  // This rank's moments at their arena offsets, then the other ranks' chunks.
+  // This rank's moments, copied to their arena offsets, then the other ranks' chunks.
   const auto& segs = adam_->segments();
   for (size_t i = 0; i < segs.size(); ++i) {
-    const int64_t n = segs[i].end - segs[i].begin;
-    std::copy(adam_->m() + adam_->state_offset(i), adam_->m() + adam_->state_offset(i) + n, m + segs[i].begin);
-    std::copy(adam_->v() + adam_->state_offset(i), adam_->v() + adam_->state_offset(i) + n, v + segs[i].begin);
+    const int64_t bytes = (segs[i].end - segs[i].begin) * static_cast<int64_t>(sizeof(float));
+    be_.copy(m + segs[i].begin, adam_->m() + adam_->state_offset(i), bytes, CopyKind::device_to_host);
+    be_.copy(v + segs[i].begin, adam_->v() + adam_->state_offset(i), bytes, CopyKind::device_to_host);
   }
   zero_->all_gather_ranges(m);
   zero_->all_gather_ranges(v);
@@ -82,22 +89,21 @@ void Engine::load_state(const float* params, const float* m, const float* v) {
   zero_->load_parameters(params);
   const auto& segs = adam_->segments();
   for (size_t i = 0; i < segs.size(); ++i) {
-    const int64_t n = segs[i].end - segs[i].begin;
-    std::copy(m + segs[i].begin, m + segs[i].begin + n, adam_->m() + adam_->state_offset(i));
-    std::copy(v + segs[i].begin, v + segs[i].begin + n, adam_->v() + adam_->state_offset(i));
+    const int64_t bytes = (segs[i].end - segs[i].begin) * static_cast<int64_t>(sizeof(float));
+    be_.copy(adam_->m() + adam_->state_offset(i), m + segs[i].begin, bytes, CopyKind::host_to_device);
+    be_.copy(adam_->v() + adam_->state_offset(i), v + segs[i].begin, bytes, CopyKind::host_to_device);
   }
 }
 
 std::vector<std::string> Engine::nonfinite_groups() {
   // One flag per group (wte, io, then every global layer); summed over the world.
   const int64_t L = cfg_.model.layers;
+  const int64_t units = static_cast<int64_t>(table_->units().size());
+  zero_->count_nonfinite_grads(scalars() + 4);
+  const std::vector<double> counts = scalars_to_host(4, units);
   std::vector<double> bad(static_cast<size_t>(L + 2), 0.0);
   for (size_t u = 0; u < table_->units().size(); ++u) {
-    int64_t count = 0;
-    const float* gr = zero_->reduced_grads(static_cast<int>(u), &count);
-    bool finite = true;
-    for (int64_t i = 0; i < count && finite; ++i) finite = std::isfinite(gr[i]);
-    if (finite) continue;
+    if (counts[u] == 0) continue;
     const ParamUnit& unit = table_->units()[u];
     const size_t slot = unit.layer >= 0 ? 2 + static_cast<size_t>(unit.layer)
                         : static_cast<int>(u) == table_->wte_unit() ? 0
@@ -117,8 +123,9 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   const int64_t T = cfg_.model.seq_len, mb = cfg_.parallel.micro_batch, G = tc.global_batch;
   const int64_t per_rank = G / g_.layout.dp;
   zero_->begin_step();
+  be_.fill(scalars(), DType::f64, 0.0, 4);
   const float dloss = static_cast<float>(1.0 / static_cast<double>(G * T));
-  const double loss_here = executor_->run_step(
+  executor_->run_step(
       [&](int k, int32_t* tok, int32_t* tgt) {
         batch(step * G + g_.coord.dp * per_rank + k * mb, mb, tok, tgt);
         return mb;
@@ -128,16 +135,22 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   if (g_.world->rank() == 0 && std::find(poison_steps_.begin(), poison_steps_.end(), step + 1) != poison_steps_.end()) {
     int64_t count = 0;
     float* gr = zero_->reduced_grads(0, &count);
-    if (count > 0) gr[0] = std::numeric_limits<float>::quiet_NaN();
+    if (count > 0) be_.fill(gr, DType::f32, std::numeric_limits<double>::quiet_NaN(), 1);
   }
+  // The squared gradient norm beside the loss sum on the device, then one
+  // copy of both to the host.
+  zero_->grad_sum_squares(scalars() + 1, holds_tied_copy() ? table_->wte_unit() : -1);
+  const std::vector<double> h = scalars_to_host(0, 3);
   // The loss lives on the last stage, identical on its tp ranks: count tp rank 0's.
-  const double mine = plan_.has_head() && g_.coord.tp == 0 ? loss_here : 0.0;
+  const double mine = plan_.has_head() && g_.coord.tp == 0 ? h[0] : 0.0;
   r.loss = g_.world->all_reduce_sum(mine) / static_cast<double>(G * T);
-  // Global norm: split tensors' squares summed over the tensor-parallel
-  // group, replicated ones counted once, then summed over pipeline stages
-  // (the tied embedding counted on the first stage only).
-  const ZeroMemory::NormParts n = zero_->grad_norm_squared(holds_tied_copy() ? table_->wte_unit() : -1);
-  const double stage_sq = g_.tp->all_reduce_sum(n.split) + n.replicated;
+  // Global norm: under ZeRO >= 1 each dp rank holds a chunk (sum over dp);
+  // split tensors' squares summed over the tensor-parallel group, replicated
+  // ones counted once, then summed over pipeline stages (the tied embedding
+  // counted on the first stage only).
+  double parts[2] = {h[1], h[2]};
+  if (zero_->grads_sharded()) g_.dp->all_reduce(parts, 2, CommType::f64, ReduceOp::sum);
+  const double stage_sq = g_.tp->all_reduce_sum(parts[0]) + parts[1];
   r.grad_norm = std::sqrt(g_.pp->all_reduce_sum(stage_sq));
   // Agreed over the world: a replicated tensor (LayerNorm) poisoned on one
   // tensor-parallel rank only would otherwise split the ranks' decisions.
@@ -153,7 +166,8 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   const float scale = clip_coefficient(r.grad_norm, tc.clip);
   const std::vector<AdamW::Span> spans = adam_spans();  // one walk of the shards per step
   if (!adam_->update_certainly_finite(lr, scale, r.grad_norm, step + 1)) {
-    const bool ok = adam_->update_is_finite(spans, lr, scale, step + 1);
+    adam_->count_nonfinite_update(spans, lr, scale, step + 1, scalars() + 3);
+    const bool ok = scalars_to_host(3, 1)[0] == 0;
     if (g_.world->all_reduce_max(ok ? 0.0 : 1.0) > 0) {
       r.skipped = true;
       r.update_nonfinite = true;
@@ -161,7 +175,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
       return r;
     }
   }
-  adam_->step(be_, spans, lr, scale, step + 1);
+  adam_->step(spans, lr, scale, step + 1);
   zero_->shards_updated();
   return r;
 }
@@ -178,25 +192,27 @@ std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& ba
   // one round without a pipeline, 2 pp rounds with one (the forwards of a
   // group overlap across stages; the agreement drains the pipeline).
   const int64_t group = g_.layout.pp == 1 ? 1 : 2 * int64_t{g_.layout.pp};
-  double sum = 0;
+  // The loss sum accumulates on the device over the real micro-batches; one copy at the end.
+  be_.fill(scalars(), DType::f64, 0.0, 1);
   for (int64_t r0 = 0; r0 < rounds; r0 += group) {
     const int n = static_cast<int>(std::min(group, rounds - r0));
-    const std::vector<double> per_round = executor_->run_forward(n, [&](int i, int32_t* tok, int32_t* tgt) {
-      const int64_t k = (r0 + i) * dp + g_.coord.dp;
-      const bool real = k < batches;
-      const int64_t first = real ? k * mb : 0;
-      const int64_t count = real ? std::min(mb, sequences - k * mb) : std::min(mb, sequences);
-      batch(first, count, tok, tgt);
-      return count;
-    }, cfg_.model.seq_len);
-    for (int i = 0; i < n; ++i) {
-      if ((r0 + i) * dp + g_.coord.dp < batches) sum += per_round[static_cast<size_t>(i)];
-    }
+    executor_->run_forward(
+        n,
+        [&](int i, int32_t* tok, int32_t* tgt) {
+          const int64_t k = (r0 + i) * dp + g_.coord.dp;
+          const bool real = k < batches;
+          const int64_t first = real ? k * mb : 0;
+          const int64_t count = real ? std::min(mb, sequences - k * mb) : std::min(mb, sequences);
+          batch(first, count, tok, tgt);
+          return count;
+        },
+        cfg_.model.seq_len, [&](int i) { return (r0 + i) * dp + g_.coord.dp < batches; });
     if (r0 + n < rounds && control.stop) {
       if (g_.world->all_reduce_max(control.stop() ? 1.0 : 0.0) > 0) return std::nullopt;
     }
     if (control.progress) control.progress(std::min(sequences, (r0 + n) * dp * mb));
   }
+  const double sum = scalars_to_host(0, 1)[0];
   const double mine = plan_.has_head() && g_.coord.tp == 0 ? sum : 0.0;
   return g_.world->all_reduce_sum(mine);
 }
@@ -264,13 +280,6 @@ std::vector<std::pair<const ParamInfo*, std::vector<float>>> Engine::gather_glob
   return ordered;
 }
 
-MemoryReport Engine::memory() const {
-  MemoryReport r = model_->memory();
-  const MemoryReport z = zero_->memory();
-  r.params = z.params;
-  r.grads = z.grads;
-  r.optimizer = adam_->bytes();
-  return r;
-}
+MemoryReport Engine::memory() const { return memory_->report(); }
 
 }  // namespace tera

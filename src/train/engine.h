@@ -5,7 +5,9 @@
 // executor, and the step protocol (run the schedule, reduce, clip by the
 // global norm, AdamW). Batches come through a callback by global sample
 // index, so the engine is independent of the data pipeline and
-// unit-testable on a InProcessWorld.
+// unit-testable on a InProcessWorld. Its memory is the rank's memory plan
+// (rank_plan.h), allocated once through the backend; the host sees the
+// step's results through one copy of the device scalars per step.
 #pragma once
 
 #include <functional>
@@ -24,6 +26,7 @@
 #include "parallel/tp_comm.h"
 #include "parallel/trace.h"
 #include "parallel/zero.h"
+#include "train/rank_plan.h"
 
 namespace tera {
 
@@ -61,9 +64,11 @@ struct EngineOptions {
 
 class Engine {
  public:
-  // Collective over the groups (every rank builds its engine). `trace` may be null.
+  // Collective over the groups (every rank builds its engine), which must
+  // have been made with the backend's addressing. `trace` may be null.
   Engine(const RunConfig& cfg, const Backend& backend, const Groups& groups, Trace* trace = nullptr,
          EngineOptions options = {});
+  ~Engine();
 
   void init_parameters(uint64_t seed) { zero_->init_parameters(seed); }
   // Step `step` (0-based) at learning rate lr over global samples [step*G, (step+1)*G).
@@ -72,10 +77,11 @@ class Engine {
   // `batch`, in micro-batches of up to train.micro_batch; identical on every
   // rank. Empty when control.stop said so (on every rank).
   std::optional<double> eval_loss_sum(int64_t sequences, const BatchFn& batch, const EvalControl& control = {});
-  std::vector<float> gather_parameters();  // this stage's, collective under ZeRO-3
+  std::vector<float> gather_parameters();  // this stage's, on the host; collective under ZeRO-3
   // This rank's tensor-parallel shard of parameters and both Adam moments in
-  // the table's layout (checkpoints): collective over the data-parallel
-  // group. load_state takes the same layout; each rank keeps its part.
+  // the table's layout (checkpoints), host arrays: collective over the
+  // data-parallel group. load_state takes the same layout; each rank keeps
+  // its part.
   void gather_state(float* params, float* m, float* v);
   void load_state(const float* params, const float* m, const float* v);
   const Groups& groups() const { return g_; }
@@ -94,6 +100,7 @@ class Engine {
   // Every parameter as its logical global tensor, assembled on world rank 0
   // (other ranks get an empty list). Collective.
   std::vector<std::pair<const ParamInfo*, std::vector<float>>> gather_global_parameters();
+  // Bytes this rank allocated, per class (its memory plan's).
   MemoryReport memory() const;
 
  private:
@@ -105,6 +112,7 @@ class Engine {
   StagePlan plan_;
   std::unique_ptr<CommTensorParallel> tp_;
   std::unique_ptr<ParamTable> table_;
+  std::unique_ptr<RankMemory> memory_;  // before everything that points into it
   std::unique_ptr<ZeroMemory> zero_;
   std::unique_ptr<AdamW> adam_;  // over zero_->update_ranges()
   std::unique_ptr<Gpt> model_;
@@ -113,9 +121,11 @@ class Engine {
   std::vector<int64_t> poison_steps_;  // EngineOptions::nonfinite_steps
   std::vector<std::string> nonfinite_groups();  // collective over the world
   std::vector<AdamW::Span> adam_spans();        // adam_'s segments in zero_'s shards
+  // The step scalars (memory_plan.h): [0] loss sum, [1] and [2] the two
+  // parts of the squared gradient norm, [3] the optimizer's non-finite
+  // count, [4 + u] unit u's non-finite gradient count. Device memory.
+  double* scalars() const { return model_->step_scalars(); }
+  std::vector<double> scalars_to_host(int64_t first, int64_t count) const;
 };
-
-// The stage plan of `stage` under cfg (balanced, or parallel.stage_layers).
-Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage);
 
 }  // namespace tera

@@ -100,9 +100,14 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
       t->data_ = std::move(*data);
     }
   }
+  // The backend's memory must be reachable by a device communicator this build has.
+  if (local && backend.addressing.kind == DeviceAddressing::Kind::device) {
+    local = Status::error(cfg.source + ": train.backend = \"" + cfg.train.backend + "\" keeps tensors in device memory, "
+                          "which needs NCCL/RCCL device communicators; this build has none");
+  }
   // Limits before allocation: every rank checks its own share.
   if (local && options.ranks_on_node > 0) {
-    const RankMemoryEstimate need = estimate_rank_memory(cfg, layout, layout.coord(world.rank()));
+    const MemoryReport need = estimate_rank_memory(cfg, layout, layout.coord(world.rank()));
     const std::string refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
     if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
@@ -111,7 +116,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     return Status::peer_failed("another rank could not start (its message above names the problem)");
   }
 
-  t->groups_ = std::make_unique<ProcessGroups>(world, layout);
+  t->groups_ = std::make_unique<ProcessGroups>(world, layout, backend.addressing);
   if (!trace_path.empty()) {
     t->trace_ = std::make_unique<Trace>(world.rank());
     t->trace_path_ = trace_path;

@@ -124,6 +124,7 @@ class Trainer {
   const Groups& groups() const { return groups_->groups(); }
   bool is_first_rank() const { return groups().rank == 0; }
   MemoryReport memory() const;  // this rank
+  const Backend& backend() const { return be_; }
   const TokenDataset& train_data() const { return *data_.train; }
   const TokenDataset& val_data() const { return *data_.val; }
 

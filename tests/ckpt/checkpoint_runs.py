@@ -20,7 +20,8 @@ CASE:
              many in a row stop the run with a checkpoint
   init       ckpt.init from a checkpoint, a final/ directory and an exported
              Hugging Face file start from the same weights
-Exits non-zero on any failure.
+With TERA_TEST_BACKEND set (cpu-guarded in CI), every run trains on that
+kernel backend. Exits non-zero on any failure.
 """
 import glob
 import json
@@ -51,6 +52,8 @@ def command(tera, config, corpus, work, name, layout="", extra=(), resume=None, 
             "--set", f"data.train={corpus}", "--set", f"out.dir={os.path.join(work, name)}"]
     for s in sets + list(extra):
         args += ["--set", s]
+    if os.environ.get("TERA_TEST_BACKEND"):
+        args += ["--set", "train.backend=" + os.environ["TERA_TEST_BACKEND"]]
     if resume:
         args += ["--resume", resume]
     args += list(flags)

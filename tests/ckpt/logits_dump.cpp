@@ -2,7 +2,7 @@
 // loads every global tensor of a checkpoint (tera-checkpoint or tera-model
 // directory) into a one-process GPT, runs a fixed pseudo-random batch
 // [2, seq_len] and writes tokens (I32) and logits (F32 [2, seq_len, vocab]).
-// Usage: tera_logits_dump CHECKPOINT_DIR OUT.safetensors
+// Usage: tera_logits_dump CHECKPOINT_DIR OUT.safetensors [BACKEND]   (default cpu)
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -15,8 +15,8 @@
 using namespace tera;
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT_DIR OUT.safetensors\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s CHECKPOINT_DIR OUT.safetensors [BACKEND]\n", argv[0]);
     return 2;
   }
   ModelConfig cfg;
@@ -26,16 +26,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int64_t B = 2, T = cfg.seq_len, V = cfg.vocab;
-  Gpt model(ModelSpec(cfg), cpu_backend(), B);
-  std::memset(model.params(), 0, static_cast<size_t>(model.table().total_floats()) * sizeof(float));
+  const Backend* be = find_backend(argc > 3 ? argv[3] : "cpu");
+  if (be == nullptr) {
+    std::fprintf(stderr, "unknown backend %s\n", argv[3]);
+    return 2;
+  }
+  Gpt model(ModelSpec(cfg), *be, B);
+  std::vector<float> host(static_cast<size_t>(model.table().total_floats()), 0.0f);
   for (const GlobalTensor& t : *weights) {
     const ParamEntry& e = model.table().at(t.name);
-    std::memcpy(model.params() + e.offset, t.data.data(), t.data.size() * sizeof(float));  // padding rows stay 0
+    std::memcpy(host.data() + e.offset, t.data.data(), t.data.size() * sizeof(float));  // padding rows stay 0
   }
+  model.load_parameters(host.data());
   std::vector<int32_t> tokens(static_cast<size_t>(B * T));
   const PhiloxKey key = philox_key(7, "logits_dump");
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(philox_below(key, i, static_cast<uint64_t>(V)));
-  const float* logits = model.logits(tokens.data(), B, T);
+  const std::vector<float> logits_host = model.logits(tokens.data(), B, T);
+  const float* logits = logits_host.data();
   const int64_t Vp = model.spec().padded_vocab();
   std::vector<float> out(static_cast<size_t>(B * T * V));
   for (int64_t r = 0; r < B * T; ++r) std::memcpy(&out[static_cast<size_t>(r * V)], logits + r * Vp, V * sizeof(float));

@@ -10,6 +10,9 @@ source: generate and eval give the output final/ gives, ckpt export writes
 the same bytes, ckpt import then generate gives the same text, ckpt inspect
 names the kind, ckpt reshard takes the training checkpoints and refuses the
 weights-only sources, and ckpt.init starts from the same loss.
+With TERA_TEST_BACKEND set (cpu-guarded in CI), every train, generate and
+eval runs on that kernel backend, and generate must print what the cpu
+backend prints.
 Usage: model_sources.py TERA CONFIG CORPUS"""
 import json
 import os
@@ -20,6 +23,7 @@ import tempfile
 
 TERA, CONFIG, CORPUS = (os.path.abspath(a) for a in sys.argv[1:4])
 ENV = dict(os.environ, OMP_NUM_THREADS="1")
+BACKEND = os.environ.get("TERA_TEST_BACKEND", "")
 failures = []
 
 
@@ -29,7 +33,20 @@ def check(cond, what):
         failures.append(what)
 
 
-def tera(*args, expect=0, cwd=None):
+def with_backend(args):
+    """The arguments with the test backend chosen (train: its config key; generate, eval: --backend)."""
+    if not BACKEND or not args:
+        return list(args)
+    if args[0] == "train":
+        return list(args) + ["--set", f"train.backend={BACKEND}"]
+    if args[0] in ("generate", "eval"):
+        return list(args) + ["--backend", BACKEND]
+    return list(args)
+
+
+def tera(*args, expect=0, cwd=None, backend=True):
+    if backend:
+        args = tuple(with_backend(args))
     r = subprocess.run([TERA, *args], capture_output=True, text=True, errors="replace", env=ENV, cwd=cwd, timeout=300)
     check(r.returncode == expect, f"tera {' '.join(args)}: exit {r.returncode} (expected {expect})" +
           ("" if r.returncode == expect else "\n" + r.stdout + r.stderr))
@@ -70,6 +87,9 @@ def run(work):
     gen = ["--prompt", "The ", "-n", "16", "--seed", "5", "--ids"]
     greedy = ["--prompt", "a", "-n", "16", "-t", "0", "--ids"]
     want_gen, want_greedy = tera("generate", final, *gen).stdout, tera("generate", "--ckpt", final, *greedy).stdout
+    if BACKEND:
+        check(tera("generate", final, *gen, backend=False).stdout == want_gen,
+              f"generate on {BACKEND} prints what the cpu backend prints")
     check(len(want_gen.strip().splitlines()[-1].split()) == 16, "generate printed 16 ids")
     for kind, src in sources.items():
         check(tera("generate", src, *gen).stdout == want_gen, f"generate {kind}: the text final/ gives")

@@ -1,12 +1,15 @@
-// Conformance of every CPU op (STYLE.md principle 4):
-//  1. the fp64 instantiation's backward matches central finite differences of
-//     its forward (h = 1e-5: truncation h^2 |f'''| ~ 1e-10, rounding
-//     eps64 |L| / h ~ 1e-10, so 1e-6 relative is a loose, safe bar);
-//  2. the fp32 instantiation (the backend) matches the fp64 one on the same
-//     fp32-rounded inputs within a bound derived from the op's accumulation
-//     length K: |err| <= K * eps32 * (sum of |terms|), stated per op.
-// Sizes are deliberately not multiples of the vector width, and fp32 inputs
-// sit at a misaligned (+1 float) offset.
+// Conformance of every op on every backend (STYLE.md principle 4):
+//  1. the fp64 CPU instantiation's backward matches central finite
+//     differences of its forward (h = 1e-5: truncation h^2 |f'''| ~ 1e-10,
+//     rounding eps64 |L| / h ~ 1e-10, so 1e-6 relative is a loose, safe bar);
+//  2. each backend's fp32 op matches the fp64 one on the same fp32-rounded
+//     inputs within a bound derived from the op's accumulation length K:
+//     |err| <= K * eps32 * (sum of |terms|), stated per op.
+// The fp32 side runs in the backend's own memory: inputs are copied to
+// device buffers and results copied back (so on cpu-guarded the harness
+// itself proves it never touches device memory). Sizes are deliberately not
+// multiples of the vector width, and device buffers sit at a misaligned
+// (+1 float) offset.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,16 +39,44 @@ struct Inputs {
   }
 };
 
-// fp32 copy of a vector placed at a misaligned address (+1 float).
+// An fp32 device buffer of the backend under test at a misaligned address
+// (+1 float), filled from host values (or zeros) and read back by copy.
 struct F32 {
-  std::vector<float> storage;
-  float* p;
-  explicit F32(const std::vector<double>& v) : storage(v.size() + 1) {
-    p = storage.data() + 1;
-    for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<float>(v[i]);
+  const Backend& be;
+  void* base = nullptr;
+  float* p = nullptr;  // device memory
+  size_t n;
+  F32(const Backend& b, const std::vector<double>& v) : F32(b, v.size()) {
+    std::vector<float> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = static_cast<float>(v[i]);
+    be.copy(p, h.data(), static_cast<int64_t>(n * sizeof(float)), CopyKind::host_to_device);
   }
-  explicit F32(size_t n) : storage(n + 1, 0.0f) { p = storage.data() + 1; }
-  float operator[](size_t i) const { return p[i]; }
+  F32(const Backend& b, size_t count) : be(b), n(count) {
+    base = be.alloc(static_cast<int64_t>((n + 1) * sizeof(float)));
+    be.fill(base, DType::f32, 0.0, static_cast<int64_t>(n + 1));
+    p = static_cast<float*>(base) + 1;
+  }
+  F32(const F32&) = delete;
+  F32& operator=(const F32&) = delete;
+  ~F32() { be.release(base); }
+  std::vector<float> host() const {
+    std::vector<float> h(n);
+    be.copy(h.data(), p, static_cast<int64_t>(n * sizeof(float)), CopyKind::device_to_host);
+    return h;
+  }
+};
+
+// Token ids or targets in device memory.
+struct I32 {
+  const Backend& be;
+  int32_t* p;
+  I32(const Backend& b, const std::vector<int32_t>& v) : be(b) {
+    p = static_cast<int32_t*>(be.alloc(static_cast<int64_t>(v.size() * sizeof(int32_t))));
+    be.copy(p, v.data(), static_cast<int64_t>(v.size() * sizeof(int32_t)), CopyKind::host_to_device);
+  }
+  I32(const I32&) = delete;
+  I32& operator=(const I32&) = delete;
+  ~I32() { be.release(p); }
 };
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
@@ -74,7 +105,7 @@ void fd_check(std::vector<double>& x, const std::function<double()>& loss, const
 }
 
 // Max |a - b| must be within tol[i] for every element.
-void expect_within(const float* got, const std::vector<double>& ref, const std::vector<double>& tol,
+void expect_within(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& tol,
                    const char* what) {
   for (size_t i = 0; i < ref.size(); ++i) {
     ASSERT_LE(std::abs(static_cast<double>(got[i]) - ref[i]), tol[i]) << what << " element " << i;
@@ -82,7 +113,13 @@ void expect_within(const float* got, const std::vector<double>& ref, const std::
 }
 std::vector<double> uniform_tol(size_t n, double t) { return std::vector<double>(n, t); }
 
-TEST(Conformance, GemmAllTransposesAndStrides) {
+// Every case runs once per backend (by name).
+class Conformance : public ::testing::TestWithParam<const char*> {
+ protected:
+  const Backend& be() const { return *find_backend(GetParam()); }
+};
+
+TEST_P(Conformance, GemmAllTransposesAndStrides) {
   Inputs in;
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
@@ -109,16 +146,17 @@ TEST(Conformance, GemmAllTransposesAndStrides) {
           mag[i * ldc + j] = (K + 2) * kEps32 * (alpha * a + beta * std::abs(C0[i * ldc + j])) + 1e-30;
         }
       }
-      F32 Af(A), Bf(B), Cf(C0);
-      cpu_backend().gemm(ta, tb, M, N, K, 0.75f, Af.p, lda, Bf.p, ldb, 0.5f, Cf.p, ldc);
+      F32 Af(be(), A), Bf(be(), B), Cf(be(), C0);
+      be().gemm(ta, tb, M, N, K, 0.75f, Af.p, lda, Bf.p, ldb, 0.5f, Cf.p, ldc);
+      const std::vector<float> got = Cf.host();
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j)
-          ASSERT_LE(std::abs(Cf[i * ldc + j] - C[i * ldc + j]), mag[i * ldc + j]) << "fp32 gemm " << i << "," << j;
+          ASSERT_LE(std::abs(got[i * ldc + j] - C[i * ldc + j]), mag[i * ldc + j]) << "fp32 gemm " << i << "," << j;
     }
   }
 }
 
-TEST(Conformance, Linear) {
+TEST_P(Conformance, Linear) {
   Inputs in;
   const int64_t N = 7, I = 19, O = 11;
   auto x = in.normal(N * I), W = in.normal(O * I), b = in.normal(O), R = in.normal(N * O);
@@ -135,17 +173,17 @@ TEST(Conformance, Linear) {
   // fp32 vs fp64: inputs are O(1) normals, accumulation length I (forward), N or O (backward).
   std::vector<double> y(N * O);
   cpu::linear_forward<double>(y.data(), x.data(), W.data(), b.data(), N, I, O);
-  F32 xf(x), Wf(W), bf(b), Rf(R), yf(N * O), dxf(N * I), dWf(O * I), dbf(O);
-  cpu_backend().linear_forward(yf.p, xf.p, Wf.p, bf.p, N, I, O);
+  F32 xf(be(), x), Wf(be(), W), bf(be(), b), Rf(be(), R), yf(be(), N * O), dxf(be(), N * I), dWf(be(), O * I), dbf(be(), O);
+  be().linear_forward(yf.p, xf.p, Wf.p, bf.p, N, I, O);
   const double bound_fwd = (I + 1) * kEps32 * (I * 16.0);  // sum |x w| <= I * max|x| max|w|, |x|,|w| < 4
-  expect_within(yf.p, y, uniform_tol(y.size(), bound_fwd), "linear fwd fp32");
-  cpu_backend().linear_backward(dxf.p, dWf.p, dbf.p, Rf.p, xf.p, Wf.p, N, I, O);
-  expect_within(dxf.p, dx, uniform_tol(dx.size(), (O + 1) * kEps32 * O * 16.0), "linear dx fp32");
-  expect_within(dWf.p, dW, uniform_tol(dW.size(), (N + 1) * kEps32 * N * 16.0), "linear dW fp32");
-  expect_within(dbf.p, db, uniform_tol(db.size(), (N + 1) * kEps32 * N * 4.0), "linear db fp32");
+  expect_within(yf.host(), y, uniform_tol(y.size(), bound_fwd), "linear fwd fp32");
+  be().linear_backward(dxf.p, dWf.p, dbf.p, Rf.p, xf.p, Wf.p, N, I, O);
+  expect_within(dxf.host(), dx, uniform_tol(dx.size(), (O + 1) * kEps32 * O * 16.0), "linear dx fp32");
+  expect_within(dWf.host(), dW, uniform_tol(dW.size(), (N + 1) * kEps32 * N * 16.0), "linear dW fp32");
+  expect_within(dbf.host(), db, uniform_tol(db.size(), (N + 1) * kEps32 * N * 4.0), "linear db fp32");
 }
 
-TEST(Conformance, LayerNorm) {
+TEST_P(Conformance, LayerNorm) {
   Inputs in;
   const int64_t N = 5, C = 37;
   auto x = in.normal(N * C, 2.0), g = in.normal(C), b = in.normal(C), R = in.normal(N * C);
@@ -166,17 +204,17 @@ TEST(Conformance, LayerNorm) {
   fd_check(g, loss, dg, "layernorm dg");
   fd_check(b, loss, db, "layernorm db");
   // fp32: xhat has |xhat| <= sqrt(C); the mean/variance sums have length C.
-  F32 xf(x), gf(g), bf(b), Rf(R), yf(N * C), mf(N), rf(N), dxf(dx0), dgf(C), dbf(C);
-  cpu_backend().layernorm_forward(yf.p, mf.p, rf.p, xf.p, gf.p, bf.p, N, C);
+  F32 xf(be(), x), gf(be(), g), bf(be(), b), Rf(be(), R), yf(be(), N * C), mf(be(), N), rf(be(), N), dxf(be(), dx0), dgf(be(), C), dbf(be(), C);
+  be().layernorm_forward(yf.p, mf.p, rf.p, xf.p, gf.p, bf.p, N, C);
   const double t = 4 * C * kEps32 * std::sqrt(static_cast<double>(C)) * 16.0;
-  expect_within(yf.p, y_ref, uniform_tol(y_ref.size(), t), "layernorm fwd fp32");
-  cpu_backend().layernorm_backward(dxf.p, dgf.p, dbf.p, Rf.p, xf.p, gf.p, mf.p, rf.p, N, C);
-  expect_within(dxf.p, dx, uniform_tol(dx.size(), t), "layernorm dx fp32");
-  expect_within(dgf.p, dg, uniform_tol(dg.size(), N * t), "layernorm dg fp32");
-  expect_within(dbf.p, db, uniform_tol(db.size(), N * 4 * kEps32 * 4.0), "layernorm db fp32");
+  expect_within(yf.host(), y_ref, uniform_tol(y_ref.size(), t), "layernorm fwd fp32");
+  be().layernorm_backward(dxf.p, dgf.p, dbf.p, Rf.p, xf.p, gf.p, mf.p, rf.p, N, C);
+  expect_within(dxf.host(), dx, uniform_tol(dx.size(), t), "layernorm dx fp32");
+  expect_within(dgf.host(), dg, uniform_tol(dg.size(), N * t), "layernorm dg fp32");
+  expect_within(dbf.host(), db, uniform_tol(db.size(), N * 4 * kEps32 * 4.0), "layernorm db fp32");
 }
 
-TEST(Conformance, Gelu) {
+TEST_P(Conformance, Gelu) {
   Inputs in;
   const int64_t n = 101;
   auto x = in.normal(n, 3.0), R = in.normal(n);
@@ -191,19 +229,19 @@ TEST(Conformance, Gelu) {
   fd_check(x, loss, dx, "gelu dx");
   // fp32 tanh is computed as 1 - 2/(exp(2u)+1): absolute error ~ a few eps32,
   // times |x| (<= 15) in y and in the derivative.
-  F32 xf(x), Rf(R), yf(n), dxf(n);
-  cpu_backend().gelu_forward(yf.p, xf.p, n);
+  F32 xf(be(), x), Rf(be(), R), yf(be(), n), dxf(be(), n);
+  be().gelu_forward(yf.p, xf.p, n);
   std::vector<double> tol(n), tol_d(n);
   for (int64_t i = 0; i < n; ++i) {
     tol[i] = 16 * kEps32 * (1 + std::abs(x[i]));
     tol_d[i] = 16 * kEps32 * (1 + std::abs(x[i]) * (1 + x[i] * x[i])) * std::abs(R[i]) + 1e-30;
   }
-  expect_within(yf.p, y_ref, tol, "gelu fwd fp32");
-  cpu_backend().gelu_backward(dxf.p, xf.p, Rf.p, n);
-  expect_within(dxf.p, dx, tol_d, "gelu bwd fp32");
+  expect_within(yf.host(), y_ref, tol, "gelu fwd fp32");
+  be().gelu_backward(dxf.p, xf.p, Rf.p, n);
+  expect_within(dxf.host(), dx, tol_d, "gelu bwd fp32");
 }
 
-TEST(Conformance, Attention) {
+TEST_P(Conformance, Attention) {
   Inputs in;
   for (auto [B, T, C, H] : {std::array<int64_t, 4>{2, 7, 12, 3}, std::array<int64_t, 4>{1, 13, 10, 1}}) {
     auto qkv = in.normal(B * T * 3 * C), R = in.normal(B * T * C);
@@ -230,17 +268,17 @@ TEST(Conformance, Attention) {
     fd_check(qkv, loss, dqkv, "attention dqkv");
     // fp32: scores are dots of length hs, softmax sums of length T.
     const int64_t hs = C / H;
-    F32 qf(qkv), Rf(R), yf(y.size()), Pf(P.size()), dqf(qkv.size());
-    cpu_backend().attention_forward(yf.p, Pf.p, qf.p, B, T, C, H);
+    F32 qf(be(), qkv), Rf(be(), R), yf(be(), y.size()), Pf(be(), P.size()), dqf(be(), qkv.size());
+    be().attention_forward(yf.p, Pf.p, qf.p, B, T, C, H);
     const double t = (hs + T + 8) * kEps32 * hs * 16.0;
-    expect_within(Pf.p, P_ref, uniform_tol(P_ref.size(), t), "attention probs fp32");
-    expect_within(yf.p, y_ref, uniform_tol(y_ref.size(), 4 * t), "attention out fp32");
-    cpu_backend().attention_backward(dqf.p, Rf.p, qf.p, Pf.p, B, T, C, H);
-    expect_within(dqf.p, dqkv, uniform_tol(dqkv.size(), T * 16 * t), "attention dqkv fp32");
+    expect_within(Pf.host(), P_ref, uniform_tol(P_ref.size(), t), "attention probs fp32");
+    expect_within(yf.host(), y_ref, uniform_tol(y_ref.size(), 4 * t), "attention out fp32");
+    be().attention_backward(dqf.p, Rf.p, qf.p, Pf.p, B, T, C, H);
+    expect_within(dqf.host(), dqkv, uniform_tol(dqkv.size(), T * 16 * t), "attention dqkv fp32");
   }
 }
 
-TEST(Conformance, CrossEntropyWithPaddingAndIgnore) {
+TEST_P(Conformance, CrossEntropyWithPaddingAndIgnore) {
   Inputs in;
   const int64_t N = 6, V = 23, Vp = 32;
   auto logits = in.normal(N * Vp, 3.0);
@@ -269,14 +307,15 @@ TEST(Conformance, CrossEntropyWithPaddingAndIgnore) {
       ASSERT_NEAR(losses[n], std::log(z) + m - logits[n * Vp + targets[n]], 1e-12);
     }
   }
-  F32 lf(logits), lossf(N);
-  cpu_backend().cross_entropy(lossf.p, lf.p, targets.data(), N, V, Vp, static_cast<float>(dloss));
+  F32 lf(be(), logits), lossf(be(), N);
+  I32 targets_dev(be(), targets);
+  be().cross_entropy(lossf.p, lf.p, targets_dev.p, N, V, Vp, static_cast<float>(dloss));
   // loss = log Z + m - l_y: |l| <= 15, relative error of exp ~2 ulp, Z sums V terms.
-  expect_within(lossf.p, losses, uniform_tol(N, (V + 16) * kEps32 * 16), "cross-entropy loss fp32");
-  expect_within(lf.p, g, uniform_tol(g.size(), (V + 16) * kEps32 * dloss), "cross-entropy grad fp32");
+  expect_within(lossf.host(), losses, uniform_tol(N, (V + 16) * kEps32 * 16), "cross-entropy loss fp32");
+  expect_within(lf.host(), g, uniform_tol(g.size(), (V + 16) * kEps32 * dloss), "cross-entropy grad fp32");
 }
 
-TEST(Conformance, VocabParallelEmbeddingAndPositions) {
+TEST_P(Conformance, VocabParallelEmbeddingAndPositions) {
   Inputs in;
   const int64_t N = 10, T = 4, C = 19, V = 7, n0 = 3;
   std::vector<int32_t> tok = {3, 1, 3, 6, 0, 3, 3, 2, 1, 6};
@@ -300,15 +339,18 @@ TEST(Conformance, VocabParallelEmbeddingAndPositions) {
   cpu::position_add_backward<double>(dwpe.data(), R.data(), n0, N, T, C);
   fd_check(wte, loss, dwte, "embedding dwte (two shards)");
   fd_check(wpe, loss, dwpe, "position dwpe");
-  F32 wf(wte), Rf(R), dwf(V * C), dpf(T * C);
-  cpu_backend().embedding_lookup_backward(dwf.p, Rf.p, tok.data(), 0, V, N, C);
-  cpu_backend().position_add_backward(dpf.p, Rf.p, n0, N, T, C);
+  F32 wf(be(), wte), Rf(be(), R), dwf(be(), V * C), dpf(be(), T * C), yf(be(), N * C);
+  I32 tok_dev(be(), tok);
+  be().embedding_lookup(yf.p, tok_dev.p, wf.p, 0, V, N, C);
+  expect_within(yf.host(), full, uniform_tol(full.size(), 0.0), "embedding lookup fp32 (a copy: exact)");
+  be().embedding_lookup_backward(dwf.p, Rf.p, tok_dev.p, 0, V, N, C);
+  be().position_add_backward(dpf.p, Rf.p, n0, N, T, C);
   // Token 3 appears 4 times, each position 2-3 times: short sums of |terms| <= 4.
-  expect_within(dwf.p, dwte, uniform_tol(dwte.size(), 8 * kEps32 * 16), "embedding dwte fp32");
-  expect_within(dpf.p, dwpe, uniform_tol(dwpe.size(), 4 * kEps32 * 12), "position dwpe fp32");
+  expect_within(dwf.host(), dwte, uniform_tol(dwte.size(), 8 * kEps32 * 16), "embedding dwte fp32");
+  expect_within(dpf.host(), dwpe, uniform_tol(dwpe.size(), 4 * kEps32 * 12), "position dwpe fp32");
 }
 
-TEST(Conformance, CrossEntropyPhasesOverVocabShards) {
+TEST_P(Conformance, CrossEntropyPhasesOverVocabShards) {
   // Two shards of a 23-entry vocabulary (columns [0,12) and [12,23), each
   // padded to 16), reduced by hand as the tensor-parallel group would, give
   // the single-rank losses and gradients exactly.
@@ -344,82 +386,188 @@ TEST(Conformance, CrossEntropyPhasesOverVocabShards) {
   }
 }
 
-TEST(Conformance, BiasResidual) {
+TEST_P(Conformance, BiasResidual) {
   Inputs in;
   const int64_t N = 3, C = 21;
   auto a = in.normal(N * C), b = in.normal(C), r = in.normal(N * C);
-  F32 af(a), bf(b), rf(r), out(N * C);
-  cpu_backend().bias_residual(out.p, af.p, bf.p, rf.p, N, C);
+  F32 af(be(), a), bf(be(), b), rf(be(), r), out(be(), N * C);
+  be().bias_residual(out.p, af.p, bf.p, rf.p, N, C);
+  const std::vector<float> o = out.host();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c) {
-      ASSERT_EQ(out[n * C + c], (af[n * C + c] + bf[c]) + rf[n * C + c]);
+      const float want = (static_cast<float>(a[n * C + c]) + static_cast<float>(b[c])) + static_cast<float>(r[n * C + c]);
+      ASSERT_EQ(o[n * C + c], want);
     }
-  cpu_backend().bias_residual(af.p, af.p, nullptr, rf.p, N, C);  // in place, no bias
-  for (int64_t i = 0; i < N * C; ++i) ASSERT_EQ(af[i], static_cast<float>(a[i]) + rf[i]);
+  be().bias_residual(af.p, af.p, nullptr, rf.p, N, C);  // in place, no bias
+  const std::vector<float> inplace = af.host();
+  for (int64_t i = 0; i < N * C; ++i) ASSERT_EQ(inplace[i], static_cast<float>(a[i]) + static_cast<float>(r[i]));
 }
 
-TEST(Conformance, ResidualAndSumSquaresClosedForm) {
+TEST_P(Conformance, ResidualClosedForm) {
   const int64_t n = 1001;
   std::vector<double> a(n), b(n);
   for (int64_t i = 0; i < n; ++i) {
     a[i] = static_cast<double>(i);
     b[i] = 0.5;
   }
-  F32 af(a), bf(b), of(n);
-  cpu_backend().residual_forward(of.p, af.p, bf.p, n);
-  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(of[i], static_cast<float>(i) + 0.5f);
-  // x[i] = i mod 8: every partial sum is a small integer, exact in fp32, so
-  // the result must equal the closed form exactly: per full period of 8 the
-  // squares sum to 140.
-  const int64_t m = 100003;
-  std::vector<double> x(m);
-  double want = 0;
-  for (int64_t i = 0; i < m; ++i) x[i] = static_cast<double>(i % 8);
-  for (int64_t r = 0; r < m % 8; ++r) want += static_cast<double>(r * r);
-  want += 140.0 * static_cast<double>(m / 8);
-  F32 xf(x);
-  EXPECT_EQ(cpu_backend().sum_squares(xf.p, m), want);
-  EXPECT_EQ(cpu::sum_squares<double>(x.data(), m), want);
+  F32 af(be(), a), bf(be(), b), of(be(), n);
+  be().residual_forward(of.p, af.p, bf.p, n);
+  const std::vector<float> o = of.host();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(o[i], static_cast<float>(i) + 0.5f);
 }
 
-TEST(Conformance, AdamWFirstStepClosedForm) {
+// The step's reductions, whose results stay in device memory: doubles read
+// back by one copy.
+std::vector<double> device_doubles(const Backend& be, const double* d, int64_t n) {
+  std::vector<double> h(static_cast<size_t>(n));
+  be.copy(h.data(), d, n * static_cast<int64_t>(sizeof(double)), CopyKind::device_to_host);
+  return h;
+}
+
+TEST_P(Conformance, SumSquaresAndNonfiniteCountsBySegmentGroup) {
+  // x[i] = i mod 8: every partial sum is a small integer, exact in fp32, so
+  // each group's result must equal the closed form exactly: per full period
+  // of 8 the squares sum to 140.
+  auto closed = [](int64_t m) {
+    double want = 0;
+    for (int64_t r = 0; r < m % 8; ++r) want += static_cast<double>(r * r);
+    return want + 140.0 * static_cast<double>(m / 8);
+  };
+  const int64_t m = 100003, k = 37;
+  std::vector<double> x(m), y(k);
+  for (int64_t i = 0; i < m; ++i) x[i] = static_cast<double>(i % 8);
+  for (int64_t i = 0; i < k; ++i) y[i] = static_cast<double>(i % 8);
+  F32 xf(be(), x), yf(be(), y);
+  double* out = static_cast<double*>(be().alloc(4 * sizeof(double)));
+  // Group 0: x and the first 20 of y; group 2: the rest of y; group 1 and 3: nothing.
+  const std::vector<SegmentRef> segs = {{xf.p, m, 0}, {yf.p, 20, 0}, {yf.p + 20, k - 20, 2}};
+  be().sum_squares(out, segs.data(), 3, 4);
+  std::vector<double> h = device_doubles(be(), out, 4);
+  EXPECT_EQ(h[0], closed(m) + closed(20));
+  EXPECT_EQ(h[1], 0.0);
+  EXPECT_EQ(h[2], closed(k) - closed(20));
+  EXPECT_EQ(h[3], 0.0);
+  EXPECT_EQ(cpu::sum_squares<double>(x.data(), m), closed(m));
+  // Non-finite values: one inf in x, a nan and an inf in y's second part.
+  const float inf = INFINITY, nan = NAN;
+  be().copy(xf.p + 77, &inf, sizeof inf, CopyKind::host_to_device);
+  be().copy(yf.p + 21, &nan, sizeof nan, CopyKind::host_to_device);
+  be().copy(yf.p + 30, &inf, sizeof inf, CopyKind::host_to_device);
+  be().count_nonfinite(out, segs.data(), 3, 4);
+  h = device_doubles(be(), out, 4);
+  EXPECT_EQ(h, (std::vector<double>{1, 0, 2, 0}));
+  be().release(out);
+}
+
+TEST_P(Conformance, AccumulateSumAddsToTheDeviceScalar) {
+  const int64_t n = 555;
+  std::vector<double> x(n);
+  double want = 2.5;  // the accumulator's start
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<double>(i % 13) * 0.25;  // exact in fp32 and in the double sum
+    want += x[i];
+  }
+  F32 xf(be(), x);
+  double* acc = static_cast<double*>(be().alloc(sizeof(double)));
+  be().fill(acc, DType::f64, 2.5, 1);
+  be().accumulate_sum(acc, xf.p, n);
+  EXPECT_EQ(device_doubles(be(), acc, 1)[0], want);
+  be().release(acc);
+}
+
+TEST_P(Conformance, FillCopyAndCast) {
+  const int64_t n = 67;
+  F32 a(be(), static_cast<size_t>(n)), b(be(), static_cast<size_t>(n));
+  be().fill(a.p, DType::f32, -1.75, n);
+  be().copy(b.p, a.p, n * 4, CopyKind::device_to_device);
+  for (float v : b.host()) ASSERT_EQ(v, -1.75f);
+  // fp32 -> bf16 rounds to nearest, ties to even (bf16 keeps 8 significant
+  // bits): 1 + 2^-8 is a tie between 1 and 1 + 2^-7 and goes to 1 (even);
+  // 1 + 3*2^-8 is a tie that goes up to 1 + 2^-6; 1 + 2^-8 + 2^-20 rounds up.
+  const std::vector<double> vals = {1.0 + std::ldexp(1.0, -8), 1.0 + 3 * std::ldexp(1.0, -8),
+                                    1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -20), -3.140625, 65504.0, 1e-30};
+  const std::vector<double> want = {1.0, 1.0 + std::ldexp(1.0, -6), 1.0 + std::ldexp(1.0, -7), -3.140625, 65536.0,
+                                    0.0};
+  F32 src(be(), vals), back(be(), vals.size());
+  void* bf16 = be().alloc(static_cast<int64_t>(vals.size() * 2));
+  if (be().cast == nullptr) GTEST_SKIP() << "cast is optional";
+  be().cast(bf16, DType::bf16, src.p, DType::f32, static_cast<int64_t>(vals.size()));
+  be().cast(back.p, DType::f32, bf16, DType::bf16, static_cast<int64_t>(vals.size()));
+  const std::vector<float> got = back.host();
+  for (size_t i = 0; i < vals.size() - 1; ++i) EXPECT_EQ(got[i], static_cast<float>(want[i])) << vals[i];
+  // 1e-30 is within bf16's normal range (8 exponent bits, as fp32): relative error <= 2^-9.
+  EXPECT_NEAR(got.back(), 1e-30, 1e-30 * std::ldexp(1.0, -9));
+  be().release(bf16);
+}
+
+TEST_P(Conformance, AdamWFirstStepClosedFormOverSegments) {
   // At step 1 with m = v = 0: m_hat = g, v_hat = g^2, so
   //   p1 = p0 (1 - lr wd) - lr g / (|g| + eps)   (g = grad * grad_scale).
-  const int64_t n = 37;
-  std::vector<float> p(n), g(n), m(n, 0.0f), v(n, 0.0f);
+  // Two segments in one call, the second without weight decay.
+  const int64_t n = 37, split = 20;
+  std::vector<double> p(n), g(n), zeros(n, 0.0);
   for (int64_t i = 0; i < n; ++i) {
-    p[i] = 0.1f * static_cast<float>(i) - 1.0f;
-    g[i] = (i % 3 == 0 ? -1.0f : 1.0f) * (0.01f + 0.03f * static_cast<float>(i));
+    p[i] = static_cast<double>(0.1f * static_cast<float>(i) - 1.0f);
+    g[i] = static_cast<double>((i % 3 == 0 ? -1.0f : 1.0f) * (0.01f + 0.03f * static_cast<float>(i)));
   }
-  AdamWArgs a{.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .grad_scale = 0.5f,
-              .step = 1};
-  std::vector<float> p0 = p;
-  cpu_backend().adamw(p.data(), g.data(), m.data(), v.data(), n, a);
+  F32 pf(be(), p), gf(be(), g), mf(be(), zeros), vf(be(), zeros);
+  const std::vector<AdamWSegment> segs = {{pf.p, gf.p, mf.p, vf.p, split, 0.1f},
+                                          {pf.p + split, gf.p + split, mf.p + split, vf.p + split, n - split, 0.0f}};
+  AdamWArgs a{.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_scale = 0.5f, .step = 1};
+  // The dry run writes nothing and counts nothing non-finite here.
+  double* bad = static_cast<double*>(be().alloc(sizeof(double)));
+  be().adamw(segs.data(), 2, a, bad);
+  EXPECT_EQ(device_doubles(be(), bad, 1)[0], 0.0);
+  for (size_t i = 0; i < p.size(); ++i) ASSERT_EQ(pf.host()[i], static_cast<float>(p[i]));
+  be().adamw(segs.data(), 2, a, nullptr);
+  const std::vector<float> p1 = pf.host(), m1 = mf.host(), v1 = vf.host();
   for (int64_t i = 0; i < n; ++i) {
-    const double gi = 0.5 * g[i];
-    const double want = p0[i] * (1 - 0.01 * 0.1) - 0.01 * gi / (std::abs(gi) + 1e-8);
-    ASSERT_NEAR(p[i], want, 8 * kEps32 * (std::abs(p0[i]) + 0.01)) << i;
-    ASSERT_NEAR(m[i], 0.1 * gi, 4 * kEps32 * std::abs(gi));
-    ASSERT_NEAR(v[i], 0.05 * gi * gi, 4 * kEps32 * gi * gi);
+    const double gi = 0.5 * static_cast<float>(g[i]), wd = i < split ? 0.1 : 0.0;
+    const double want = p[i] * (1 - 0.01 * wd) - 0.01 * gi / (std::abs(gi) + 1e-8);
+    ASSERT_NEAR(p1[i], want, 8 * kEps32 * (std::abs(p[i]) + 0.01)) << i;
+    ASSERT_NEAR(m1[i], 0.1 * gi, 4 * kEps32 * std::abs(gi));
+    ASSERT_NEAR(v1[i], 0.05 * gi * gi, 4 * kEps32 * gi * gi);
   }
   // A second step in fp32 and fp64 agree (same arithmetic, rounding only).
-  std::vector<double> pd(p.begin(), p.end()), gd(g.begin(), g.end()), md(m.begin(), m.end()), vd(v.begin(), v.end());
+  std::vector<double> pd(p1.begin(), p1.end()), gd(n), md(m1.begin(), m1.end()), vd(v1.begin(), v1.end());
+  for (int64_t i = 0; i < n; ++i) gd[i] = static_cast<float>(g[i]);
   a.step = 2;
-  cpu_backend().adamw(p.data(), g.data(), m.data(), v.data(), n, a);
-  cpu::adamw<double>(pd.data(), gd.data(), md.data(), vd.data(), n, a);
-  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p[i], pd[i], 16 * kEps32 * (std::abs(pd[i]) + 0.01));
+  be().adamw(segs.data(), 2, a, nullptr);
+  cpu::adamw<double>(pd.data(), gd.data(), md.data(), vd.data(), split, a, 0.1f);
+  cpu::adamw<double>(pd.data() + split, gd.data() + split, md.data() + split, vd.data() + split, n - split, a, 0.0f);
+  const std::vector<float> p2 = pf.host();
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p2[i], pd[i], 16 * kEps32 * (std::abs(pd[i]) + 0.01));
+  // An enormous learning rate overflows p: the dry run counts every element
+  // of the decayed segment (|p (1 - lr wd)| > FLT_MAX) and writes nothing.
+  a.lr = 1e38f;
+  a.step = 3;
+  be().adamw(segs.data(), 2, a, bad);
+  EXPECT_EQ(device_doubles(be(), bad, 1)[0], static_cast<double>(n));
+  const std::vector<float> p3 = pf.host();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(p3[i], p2[i]);
+  be().release(bad);
 }
 
-TEST(Conformance, BackendTableIsComplete) {
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values("cpu", "cpu-guarded"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == "cpu" ? std::string("cpu") : std::string("cpu_guarded");
+                         });
+
+TEST(BackendTable, IsComplete) {
   const Backend& be = cpu_backend();
   EXPECT_STREQ(be.name, "cpu");
   EXPECT_TRUE(be.supports(KernelOp::gemm, DType::f32));
   EXPECT_FALSE(be.supports(KernelOp::gemm, DType::bf16));
   EXPECT_EQ(find_backend("cpu"), &be);
+  EXPECT_EQ(find_backend("cpu-guarded"), &cpu_guarded_backend());
   EXPECT_EQ(find_backend("tpu"), nullptr);
+  EXPECT_EQ(backend_names(), "cpu, cpu-guarded");
+  EXPECT_EQ(missing_required_ops(cpu_guarded_backend()), "");
+  EXPECT_EQ(be.addressing.kind, DeviceAddressing::Kind::host);
+  EXPECT_EQ(cpu_guarded_backend().addressing.kind, DeviceAddressing::Kind::mapped_host);
 }
 
-TEST(Conformance, OneOpListGivesFieldsNamesAndTheProfiler) {
+TEST(BackendTable, OneOpListGivesFieldsNamesAndTheProfiler) {
   const Backend& cpu = cpu_backend();
   EXPECT_EQ(missing_required_ops(cpu), "");
   EXPECT_STREQ(kernel_op_name(KernelOp::linear_forward), "linear_forward");
@@ -442,7 +590,10 @@ TEST(Conformance, OneOpListGivesFieldsNamesAndTheProfiler) {
   prof.linear_forward(y.data(), x.data(), w.data(), nullptr, 2, 2, 2);
   cpu.linear_forward(y_ref.data(), x.data(), w.data(), nullptr, 2, 2, 2);
   EXPECT_EQ(y, y_ref);
-  EXPECT_DOUBLE_EQ(prof.sum_squares(x.data(), 4), 30.0);
+  double sq = 0;
+  const SegmentRef seg{x.data(), 4, 0};
+  prof.sum_squares(&sq, &seg, 1, 1);
+  EXPECT_DOUBLE_EQ(sq, 30.0);
   const std::string report = profiling_report();
   EXPECT_NE(report.find("linear_forward"), std::string::npos) << report;
   EXPECT_NE(report.find("sum_squares"), std::string::npos) << report;

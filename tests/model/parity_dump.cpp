@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
 
   // Step 0's global batch: logits of the first micro-batch, mean loss and gradients.
   sampler.fill(0, G, tok.data(), tgt.data());
-  const float* logits = model.logits(tok.data(), mb, T);
+  const std::vector<float> logits_host = model.logits(tok.data(), mb, T);
+  const float* logits = logits_host.data();
   std::vector<float> lg(static_cast<size_t>(mb * T * V));
   for (int64_t r = 0; r < mb * T; ++r)
     for (int64_t j = 0; j < V; ++j) lg[static_cast<size_t>(r * V + j)] = logits[r * Vp + j];

@@ -51,10 +51,14 @@ TEST(ModelSpec, RuntimeAllocatesExactlyTheTables) {
   ModelSpec spec(cfg);
   Gpt model(spec, cpu_backend(), 5);
   const MemoryReport m = model.memory();
-  EXPECT_EQ(m.activations, spec.activation_bytes(5, 16));
-  EXPECT_EQ(m.workspace, spec.workspace_bytes(5, 16));
-  EXPECT_EQ(m.params, model.table().total_floats() * 4);
-  EXPECT_EQ(m.grads, m.params);
+  const MemoryPlan plan = Gpt::single_process_plan(spec, model.table(), 5);
+  for (MemoryClass c : kAllMemoryClasses) EXPECT_EQ(m[c], plan.bytes(c)) << memory_class_name(c);
+  EXPECT_EQ(m[MemoryClass::parameters], model.table().total_floats() * 4);
+  EXPECT_EQ(m[MemoryClass::gradients], m[MemoryClass::parameters]);
+  EXPECT_EQ(m[MemoryClass::optimizer], 0);  // a model alone holds no optimizer state
+  // Boundary buffers at B=5, T=16, C=32 (bytes): tokens 320 + input 10240 +
+  // targets 320 + losses 320 + dx_head 10240 = 21440, plus 3 block tables.
+  EXPECT_EQ(m[MemoryClass::activations], 21440 + 3 * table_bytes(spec.block_activations(5, 16)));
   // Hand count of one block's activations at B=5, T=16, C=32, H=4, F=128 (floats):
   // ln1 2560 + mean 80 + rstd 80 + qkv 7680 + probs 5120 + atty 2560 + res1 2560 + ln2 2560
   // + mean 80 + rstd 80 + fch 10240 + fch_gelu 10240 + out 2560 = 46400 (all multiples of 16).
@@ -65,16 +69,17 @@ TEST(ModelSpec, RecomputeAllocatesTheSavedTablePlusOneWorkingSet) {
   ModelConfig cfg{.layers = 4, .hidden = 32, .heads = 4, .seq_len = 16, .vocab = 100, .ffn_hidden = 0, .vocab_align = 64};
   ModelSpec spec(cfg);
   ParamTable table(spec);
-  LocalParamMemory mem(table);
-  SingleRankTensorParallel tp;
+  auto plan_for = [&](Recompute r) { return resident_memory_plan(spec, table, 5, ActivationOptions{.recompute = r}); };
+  RankMemory rm_none(cpu_backend(), plan_for(Recompute::none)), rm_full(cpu_backend(), plan_for(Recompute::full));
+  LocalParamMemory mem(table, cpu_backend(), rm_none);
+  SingleRankTensorParallel tp(cpu_backend());
   Gpt::Options recompute;
   recompute.recompute = Recompute::full;
-  Gpt none(spec, cpu_backend(), 5, table, mem, tp), full(spec, cpu_backend(), 5, table, mem, tp, recompute);
-  const ActivationOptions o_full{.recompute = Recompute::full};
-  EXPECT_EQ(full.memory().activations, spec.activation_bytes(5, 16, o_full));
-  EXPECT_EQ(none.memory().activations, spec.activation_bytes(5, 16));
+  Gpt none(spec, cpu_backend(), 5, table, mem, tp, Gpt::Options{}, rm_none);
+  Gpt full(spec, cpu_backend(), 5, table, mem, tp, recompute, rm_full);
+  const int64_t a_none = none.memory()[MemoryClass::activations], a_full = full.memory()[MemoryClass::activations];
   // 4 layers: 4 block tables -> 4 outputs [5,16,32] + one working set.
-  EXPECT_EQ(none.memory().activations - full.memory().activations,
+  EXPECT_EQ(a_none - a_full,
             4 * table_bytes(spec.block_activations(5, 16)) - 4 * 5 * 16 * 32 * 4 - table_bytes(spec.block_activations(5, 16)));
 }
 

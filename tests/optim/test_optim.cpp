@@ -43,10 +43,12 @@ TEST(AdamW, DecayOnlyOnMatricesAndEmbeddings) {
   model.init_parameters(3);
   model.zero_grads();
   std::vector<float> before(model.params(), model.params() + model.table().total_floats());
-  AdamW opt(AdamWConfig{.weight_decay = 0.5f}, AdamW::segments_of(model.table()));
+  // The optimizer class of a one-process plan (a model alone holds none).
+  RankMemory optimizer_memory(cpu_backend(), resident_memory_plan(model.spec(), model.table(), 1));
+  AdamW opt(AdamWConfig{.weight_decay = 0.5f}, AdamW::segments_of(model.table()), cpu_backend(), optimizer_memory);
   std::vector<AdamW::Span> spans;
   for (const auto& s : opt.segments()) spans.push_back({model.params() + s.begin, model.grads() + s.begin});
-  opt.step(cpu_backend(), spans, 0.1f, 1.0f, 1);
+  opt.step(spans, 0.1f, 1.0f, 1);
   model.table().for_each([&](const ParamEntry& e) {
     const bool decays = e.info->shape.size() == 2;
     EXPECT_EQ(e.info->weight_decay, decays) << e.info->name;

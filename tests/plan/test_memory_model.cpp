@@ -1,7 +1,9 @@
 // The memory model against hand-worked examples (stated in each test) and
-// against ModelSpec's single-process tables.
+// against the one-process memory plan. (Against what the runtime really
+// allocates, per rank and class: tests/train/test_memory_check.cpp.)
 #include <gtest/gtest.h>
 
+#include "model/param_table.h"
 #include "plan/memory_model.h"
 
 namespace tera {
@@ -52,40 +54,50 @@ TEST(MemoryModel, BlockParamsSplitLikeMegatron) {
 }
 
 TEST(MemoryModel, ZeroStagesHandWorked) {
-  // Mixed precision, Megatron's conventions, one stage holding P parameters
-  // on dp = 4 ranks:
-  //   zero 0: 2P weights + 4P fp32 grads + 12P (master + Adam m, v) = 18P
-  //   zero 1: 2P + 4P + 12P/4                                       = 9P
-  //   zero 2: 2P + 2P/4 (16-bit grads, sharded) + 12P/4             = 5.5P
-  //   zero 3: 2P/4 + 2P/4 + 12P/4                                    = 4P (+ two gathered blocks)
+  // tera's buffers (model/memory_plan.h) for one stage on dp = 4 ranks, in
+  // floats: P = all units, R = the wte and io units, M = a block unit, K =
+  // the largest chunk (wte / 4). small_gpt's tensors are multiples of 16 and
+  // its units of 64 floats, so there is no padding and the Adam moments of a
+  // rank are exactly P (zero 0) or P/4. Mixed precision (bf16 compute):
+  //   zero 0: params 2P (bf16), grads 4P, optimizer 4P master + 8P moments = 18P
+  //   zero 1: params 2P, grads 4P + 4P/4, optimizer 12P/4                  = 10P
+  //   zero 2: params 2P, grads 4P/4, optimizer 12P/4, staging 4(R + 2M),
+  //           reduce-scatter outputs 4 * 4K (one per staging buffer)
+  //   zero 3: params 2P/4, gathered 2(R + 2M) (bf16), else as zero 2
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
   Workload w{small_gpt(), 16, Precision::mixed};
   ParallelLayout l;
   l.dp = 4;
-  const double P = static_cast<double>(spec.num_params_alloc());
-  const double expect[4] = {18 * P, 9 * P, 5.5 * P, 4 * P};
+  const double wte = 1000 * 64, io = 32 * 64 + 64 + 64, M = 12 * 64 * 64 + 13 * 64;
+  const double R = wte + io, P = R + 8 * M, K = wte / 4;
+  using MC = MemoryClass;
+  auto at = [](const MemoryBreakdown& m, MC c) { return static_cast<double>(m.plan[c]); };
+  const double states[4] = {18 * P, 10 * P, 2 * P + 4 * P / 4 + 12 * P / 4 + 4 * (R + 2 * M) + 16 * K,
+                            2 * P / 4 + 4 * P / 4 + 12 * P / 4 + 4 * (R + 2 * M) + 16 * K + 2 * (R + 2 * M)};
   for (int z = 0; z < 4; ++z) {
     l.zero = z;
     const MemoryBreakdown m = memory_per_gpu(spec, l, w, cl);
-    EXPECT_DOUBLE_EQ(m.params + m.grads + m.optimizer, expect[z]) << "zero " << z;
+    EXPECT_DOUBLE_EQ(m.states(), states[z]) << "zero " << z;
+    EXPECT_DOUBLE_EQ(at(m, MC::optimizer), z == 0 ? 12 * P : 3 * P) << "zero " << z;
   }
   l.zero = 3;
   const MemoryBreakdown m3 = memory_per_gpu(spec, l, w, cl);
-  EXPECT_DOUBLE_EQ(m3.zero3_gather, 2 * param_split(spec, 1).wte * 2);  // wte (64,000) > a block (49,984)
-  // fp32: 4P weights + 4P grads + 8P Adam moments, no master copy.
+  EXPECT_DOUBLE_EQ(at(m3, MC::zero_gather), 2 * (R + 2 * M));
+  EXPECT_DOUBLE_EQ(at(m3, MC::parameters), 2 * P / 4);
+  // fp32: 4P weights (also the masters) + 4P grads + 8P Adam moments.
   w.precision = Precision::fp32;
   l.zero = 0;
-  const MemoryBreakdown f = memory_per_gpu(spec, l, w, cl);
-  EXPECT_DOUBLE_EQ(f.params + f.grads + f.optimizer, 16 * P);
+  EXPECT_DOUBLE_EQ(memory_per_gpu(spec, l, w, cl).states(), 16 * P);
 }
 
-TEST(MemoryModel, SingleProcessMatchesModelSpecTables) {
-  // pp = tp = dp = 1: the planner's activation and workspace bytes are the
-  // runtime's tables (ModelSpec::activation_bytes / workspace_bytes), for
-  // every recompute policy.
+TEST(MemoryModel, SingleProcessIsTheResidentPlan) {
+  // pp = tp = dp = 1: the planner's buffers are the one-process memory plan
+  // (what Gpt allocates) plus the optimizer state, for every recompute
+  // policy and both precisions; activations are the whole model's tables.
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
+  const ParamTable table(spec);
   for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
     for (Precision prec : {Precision::fp32, Precision::mixed}) {
       Workload w{small_gpt(), 12, prec};
@@ -96,21 +108,23 @@ TEST(MemoryModel, SingleProcessMatchesModelSpecTables) {
       ActivationOptions o;
       o.recompute = rc;
       o.dtype = precision_bytes(prec).act;
-      int64_t want = spec.activation_bytes(3, 32, o);
-      if (rc == Recompute::selective) want += table_bytes(spec.block_activations(3, 32, o)) -
-                                              table_bytes(spec.saved_block_activations(3, 32, o));
-      EXPECT_DOUBLE_EQ(m.activations, static_cast<double>(want)) << recompute_name(rc);
-      EXPECT_DOUBLE_EQ(m.workspace, static_cast<double>(spec.workspace_bytes(3, 32, o)));
-      EXPECT_DOUBLE_EQ(m.comm_buffers, 0);
+      const MemoryPlan plan = resident_memory_plan(spec, table, 3, o);
+      for (MemoryClass c : kAllMemoryClasses) EXPECT_EQ(m.plan[c], plan.bytes(c)) << recompute_name(rc) << " " << memory_class_name(c);
+      const ActivationTableBytes t = activation_table_bytes(spec, 3, 32, o);
+      EXPECT_EQ(m.plan[MemoryClass::activations], t.boundary[1 << 3] + 8 * t.saved_layer + t.working);
     }
   }
 }
 
-TEST(MemoryModel, PipelineInFlightFromSchedule) {
-  // 1F1B: the first of p stages holds p micro-batches of L/p layers, i.e. L
-  // layers' activations (Korthikanti et al. 2022, Sec. 4.2.3); the last holds
-  // one. The interleaved schedule holds more on stage 0:
-  // 2(p-1) + (v-1)p + 1 chunks of L/(pv) layers.
+TEST(MemoryModel, PipelineSlotsFromSchedule) {
+  // A stage holds one slot per micro-batch the schedule keeps in flight, each
+  // fit for any of its chunks: the union of their boundary buffers and the
+  // largest chunk's layers (Megatron's bound). 1F1B: the first of 4 stages
+  // holds 4 micro-batches of its L/4 = 2 layers (Korthikanti et al. 2022,
+  // Sec. 4.2.3) with the embedding end of the boundary; the last holds one.
+  // Interleaved with 2 chunks and 16 micro-batches: stage 0 keeps
+  // 2(p-1) + (v-1)p + 1 = 11 in flight, chunks of one layer, the boundary of
+  // the embedding's chunk and of a middle chunk.
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
   Workload w{small_gpt(), 16, Precision::mixed};
@@ -118,26 +132,28 @@ TEST(MemoryModel, PipelineInFlightFromSchedule) {
   l.pp = 4;
   ActivationOptions o;
   o.dtype = DType::bf16;
-  const double layer = static_cast<double>(table_bytes(spec.saved_block_activations(1, 32, o)));
-  // Stage 0 of 4 holds the embedding end of the chunk boundary (tokens,
-  // input, grad_in per micro-batch), as the runtime allocates it.
-  const double head_in = static_cast<double>(table_bytes(spec.chunk_activations(1, 32, o, true, false)));
-  const MemoryBreakdown first = stage_memory(spec, l, w, cl, 0, promised_in_flight(l.schedule, 4, 16, 1, 0));
-  EXPECT_DOUBLE_EQ(first.activations, 8 * layer + 4 * head_in);
+  const ActivationTableBytes t = activation_table_bytes(spec, 1, 32, o);
+  const int embedding_end = 1 << 2, middle = 1 << 0, head_end = 1 << 1;  // chunk kinds: bit 2*embedding + head
+  const MemoryBreakdown first = stage_memory(spec, l, w, cl, 0);
+  EXPECT_EQ(first.plan[MemoryClass::activations], 4 * (2 * t.saved_layer + t.boundary[embedding_end]));
+  const MemoryBreakdown last = stage_memory(spec, l, w, cl, 3);
+  EXPECT_EQ(last.plan[MemoryClass::activations], 2 * t.saved_layer + t.boundary[head_end]);
+  EXPECT_GT(last.plan[MemoryClass::workspace], first.plan[MemoryClass::workspace]);  // the head's logits
   l.vpp = 2;
   l.schedule = ScheduleKind::interleaved;
-  auto sch = make_schedule(l.schedule, 4, 16, 2);
+  const MemoryBreakdown inter = stage_memory(spec, l, w, cl, 0);
+  EXPECT_EQ(inter.plan[MemoryClass::activations], 11 * (t.saved_layer + t.boundary[embedding_end | middle]));
+  auto sch = make_schedule(ScheduleKind::interleaved, 4, 16, 2);
   ASSERT_TRUE(sch.ok());
-  const MemoryBreakdown inter = memory_per_gpu(spec, l, w, cl, *sch);
-  EXPECT_EQ(inter.stage, 0);
-  EXPECT_DOUBLE_EQ(inter.activations, (2 * 3 + 1 * 4 + 1) * 1 * layer + 11 * head_in);
-  EXPECT_GT(inter.activations, first.activations);
-  // The closed form the search uses agrees with the schedule it describes.
-  EXPECT_DOUBLE_EQ(memory_per_gpu(spec, l, w, cl).total(), inter.total());
+  EXPECT_EQ(sch->max_in_flight(0), 11);
+  EXPECT_GT(inter.plan[MemoryClass::activations], first.plan[MemoryClass::activations]);
+  // The union holds what each kind of chunk needs, each buffer once.
+  EXPECT_GT(t.boundary[embedding_end | middle], t.boundary[embedding_end]);
+  EXPECT_LT(t.boundary[embedding_end | middle], t.boundary[embedding_end] + t.boundary[middle]);
 }
 
 TEST(MemoryModel, AllowancesOnTop) {
-  // Fragmentation is a fraction of everything the model holds; reserved is added as is.
+  // The allocator allowance is a fraction of tera's buffers; reserved is added as is.
   const ModelSpec spec(small_gpt());
   Cluster cl = plain_cluster();
   Workload w{small_gpt(), 4, Precision::mixed};
@@ -146,7 +162,8 @@ TEST(MemoryModel, AllowancesOnTop) {
   cl.memory.fragmentation = 0.1;
   cl.memory.reserved_bytes = 1e9;
   const MemoryBreakdown m = memory_per_gpu(spec, l, w, cl);
-  EXPECT_DOUBLE_EQ(m.fragmentation, 0.1 * bare);
+  EXPECT_DOUBLE_EQ(m.model(), bare);
+  EXPECT_DOUBLE_EQ(m.allocator, 0.1 * bare);
   EXPECT_DOUBLE_EQ(m.total(), 1.1 * bare + 1e9);
 }
 
@@ -160,11 +177,9 @@ TEST(MemoryModel, SequenceParallelAndTensorParallelShrinkActivations) {
   b.tp = 4;
   c.tp = 4;
   c.sequence_parallel = true;
-  const double ma = memory_per_gpu(spec, a, w, cl).activations;
-  const double mb = memory_per_gpu(spec, b, w, cl).activations;
-  const double mc = memory_per_gpu(spec, c, w, cl).activations;
-  EXPECT_LT(mb, ma);
-  EXPECT_LT(mc, mb);
+  const auto act = [&](const ParallelLayout& l) { return memory_per_gpu(spec, l, w, cl).plan[MemoryClass::activations]; };
+  EXPECT_LT(act(b), act(a));
+  EXPECT_LT(act(c), act(b));
 }
 
 }  // namespace

@@ -272,6 +272,17 @@ class CliRobustness(RobustnessCase):
                                   env={"TERA_TEST_EVAL_PROGRESS_S": "0"}))
         self.assertEqual(quiet.stderr, "")
 
+    # Issue 16: generate and eval take --backend; one this binary does not have is refused naming the ones it has.
+    def test_generate_and_eval_unknown_backend_refused(self):
+        final = os.path.join(self.fx, "bytes", "final")
+        r = self.tera("generate", final, "--prompt", "a", "--tokens", "2", "--backend", "tpu")
+        self.assert_refused(r, ["--backend tpu", "cpu, cpu-guarded"])
+        r = self.tera("eval", final, "--data", CORPUS, "--batches", "1", "--backend", "tpu")
+        self.assert_refused(r, ["--backend tpu", "cpu, cpu-guarded"])
+        a = self.ok(self.tera("eval", final, "--data", CORPUS, "--batches", "3"))
+        b = self.ok(self.tera("eval", final, "--data", CORPUS, "--batches", "3", "--backend", "cpu-guarded"))
+        self.assertEqual(a.stdout, b.stdout)  # the same kernels, the same numbers
+
     # Row 13: config.json is checked against the tensors; an untied head is refused, not dropped.
     def test_row13_import_checks_config_and_untied_head(self):
         hf = self.copy("hf")

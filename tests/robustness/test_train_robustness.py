@@ -337,6 +337,14 @@ class TrainRobustness(RobustnessCase):
         self.assert_refused(self.tera("train", "-c", fifo, timeout=30), ["--config", "FIFO"])
         self.assert_refused(self.train(cfg, "train.comm_timeout_s=0"), ["train.comm_timeout_s", "positive"])
 
+    # Issue 16: a kernel backend this binary does not have is refused naming the key and the ones it has.
+    def test_unknown_backend_refused_naming_the_backends(self):
+        cfg = self.config()
+        r = self.train(cfg, "train.backend=tpu", "out.dir=out")
+        self.assert_refused(r, ["train.backend", "\"tpu\"", "cpu, cpu-guarded"])
+        self.assertFalse(os.path.exists(self.path("out")), "nothing is written before the refusal")
+        self.assert_refused(self.train(cfg, "train.backend="), ["train.backend", "empty"])
+
 
 if __name__ == "__main__":
     main()

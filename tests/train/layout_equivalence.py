@@ -6,6 +6,8 @@ checked too, within 1e-4: a sum of squares dominated by a few entries, the
 norm carries reduction-order noise further than the loss does.
 
 usage: layout_equivalence.py TERA CONFIG CORPUS LAYOUT [LAYOUT ...]
+With TERA_TEST_BACKEND set (cpu-guarded in CI), every layout runs on that
+kernel backend against the control on the cpu backend.
 A LAYOUT is comma-separated settings: the short keys tp, pp, dp, zero, sp,
 schedule, vpp, recompute, mb (micro-batch) or any section.key=value. The rank
 count is tp * pp * dp. Exits non-zero on any mismatch; prints a table.
@@ -33,6 +35,8 @@ def parse_layout(text):
 
 
 def run(tera, config, corpus, sets, nranks, workdir, name):
+    if name != "control" and os.environ.get("TERA_TEST_BACKEND"):
+        sets = sets + ["train.backend=" + os.environ["TERA_TEST_BACKEND"]]
     metrics = os.path.join(workdir, name + ".jsonl")
     args = [tera, "train", "-c", config, "-q", "--metrics", metrics, "--set", f"data.train={corpus}",
             "--set", f"out.dir={os.path.join(workdir, name)}"]

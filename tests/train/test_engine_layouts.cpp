@@ -222,8 +222,8 @@ TEST(EngineMemory, ZeroStagesHoldWhatTheyPromise) {
   // dp = 4 over 8 layers, in floats (P = all units, R = the wte and io units,
   // M = largest block unit, K = largest chunk; every unit splits into 4):
   //   ZeRO-0: params P, grads P, Adam 2P.      ZeRO-1: Adam 2P/4, grads P + P/4.
-  //   ZeRO-2: grads P/4 + staging (R + 2M) + reduce-scatter outputs 4K (one per staging buffer).
-  //   ZeRO-3: params P/4 + gather buffers (R + 2M).
+  //   ZeRO-2: grads P/4, staging (R + 2M), reduce-scatter outputs 4K (one per staging buffer).
+  //   ZeRO-3: params P/4, gather buffers (R + 2M).
   // Adam state covers real parameters only (not alignment padding), so it is
   // compared to the padded total within 2%.
   const int64_t L = 8;
@@ -231,18 +231,23 @@ TEST(EngineMemory, ZeroStagesHoldWhatTheyPromise) {
   const LayoutRun z0 = run_layout(dp4, 0, false, L), z1 = run_layout(dp4, 1, false, L),
                   z2 = run_layout(dp4, 2, false, L), z3 = run_layout(dp4, 3, false, L);
   const int64_t P = z0.total_floats, R = z0.root_floats, M = z0.max_block_floats, K = z0.max_chunk_floats;
-  EXPECT_EQ(z0.memory.params, 4 * P);
-  EXPECT_EQ(z0.memory.grads, 4 * P);
-  EXPECT_NEAR(static_cast<double>(z0.memory.optimizer), 8.0 * P, 0.02 * 8.0 * P);
-  EXPECT_EQ(z1.memory.params, 4 * P);
-  EXPECT_EQ(z1.memory.grads, 4 * (P + P / 4));
-  EXPECT_NEAR(static_cast<double>(z1.memory.optimizer), 8.0 * P / 4, 0.02 * 8.0 * P / 4);
-  EXPECT_EQ(z2.memory.grads, 4 * (P / 4 + R + 2 * M + 4 * K));
-  EXPECT_LT(z2.memory.grads, z1.memory.grads);
-  EXPECT_EQ(z3.memory.params, 4 * (P / 4 + R + 2 * M));
-  EXPECT_LT(z3.memory.params, z2.memory.params);
-  EXPECT_EQ(z2.memory.optimizer, z1.memory.optimizer);
-  EXPECT_EQ(z3.memory.optimizer, z1.memory.optimizer);
+  using MC = MemoryClass;
+  EXPECT_EQ(z0.memory[MC::parameters], 4 * P);
+  EXPECT_EQ(z0.memory[MC::gradients], 4 * P);
+  EXPECT_NEAR(static_cast<double>(z0.memory[MC::optimizer]), 8.0 * P, 0.02 * 8.0 * P);
+  EXPECT_EQ(z1.memory[MC::parameters], 4 * P);
+  EXPECT_EQ(z1.memory[MC::gradients], 4 * (P + P / 4));
+  EXPECT_NEAR(static_cast<double>(z1.memory[MC::optimizer]), 8.0 * P / 4, 0.02 * 8.0 * P / 4);
+  EXPECT_EQ(z2.memory[MC::gradients], 4 * (P / 4));
+  EXPECT_EQ(z2.memory[MC::zero_staging], 4 * (R + 2 * M));
+  EXPECT_EQ(z2.memory[MC::comm_buckets], 4 * (4 * K));
+  EXPECT_LT(z2.memory[MC::gradients] + z2.memory[MC::zero_staging] + z2.memory[MC::comm_buckets],
+            z1.memory[MC::gradients]);
+  EXPECT_EQ(z3.memory[MC::parameters], 4 * (P / 4));
+  EXPECT_EQ(z3.memory[MC::zero_gather], 4 * (R + 2 * M));
+  EXPECT_LT(z3.memory[MC::parameters] + z3.memory[MC::zero_gather], z2.memory[MC::parameters]);
+  EXPECT_EQ(z2.memory[MC::optimizer], z1.memory[MC::optimizer]);
+  EXPECT_EQ(z3.memory[MC::optimizer], z1.memory[MC::optimizer]);
 }
 
 }  // namespace

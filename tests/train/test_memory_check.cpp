@@ -1,19 +1,31 @@
-// The memory checked before allocation (train/memory_check.h) against what
-// the engine really allocates, per rank and per class, over a sweep of
-// layouts (tp, pp, vpp, dp, ZeRO 0-3, sequence parallel, recompute) of an
-// odd-shaped model on the in-process world: equal, byte for byte.
+// One memory plan (DESIGN.md invariant 2), checked end to end: for a sweep of
+// layouts (tp, pp, vpp and uneven stage_layers, dp, ZeRO 0-3, sequence
+// parallelism, recompute, all three schedules) of an odd-shaped model, every
+// rank of the in-process world builds its engine on a backend that records
+// each allocation, and
+//   the planner's bytes for that rank (plan/memory_model.h, the path `tera
+//   plan` prices layouts by: cached unit shapes, table bytes, schedule slots)
+//   == the sizes the backend was asked for, class by class, in class order,
+//   with no other allocation
+//   == the memory check's estimate before allocation (train/memory_check.h)
+//   == the engine's own report;
+// exactly, byte for byte. The planner reports tensor-parallel rank 0; every
+// tp rank is checked against it (all hold the same shapes).
 #include <gtest/gtest.h>
 
-#include "model/layout_check.h"
-
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "comm/in_process_comm.h"
 #include "comm/groups.h"
+#include "comm/in_process_comm.h"
+#include "model/layout_check.h"
+#include "plan/memory_model.h"
 #include "train/engine.h"
 #include "train/memory_check.h"
 
@@ -24,60 +36,136 @@ struct Case {
   int tp, pp, dp, vpp, zero;
   bool sp;
   Recompute recompute;
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  std::vector<int64_t> stage_layers = {};
 };
+
+std::string describe(const Case& c) {
+  std::string s = fmt::format("tp {} pp {} dp {} vpp {} zero {}{} {} {}", c.tp, c.pp, c.dp, c.vpp, c.zero,
+                              c.sp ? " sp" : "", recompute_name(c.recompute),
+                              schedule_kind_name(c.vpp > 1 ? ScheduleKind::interleaved : c.schedule));
+  if (!c.stage_layers.empty()) s += fmt::format(" stage_layers {}", fmt::join(c.stage_layers, " "));
+  return s;
+}
 
 RunConfig config_for(const Case& c) {
   RunConfig cfg;
-  cfg.model = ModelConfig{.layers = 4, .hidden = 24, .heads = 2, .seq_len = 12, .vocab = 67, .ffn_hidden = 0,
+  // Odd shapes: head size 6, vocabulary 67 (not a multiple of 8 * tp), 6 layers.
+  cfg.model = ModelConfig{.layers = 6, .hidden = 24, .heads = 4, .seq_len = 12, .vocab = 67, .ffn_hidden = 0,
                           .vocab_align = 8};
   cfg.parallel.micro_batch = 2;
-  cfg.train.global_batch = 8 * c.dp;
+  cfg.train.global_batch = int64_t{2} * c.dp * 2 * c.pp;  // 2 pp micro-batches per replica
   cfg.parallel.tp = c.tp;
   cfg.parallel.pp = c.pp;
   cfg.parallel.dp = c.dp;
   cfg.parallel.vpp = c.vpp;
-  cfg.parallel.schedule = c.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+  cfg.parallel.schedule = c.vpp > 1 ? ScheduleKind::interleaved : c.schedule;
   cfg.parallel.zero = c.zero;
   cfg.parallel.sequence_parallel = c.sp;
   cfg.parallel.recompute = c.recompute;
+  cfg.parallel.stage_layers = c.stage_layers;
   return cfg;
 }
 
-TEST(MemoryCheck, EstimateMatchesTheEngineAllocation) {
+std::vector<Case> sweep() {
   std::vector<Case> cases;
+  const Recompute none = Recompute::none, full = Recompute::full;
   for (int zero = 0; zero <= 3; ++zero) {
-    cases.push_back({1, 1, 1, 1, zero, false, Recompute::none});
-    cases.push_back({1, 1, 2, 1, zero, false, Recompute::none});
-    cases.push_back({2, 1, 2, 1, zero, true, Recompute::full});
-    cases.push_back({1, 2, 2, 1, zero, false, Recompute::none});
-    cases.push_back({2, 2, 1, 2, zero, false, Recompute::full});
-    cases.push_back({2, 2, 2, 1, zero, true, Recompute::none});
-    cases.push_back({1, 4, 1, 1, zero, false, Recompute::full});
+    cases.push_back({1, 1, 1, 1, zero, false, none});
+    cases.push_back({1, 1, 2, 1, zero, false, full});
+    cases.push_back({2, 1, 2, 1, zero, true, full});
+    cases.push_back({2, 1, 1, 1, zero, false, none});
+    cases.push_back({1, 2, 2, 1, zero, false, none});
+    cases.push_back({1, 2, 2, 1, zero, false, none, ScheduleKind::gpipe});
+    cases.push_back({2, 2, 1, 2, zero, false, full});
+    cases.push_back({2, 2, 2, 1, zero, true, none});
+    cases.push_back({1, 3, 1, 1, zero, false, full});
+    cases.push_back({1, 2, 1, 3, zero, false, none});
+    cases.push_back({1, 2, 2, 1, zero, false, none, ScheduleKind::one_f_one_b, {4, 2}});
+    cases.push_back({2, 2, 1, 2, zero, true, full, ScheduleKind::interleaved, {2, 1, 1, 2}});
   }
+  cases.push_back({4, 1, 1, 1, 0, true, none});
+  cases.push_back({4, 1, 2, 1, 3, false, full});
+  cases.push_back({1, 3, 2, 2, 2, false, full});
+  cases.push_back({2, 3, 1, 1, 1, true, none, ScheduleKind::gpipe});
+  return cases;
+}
+
+// A backend that records the size of every allocation the calling thread (one
+// in-process rank) asks for.
+thread_local std::vector<int64_t>* t_allocations = nullptr;
+void* recording_alloc(int64_t bytes) {
+  if (t_allocations != nullptr) t_allocations->push_back(bytes);
+  return cpu_backend().alloc(bytes);
+}
+const Backend& recording_backend() {
+  static const Backend b = [] {
+    Backend r = cpu_backend();
+    r.name = "cpu-recording";
+    r.alloc = recording_alloc;
+    return r;
+  }();
+  return b;
+}
+
+// The planner's view of the run: fp32, the runtime's stack (no fused
+// attention, no dropout), no allowances.
+Cluster runtime_cluster() {
+  Cluster cl;
+  cl.stack.flash_attention = false;
+  cl.stack.dropout = false;
+  cl.memory.fragmentation = 0;
+  cl.memory.reserved_bytes = 0;
+  return cl;
+}
+
+TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
+  const std::vector<Case> cases = sweep();
+  std::printf("bytes of rank 0 by class: parameters gradients optimizer zero_staging comm_buckets zero_gather "
+              "activations workspace\n");
+  ASSERT_GE(cases.size(), 40u);
+  int ranks_checked = 0;
   for (const Case& c : cases) {
     const RunConfig cfg = config_for(c);
     const int world_size = c.tp * c.pp * c.dp;
     const Status checked = check_layout(cfg.parallel, cfg.model, cfg.train.global_batch, world_size);
-    ASSERT_TRUE(checked.is_ok()) << checked.message();
+    ASSERT_TRUE(checked.is_ok()) << describe(c) << ": " << checked.message();
     const ParallelLayout layout = with_world_size(cfg.parallel, world_size);
+    const ModelSpec spec(cfg.model);
+    const Workload w{cfg.model, cfg.train.global_batch, Precision::fp32};
+    MemoryTables planner(spec, w, runtime_cluster());
     std::mutex mu;
     InProcessWorld::run(layout.world(), [&](Communicator& world) {
       omp_set_num_threads(1);
       ProcessGroups groups(world, layout);
-      Engine engine(cfg, cpu_backend(), groups.groups());
-      const MemoryReport got = engine.memory();
-      const RankMemoryEstimate est = estimate_rank_memory(cfg, layout, layout.coord(world.rank()));
+      std::vector<int64_t> allocations;
+      t_allocations = &allocations;
+      MemoryReport got;
+      {
+        Engine engine(cfg, recording_backend(), groups.groups());
+        got = engine.memory();
+      }
+      t_allocations = nullptr;
+      const ParallelLayout::Coord coord = layout.coord(world.rank());
+      const MemoryReport est = estimate_rank_memory(cfg, layout, coord);
       std::lock_guard<std::mutex> lock(mu);
-      const std::string where = "tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " dp " +
-                                std::to_string(c.dp) + " vpp " + std::to_string(c.vpp) + " zero " +
-                                std::to_string(c.zero) + " rank " + std::to_string(world.rank());
-      EXPECT_EQ(est.params, got.params) << where;
-      EXPECT_EQ(est.grads, got.grads) << where;
-      EXPECT_EQ(est.optimizer, got.optimizer) << where;
-      EXPECT_EQ(est.activations, got.activations) << where;
-      EXPECT_EQ(est.workspace, got.workspace) << where;
+      const MemoryReport plan = planner.rank_plan(layout, coord.pp, coord.dp);
+      const std::string where = describe(c) + ", rank " + std::to_string(world.rank());
+      std::vector<int64_t> want;
+      for (MemoryClass k : kAllMemoryClasses) {
+        EXPECT_EQ(plan[k], est[k]) << where << ": " << memory_class_name(k) << " (planner vs memory check)";
+        EXPECT_EQ(plan[k], got[k]) << where << ": " << memory_class_name(k) << " (planner vs engine)";
+        if (plan[k] > 0) want.push_back(plan[k]);
+      }
+      EXPECT_EQ(allocations, want) << where << ": the allocations the backend saw, in class order";
+      if (world.rank() == 0) {  // the comparison's record: rank 0 of every layout
+        std::printf("%s: %s (= planner, %d ranks checked)\n", describe(c).c_str(),
+                    fmt::format("{}", fmt::join(got.bytes, " ")).c_str(), layout.world());
+      }
+      ++ranks_checked;
     });
   }
+  EXPECT_GT(ranks_checked, 150);
 }
 
 }  // namespace

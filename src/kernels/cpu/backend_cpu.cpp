@@ -1,4 +1,5 @@
-// The CPU backend table: fp32 instantiations of the kernels in cpu_ops.h.
+// The CPU backend table: fp32 instantiations of the kernels in cpu_ops.h,
+// over device memory that is plain host memory (memory.cpp).
 #include <string_view>
 
 #include "kernels/backend.h"
@@ -14,6 +15,11 @@ const Backend& cpu_backend() {
   static const Backend backend = {
       .name = "cpu",
       .gemm_library = "oneDNN dnnl_sgemm",
+      .addressing = DeviceAddressing{DeviceAddressing::Kind::host, nullptr},
+      .alloc = cpu::alloc,
+      .release = cpu::release,
+      .fill = cpu::fill,
+      .copy = cpu::copy,
       .gemm = cpu::gemm<float>,
       .linear_forward = cpu::linear_forward<float>,
       .linear_backward = cpu::linear_backward<float>,
@@ -34,8 +40,11 @@ const Backend& cpu_backend() {
       .ce_max = cpu::ce_max<float>,
       .ce_exp_sum = cpu::ce_exp_sum<float>,
       .ce_finalize = cpu::ce_finalize<float>,
-      .adamw = cpu::adamw<float>,
-      .sum_squares = cpu::sum_squares<float>,
+      .accumulate_sum = cpu::accumulate_sum,
+      .sum_squares = cpu::sum_squares_segments,
+      .count_nonfinite = cpu::count_nonfinite_segments,
+      .adamw = cpu::adamw_segments,
+      .cast = cpu::cast,
       .supports = cpu_supports,
   };
   return backend;
@@ -43,7 +52,10 @@ const Backend& cpu_backend() {
 
 const Backend* find_backend(std::string_view name) {
   if (name == "cpu") return &cpu_backend();
+  if (name == "cpu-guarded") return &cpu_guarded_backend();
   return nullptr;
 }
+
+std::string backend_names() { return "cpu, cpu-guarded"; }
 
 }  // namespace tera

@@ -65,11 +65,29 @@ template <typename T>
 void ce_finalize(T* losses, T* logits, const int32_t* targets, const T* rowmax, const T* sums, const T* target_logit,
                  int64_t N, int64_t valid, int64_t ld, int64_t v0, T dloss);
 
+// One AdamW update of a flat range with weight decay wd (the arithmetic of
+// ops.h's AdamWFn); the backend's multi-tensor adamw calls it per segment.
 template <typename T>
-void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a);
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd);
+// How many elements of the range the update would make non-finite (p, m or
+// v), computed with the same arithmetic, writing nothing.
+int64_t adamw_nonfinite(const float* param, const float* grad, const float* m, const float* v, int64_t n,
+                        const AdamWArgs& a, float wd);
 
 template <typename T>
 double sum_squares(const T* x, int64_t n);
+int64_t count_nonfinite(const float* x, int64_t n);
+
+// The backend entries over host-addressable memory (memory.cpp, elementwise.cpp).
+void* alloc(int64_t bytes);
+void release(void* p);
+void fill(void* dst, DType t, double value, int64_t n);
+void copy(void* dst, const void* src, int64_t bytes, CopyKind kind);
+void cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);
+void accumulate_sum(double* acc, const float* x, int64_t n);
+void sum_squares_segments(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
+void count_nonfinite_segments(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
+void adamw_segments(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite);
 
 }  // namespace tera::cpu
 
