@@ -24,7 +24,8 @@ constexpr uint64_t kMaxMetaBytes = uint64_t{1} << 30;
 json model_config_to_json(const ModelConfig& m) {
   return json{{"layers", m.layers},   {"hidden", m.hidden},         {"heads", m.heads},
               {"seq_len", m.seq_len}, {"vocab", m.vocab},           {"ffn_hidden", m.ffn()},
-              {"vocab_align", m.vocab_align}, {"kv_heads", m.kv()},      {"mlp", mlp_kind_name(m.mlp)}};
+              {"vocab_align", m.vocab_align}, {"kv_heads", m.kv()},      {"mlp", mlp_kind_name(m.mlp)},
+              {"attention", attention_kind_name(m.attention)}};
 }
 
 Expected<ModelConfig> model_config_from_json(const json& j, const std::string& what) {
@@ -50,6 +51,12 @@ Expected<ModelConfig> model_config_from_json(const json& j, const std::string& w
     auto k = parse_mlp_kind(j["mlp"].get<std::string>());
     if (!k) return Status::error(what + ": model.mlp: " + k.error());
     m.mlp = *k;
+  }
+  if (j.contains("attention")) {  // absent in files written before flash attention: the default
+    if (!j["attention"].is_string()) return Status::error(what + ": model.attention must be a string");
+    auto k = parse_attention_kind(j["attention"].get<std::string>());
+    if (!k) return Status::error(what + ": model.attention: " + k.error());
+    m.attention = *k;
   }
   if (Status s = validate_model_config(m); !s) return Status::error(what + ": " + s.message());
   return m;

@@ -143,7 +143,7 @@ MpiLink measure_mpi_link(Communicator& world, double budget) {
 struct StepOps {
   double gemm_s = 0;                                // GEMM-class time under the cluster
   double memory_ops = 0, memory_bytes = 0;          // memory-bound ops outside attention
-  double attention_ops = 0, attention_flops = 0, attention_bytes = 0;  // matmul FLOPs, softmax bytes
+  double attention_ops = 0, attention_flops = 0, attention_bytes = 0;  // matmul (or fused kernel) FLOPs, softmax bytes
 };
 
 StepOps count_step_ops(const ModelConfig& mc, int64_t mb, int64_t m, const Cluster& c) {
@@ -152,6 +152,7 @@ StepOps count_step_ops(const ModelConfig& mc, int64_t mb, int64_t m, const Clust
   o.B = mb;
   o.T = mc.seq_len;
   o.act_bytes = 4;
+  o.flash_attention = c.stack.flash_attention;
   StepOps s;
   auto add = [&](const PartOps& p, double times) {
     for (const PassOps* pass : {&p.fwd, &p.bwd}) {
@@ -162,7 +163,7 @@ StepOps count_step_ops(const ModelConfig& mc, int64_t mb, int64_t m, const Clust
           s.memory_bytes += times * op.bytes;
         } else if (op.cls == OpClass::attention) {
           s.attention_ops += times;
-          if (op.m > 0) s.attention_flops += times * op.flops;
+          if (op.m > 0 || op.fused_attention) s.attention_flops += times * op.flops;
           else s.attention_bytes += times * op.bytes;
         }
       }
@@ -382,7 +383,7 @@ Cluster base_cluster(const Measured& m) {
   c.node.nics = 1;
   c.node.nic_bw = (m.mpi ? m.link.bw : m.bw / 2) * ranks;  // per GPU: nic_bw * nics / gpus = the link
   c.eff.gemm_half_dim = m.fit.half_dim;
-  c.eff.flash = 0.5;  // unused: the CPU runtime has no fused attention kernel
+  c.eff.flash = 0.5;  // until the in-training runs fit it (fit_attention)
   c.eff.intra_link = c.eff.inter_link = 1.0;
   c.eff.alpha_intra = c.eff.alpha_inter = m.mpi ? m.link.alpha : 2e-6;
   return c;
@@ -444,53 +445,70 @@ std::vector<StepOps> fit_gemm_and_memory(const Measured& m, Cluster* c) {
   return counted;
 }
 
-// Attention inside training steps: the fraction of peak on its matmul FLOPs
-// and the per-score (softmax) cost together; if the two references cannot
-// separate them, the matmuls carry it all. Prints the fitted efficiencies.
+// Attention inside training steps. The runtime's flash kernel (model.attention
+// = "flash", the default) is one fused op per pass, priced at the flash
+// efficiency on the FLOPs it performs: fitted as their ratio to peak after the
+// per-op overhead. Naive attention's matmuls and softmax are fitted apart (the
+// fraction of peak on the matmul FLOPs, the per-score cost), or, if the two
+// references cannot separate them, the matmuls carry it all. A fraction of
+// peak lies in (0, 1]: on a busy machine the reference steps' attention can
+// leave no time after the other terms (no estimate: priced as gemm_max) or run
+// faster than the measured peak allows (bounded at 1); either is said.
 void fit_attention(const Measured& m, const std::vector<StepOps>& counted, Cluster* c) {
-  std::vector<AttentionSample2> att2;  // matmuls and softmax apart
-  std::vector<AttentionSample> att;    // softmax priced at hbm, matmuls carry the rest
-  for (size_t i = 0; i < m.insitu.size(); ++i) {
-    const StepOps& ops = counted[i];
-    const double overhead = ops.attention_ops * c->eff.kernel_overhead;
-    att2.push_back({ops.attention_flops, ops.attention_bytes, overhead, m.insitu[i].attention_s});
-    att.push_back({ops.attention_flops, overhead + ops.attention_bytes / (c->gpu.hbm_bw * c->eff.hbm),
-                   m.insitu[i].attention_s});
+  double* fitted = c->stack.flash_attention ? &c->eff.flash : &c->eff.attention;
+  std::vector<AttentionSample> att;  // the time left for the matmuls (fused: all of it after the overhead)
+  if (c->stack.flash_attention) {
+    for (size_t i = 0; i < m.insitu.size(); ++i) {
+      att.push_back({counted[i].attention_flops, counted[i].attention_ops * c->eff.kernel_overhead, m.insitu[i].attention_s});
+    }
+    *fitted = fit_attention_efficiency(att, c->gpu.peak_flops_32);
+  } else {
+    std::vector<AttentionSample2> att2;  // matmuls and softmax apart
+    for (size_t i = 0; i < m.insitu.size(); ++i) {
+      const StepOps& ops = counted[i];
+      const double overhead = ops.attention_ops * c->eff.kernel_overhead;
+      att2.push_back({ops.attention_flops, ops.attention_bytes, overhead, m.insitu[i].attention_s});
+      att.push_back({ops.attention_flops, overhead + ops.attention_bytes / (c->gpu.hbm_bw * c->eff.hbm),
+                     m.insitu[i].attention_s});
+    }
+    if (!fit_attention_two(att2, c->gpu.peak_flops_32, c->gpu.hbm_bw, &c->eff.attention, &c->eff.softmax) ||
+        c->eff.attention > 1 || c->eff.softmax > 1) {
+      c->eff.softmax = 0;
+      c->eff.attention = fit_attention_efficiency(att, c->gpu.peak_flops_32);
+    }
   }
-  if (!fit_attention_two(att2, c->gpu.peak_flops_32, c->gpu.hbm_bw, &c->eff.attention, &c->eff.softmax) ||
-      c->eff.attention > 1 || c->eff.softmax > 1) {
-    c->eff.softmax = 0;
-    c->eff.attention = fit_attention_efficiency(att, c->gpu.peak_flops_32);
-  }
-  // A fraction of peak lies in (0, 1]. On a busy machine the reference
-  // steps' attention can leave no time after the other terms (no estimate:
-  // priced as the GEMMs are) or run faster than the measured peak allows
-  // (the peak was underestimated: bounded at 1). Either is said.
   std::string note;
-  if (!(c->eff.attention > 0)) {
-    c->eff.attention = c->eff.gemm_max;
+  if (!(*fitted > 0)) {
+    *fitted = c->eff.gemm_max;
     note = "; attention left no time after the other terms (a noisy machine?): priced as gemm_max";
-  } else if (c->eff.attention > 1) {
-    note = fmt::format("; attention measured at {:.3g} of the measured peak (a noisy peak?): bounded at 1", c->eff.attention);
-    c->eff.attention = 1;
+  } else if (*fitted > 1) {
+    note = fmt::format("; attention measured at {:.3g} of the measured peak (a noisy peak?): bounded at 1", *fitted);
+    *fitted = 1;
   }
-  fmt::print("  fitted: gemm_max {:.3g}, hbm {:.3g} of triad, kernel overhead {:.2f} us, attention {:.3g} of peak, "
-             "softmax {:.3g} of triad{}{}\n",
-             c->eff.gemm_max, c->eff.hbm, c->eff.kernel_overhead * 1e6, c->eff.attention, c->eff.softmax,
-             c->eff.softmax > 0 ? "" : " (not separable: as hbm)", note);
+  if (c->stack.flash_attention) {
+    fmt::print("  fitted: gemm_max {:.3g}, hbm {:.3g} of triad, kernel overhead {:.2f} us, flash attention {:.3g} of "
+               "peak{}\n",
+               c->eff.gemm_max, c->eff.hbm, c->eff.kernel_overhead * 1e6, c->eff.flash, note);
+  } else {
+    fmt::print("  fitted: gemm_max {:.3g}, hbm {:.3g} of triad, kernel overhead {:.2f} us, attention {:.3g} of peak, "
+               "softmax {:.3g} of triad{}{}\n",
+               c->eff.gemm_max, c->eff.hbm, c->eff.kernel_overhead * 1e6, c->eff.attention, c->eff.softmax,
+               c->eff.softmax > 0 ? "" : " (not separable: as hbm)", note);
+  }
 }
 
 // The `local` preset fitted from the measurements, in order: links, memory-bound
 // ops alone, then the in-training classes; prints each fit.
 Cluster fit_cluster(const Measured& m) {
   Cluster c = base_cluster(m);
+  // The stack the runtime's reference runs used: its default attention, no dropout.
+  c.stack.flash_attention = ModelConfig{}.attention == AttentionKind::flash;
+  c.stack.dropout = false;
   if (m.mpi) fit_all_reduce(m, &c);
   c.eff.gemm_max = 1.0;  // until the in-training runs below set it
   fit_memory_alone(m, &c);
   const std::vector<StepOps> counted = fit_gemm_and_memory(m, &c);
   fit_attention(m, counted, &c);
-  c.stack.flash_attention = false;
-  c.stack.dropout = false;  // tera's CPU runtime has no dropout
   c.memory.reserved_bytes = 0.25 * (1 << 30);
   c.memory.fragmentation = 0.05;
   return c;

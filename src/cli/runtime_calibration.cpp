@@ -167,7 +167,7 @@ Expected<InSituTimes> time_training(const Backend& inner, const ModelConfig& mod
     if (s < warmup || st.seconds >= t.step_s) continue;
     t.step_s = st.seconds;
     t.gemm_s = sum({"gemm", "linear_forward", "linear_backward"});
-    t.attention_s = sum({"attention_forward", "attention_backward"});
+    t.attention_s = sum({"attention_forward", "attention_backward", "flash_attention_forward", "flash_attention_backward"});
     t.memory_s = sum({"layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward", "bias_residual",
                       "residual_forward", "embedding_lookup", "embedding_lookup_backward", "position_add",
                       "position_add_backward", "ce_max", "ce_exp_sum", "ce_finalize"});

@@ -83,6 +83,15 @@ std::vector<Field> schema() {
            c.mlp_error = k.error();
          }
        }},
+      {"model.attention", Kind::string,
+       [](R c, const toml::node& n) {
+         auto k = parse_attention_kind(n.as_string()->get());
+         if (k.ok()) {
+           c.model.attention = *k;
+         } else {
+           c.attention_error = k.error();
+         }
+       }},
       {"model.vocab_align", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab_align; })},
       {"train.steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.steps; })},
       {"train.micro_batch", Kind::integer, i32("train.micro_batch", [](R c) -> int& { return c.parallel.micro_batch; })},
@@ -244,6 +253,7 @@ Status apply_override(toml::table& root, const std::string& kv) {
 Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   auto err = [&](const std::string& msg) { return Status::error(src + ": " + msg); };
   if (!c.mlp_error.empty()) return err(c.mlp_error);
+  if (!c.attention_error.empty()) return err(c.attention_error);
   if (Status s = validate_model_config(c.model); !s) return err(s.message());
   if (Status s = check_runtime_supports(c.model); !s) return err(s.message());
   const TrainConfig& t = c.train;
@@ -389,6 +399,7 @@ std::string run_config_to_toml(const RunConfig& c) {
   s += fmt::format("vocab_align = {}\n", c.model.vocab_align);
   if (c.model.kv_heads > 0) s += fmt::format("kv_heads = {}\n", c.model.kv_heads);
   if (c.model.mlp != MlpKind::standard) s += fmt::format("mlp = \"{}\"\n", mlp_kind_name(c.model.mlp));
+  s += fmt::format("attention = \"{}\"\n", attention_kind_name(c.model.attention));
   const TrainConfig& t = c.train;
   s += fmt::format(
       "\n[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = {}\nmin_lr = {}\nwarmup = {}\n"

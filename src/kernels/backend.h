@@ -39,6 +39,8 @@ namespace tera {
   X(gelu_backward, GeluBackwardFn, required)                  \
   X(attention_forward, AttentionForwardFn, required)          \
   X(attention_backward, AttentionBackwardFn, required)        \
+  X(flash_attention_forward, FlashAttentionForwardFn, required) \
+  X(flash_attention_backward, FlashAttentionBackwardFn, required) \
   X(residual_forward, ResidualForwardFn, required)            \
   X(cross_entropy, CrossEntropyFn, optional) /* fused; training uses ce_* */ \
   X(softmax_row, SoftmaxRowFn, required)                      \

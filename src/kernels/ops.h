@@ -49,14 +49,29 @@ using LayerNormBackwardFn = void (*)(float* dx, float* dg, float* db, const floa
 using GeluForwardFn = void (*)(float* out, const float* x, int64_t n);
 using GeluBackwardFn = void (*)(float* dx, const float* x, const float* dout, int64_t n);  // overwrite
 
-// Causal self-attention over local heads.
-// qkv[B,T,3C] holds q | k | v, head h at columns [h*hs, (h+1)*hs) of each part;
-// out[B,T,C]; probs[B,H,T,T] (softmax rows, zero above the diagonal) saved.
-using AttentionForwardFn = void (*)(float* out, float* probs, const float* qkv, int64_t B, int64_t T,
-                                    int64_t C, int64_t H);
-// dqkv[B,T,3C] (overwrite) from dout[B,T,C].
+// Causal self-attention over local heads, with grouped keys and values
+// (grouped-query attention: KV key/value heads shared by H query heads; KV = H
+// is plain multi-head attention). qkv[B,T,(H+2KV)*hs] holds q (H heads) | k
+// (KV heads) | v (KV heads), head j of a part at columns [j*hs, (j+1)*hs) of
+// it; query head h attends with key/value head h / (H/KV). out[B,T,H*hs].
+// Scores are scaled by 1/sqrt(hs).
+//
+// naive: the probabilities probs[B,H,T,T] (softmax rows, zero above the
+// diagonal) are saved for backward.
+using AttentionForwardFn = void (*)(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H,
+                                    int64_t KV, int64_t hs);
+// dqkv[B,T,(H+2KV)*hs] (overwrite) from dout[B,T,H*hs].
 using AttentionBackwardFn = void (*)(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                                     int64_t B, int64_t T, int64_t C, int64_t H);
+                                     int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
+// flash (Dao et al. 2022): tiles of queries and keys with an online softmax;
+// only out and the row log-sum-exp lse[B,H,T] (log of the sum of exp of the
+// scaled scores) are saved, no T x T matrix.
+using FlashAttentionForwardFn = void (*)(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+                                         int64_t KV, int64_t hs);
+// dqkv (overwrite) from dout, recomputing each probability from qkv and lse;
+// out gives D_t = dout_t . out_t.
+using FlashAttentionBackwardFn = void (*)(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                          const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
 
 // out[n] = a[n] + b[n]   (out may alias a).
 using ResidualForwardFn = void (*)(float* out, const float* a, const float* b, int64_t n);

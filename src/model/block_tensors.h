@@ -34,13 +34,15 @@ struct BlockWeights {
 };
 
 // What one block's forward writes for a micro-batch (ModelSpec::
-// block_activations of a GPT-2 block without flash attention or dropout).
+// block_activations of a GPT-2 block without dropout): the attention keeps
+// its probabilities (naive) or its row log-sum-exp (flash), not both.
 struct BlockActs {
   float* ln1;       // [Nt, C]        LN_1(x), this rank's tokens under sp
   float* ln1_mean;  // [Nt]
   float* ln1_rstd;  // [Nt]
   float* qkv;       // [N, 3Cl]
-  float* probs;     // [B, Hl, T, T]  attention probabilities
+  float* probs;     // [B, Hl, T, T]  attention probabilities (naive attention)
+  float* lse;       // [B, Hl, T]     row log-sum-exp of the scores (flash attention)
   float* atty;      // [N, Cl]        attention output of the local heads
   float* res1;      // [Nt, C]        x + attention
   float* ln2;       // [Nt, C]
@@ -56,6 +58,7 @@ template <typename S>
 struct TensorRow {
   std::string_view name;
   float* S::*field;
+  bool optional = false;  // a list may lack it (then the field stays null)
 };
 
 // Parameters, named as in ModelSpec::params() less the "h.<layer>." prefix.
@@ -83,7 +86,8 @@ inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
     {"ln1_mean", &BlockActs::ln1_mean},
     {"ln1_rstd", &BlockActs::ln1_rstd},
     {"qkv", &BlockActs::qkv},
-    {"probs", &BlockActs::probs},
+    {"probs", &BlockActs::probs, true},
+    {"softmax_lse", &BlockActs::lse, true},
     {"atty", &BlockActs::atty},
     {"res1", &BlockActs::res1},
     {"ln2", &BlockActs::ln2},
@@ -119,7 +123,8 @@ std::vector<size_t> match_rows(const std::array<TensorRow<S>, R>& rows, const st
     index.push_back(r);
   }
   for (size_t r = 0; r < R; ++r) {
-    TERA_ASSERT(matched[r], std::string(what) + ": the row " + std::string(rows[r].name) + " of model/block_tensors.h is not in the list");
+    TERA_ASSERT(matched[r] || rows[r].optional,
+                std::string(what) + ": the row " + std::string(rows[r].name) + " of model/block_tensors.h is not in the list");
   }
   return index;
 }

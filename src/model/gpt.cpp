@@ -62,9 +62,15 @@ void Gpt::init_buffers(int slot_count) {
 // of which valid_vocab are real (the rest is padding).
 void Gpt::derive_local_sizes() {
   const int64_t p = tp_.size();
-  opts_ = ActivationOptions{.tp = p, .sequence_parallel = tp_.sequence_parallel(), .recompute = opts_.recompute};
+  opts_ = ActivationOptions{.tp = p,
+                            .sequence_parallel = tp_.sequence_parallel(),
+                            .recompute = opts_.recompute,
+                            .flash_attention = spec_.config().attention == AttentionKind::flash};
   Cl_ = divide(spec_.config().hidden, p);
   Hl_ = divide(spec_.config().heads, p);
+  KVl_ = divide(spec_.config().kv(), p);
+  hs_ = spec_.config().head_size();
+  Ql_ = spec_.qkv_width_local(p);
   Fl_ = divide(spec_.config().ffn(), p);
   Vl_ = spec_.padded_vocab(p) / p;
   v0_ = tp_.rank() * Vl_;
@@ -98,6 +104,7 @@ void Gpt::bind_recompute_working_set(const DeviceArena& acts) {
   if (opts_.recompute != Recompute::full || plan().num_layers() == 0) return;
   const NamedViews v = views_of(acts, "recompute.", spec_.block_activations(max_batch_, spec_.config().seq_len, opts_), 0);
   recompute_acts_ = bind_by_name(kBlockActRows, v.names, v.ptrs, "block_activations");
+  check_attention_buffers(recompute_acts_);
 }
 
 // Each slot's views (memory_plan.h names them): the stage's boundary
@@ -145,10 +152,18 @@ void Gpt::bind_slots(const DeviceArena& acts, int slot_count) {
                                         "saved_block_activations (full recompute)", recompute_acts_));
       } else {
         s.blocks.push_back(bind_by_name(kBlockActRows, v.names, v.ptrs, "saved_block_activations"));
+        check_attention_buffers(s.blocks.back());
       }
     }
     slots_.push_back(std::move(s));
   }
+}
+
+// The attention keeps what its kind needs for backward: the probabilities
+// (naive) or the row log-sum-exp (flash).
+void Gpt::check_attention_buffers(const BlockActs& a) const {
+  TERA_ASSERT(opts_.flash_attention ? a.lse != nullptr : a.probs != nullptr,
+              std::string("the memory plan has no ") + (opts_.flash_attention ? "softmax_lse" : "probs") + " buffer");
 }
 
 // Scratch shared by all micro-batches (ModelSpec::workspace; the head-only
@@ -316,8 +331,12 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   // Attention: column-parallel QKV over local heads, row-parallel output projection.
   be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt, C);
-  be_.linear_forward(a.qkv, gathered(a.ln1, N), w.qkv_w, w.qkv_b, N, C, 3 * Cl_);
-  be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Cl_, Hl_);
+  be_.linear_forward(a.qkv, gathered(a.ln1, N), w.qkv_w, w.qkv_b, N, C, Ql_);
+  if (opts_.flash_attention) {
+    be_.flash_attention_forward(a.atty, a.lse, a.qkv, B, T, Hl_, KVl_, hs_);
+  } else {
+    be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Hl_, KVl_, hs_);
+  }
   be_.linear_forward(partial_sum_buffer(a.res1), a.atty, w.proj_w, nullptr, N, Cl_, C);
   reduce_partial_sum(a.res1, N);
   be_.bias_residual(a.res1, a.res1, w.proj_b, x, Nt, C);
@@ -360,8 +379,12 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   be_.layernorm_backward(dres, g.ln2_g, g.ln2_b, reduce_input_grad(), a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, Nt, C);
   // Attention: res1 = x + reduce(atty @ Wo^T) + b; dres now holds d(res1) = d(x) through the skip.
   be_.linear_backward(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, N, Cl_, C);
-  be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, Cl_, Hl_);
-  be_.linear_backward(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, N, C, 3 * Cl_);
+  if (opts_.flash_attention) {
+    be_.flash_attention_backward(dwide, dnarrow, a.qkv, a.atty, a.lse, B, T, Hl_, KVl_, hs_);
+  } else {
+    be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, Hl_, KVl_, hs_);
+  }
+  be_.linear_backward(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, N, C, Ql_);
   be_.layernorm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt, C);
 }
 

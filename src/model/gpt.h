@@ -164,6 +164,7 @@ class Gpt {
   void bind_recompute_working_set(const DeviceArena& acts);
   void bind_slots(const DeviceArena& acts, int slots);
   void bind_workspace(const DeviceArena& work);
+  void check_attention_buffers(const BlockActs& a) const;
   void bind_block_weight_offsets();
   void bind_wte_io_offsets();
   // The head's logits of rows [0, N) of the LN_f input x into ws_.logits.
@@ -217,7 +218,9 @@ class Gpt {
   TensorParallel& tp_;
   RankMemory& rank_memory_;
   ActivationOptions opts_;
-  int64_t Cl_, Hl_, Fl_, Vl_, v0_, valid_vocab_;  // local widths; this rank's vocabulary columns [v0, v0 + Vl)
+  // Local widths (heads Hl, key/value heads KVl of hs each, qkv width Ql);
+  // this rank's vocabulary columns [v0, v0 + Vl).
+  int64_t Cl_, Hl_, KVl_, hs_, Ql_, Fl_, Vl_, v0_, valid_vocab_;
   double* step_scalars_ = nullptr;                // [step_scalar_count_] f64, device
   int64_t step_scalar_count_ = 0;
   std::vector<Slot> slots_;                        // [slot]

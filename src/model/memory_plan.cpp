@@ -159,6 +159,8 @@ void plan_workspace(const ModelSpec& spec, const MemoryPlanInput& in, MemoryPlan
 
 MemoryPlan plan_memory(const ModelSpec& spec, const MemoryPlanInput& in) {
   TERA_ASSERT(in.act.dtype == in.compute, "activations are kept in the compute dtype");
+  TERA_ASSERT(in.act.flash_attention == (spec.config().attention == AttentionKind::flash),
+              "the plan's attention is the model's (model.attention)");
   MemoryPlan plan;
   for (MemoryClass c : kAllMemoryClasses) plan.mutable_arena(c) = ArenaLayout(memory_class_name(c));
   plan_parameter_state(in, plan);
@@ -230,6 +232,7 @@ MemoryPlan resident_memory_plan(const ModelSpec& spec, const ParamTable& table, 
   in.micro_batch = micro_batch;
   in.seq_len = spec.config().seq_len;
   in.act = act;
+  in.act.flash_attention = spec.config().attention == AttentionKind::flash;  // the model's own
   in.stage = table.plan();
   in.slots = 1;
   return plan_memory(spec, in);

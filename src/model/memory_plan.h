@@ -89,7 +89,8 @@ class MemoryPlan {
 MemoryPlan plan_memory(const ModelSpec& spec, const MemoryPlanInput& in);
 // The plan of a rank that keeps its table's parameters and gradients
 // resident (dp 1, ZeRO 0) with one micro-batch of up to `micro_batch`
-// sequences in flight per chunk: one-process models and unit tests.
+// sequences in flight per chunk: one-process models and unit tests (the
+// attention kind is the model's, whatever `act` says).
 MemoryPlan resident_memory_plan(const ModelSpec& spec, const ParamTable& table, int64_t micro_batch,
                                 const ActivationOptions& act = {});
 

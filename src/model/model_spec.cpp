@@ -76,6 +76,15 @@ Expected<MlpKind> parse_mlp_kind(const std::string& name) {
   return Status::error("model.mlp = \"" + name + "\" is not a known MLP; choose \"standard\" (GPT-2) or \"gated\" (SwiGLU)");
 }
 
+const char* attention_kind_name(AttentionKind k) { return k == AttentionKind::flash ? "flash" : "naive"; }
+
+Expected<AttentionKind> parse_attention_kind(const std::string& name) {
+  if (name == "flash") return AttentionKind::flash;
+  if (name == "naive") return AttentionKind::naive;
+  return Status::error("model.attention = \"" + name +
+                       "\" is not a known attention; choose \"flash\" (tiles, no T x T matrix kept) or \"naive\"");
+}
+
 Status check_runtime_supports(const ModelConfig& c) {
   if (c.kv() != c.heads) {
     return Status::error("model.kv_heads = " + std::to_string(c.kv_heads) +

@@ -27,6 +27,14 @@ enum class MlpKind { standard, gated };
 const char* mlp_kind_name(MlpKind k);                       // "standard", "gated"
 Expected<MlpKind> parse_mlp_kind(const std::string& name);  // message names model.mlp
 
+// How the runtime computes attention (kernels/ops.h): naive keeps the T x T
+// probabilities for backward, flash keeps only the row log-sum-exp and
+// recomputes (Dao et al. 2022). Same model, same parameters: checkpoints
+// move freely between the two.
+enum class AttentionKind { naive, flash };
+const char* attention_kind_name(AttentionKind k);                       // "naive", "flash"
+Expected<AttentionKind> parse_attention_kind(const std::string& name);  // message names model.attention
+
 struct ModelConfig {
   int64_t layers = 0;
   int64_t hidden = 0;
@@ -37,6 +45,10 @@ struct ModelConfig {
   int64_t vocab_align = 64; // embedding rows are padded to a multiple of this
   int64_t kv_heads = 0;     // 0 means heads; fewer is grouped-query attention (Llama 2/3)
   MlpKind mlp = MlpKind::standard;
+  // A runtime choice, not part of the model's identity (==). Flash by
+  // default: it equals naive to fp32 rounding (tests/model/test_gpt_gradcheck,
+  // tests/train: every layout) and keeps no T x T matrix.
+  AttentionKind attention = AttentionKind::flash;
 
   int64_t ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int64_t head_size() const { return hidden / heads; }

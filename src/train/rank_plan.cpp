@@ -32,7 +32,8 @@ MemoryPlan rank_memory_plan(const RunConfig& cfg, const ParallelLayout& layout, 
   in.seq_len = cfg.model.seq_len;
   in.act = ActivationOptions{.tp = layout.tp,
                              .sequence_parallel = cfg.parallel.sequence_parallel,  // as the model takes it (tp_comm.h)
-                             .recompute = cfg.parallel.recompute};
+                             .recompute = cfg.parallel.recompute,
+                             .flash_attention = cfg.model.attention == AttentionKind::flash};
   in.stage = *plan;
   in.slots = sched->max_in_flight(coord.pp);
   return plan_memory(spec, in);

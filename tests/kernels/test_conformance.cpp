@@ -12,6 +12,7 @@
 // (+1 float) offset.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -241,13 +242,19 @@ TEST_P(Conformance, Gelu) {
   expect_within(dxf.host(), dx, tol_d, "gelu bwd fp32");
 }
 
+// Attention shapes {B, T, H, KV, hs}: multi-head, one head, grouped-query,
+// and T = 70, which spans more than one flash tile of queries (32) and keys (64).
+constexpr std::array<std::array<int64_t, 5>, 4> kAttentionShapes = {
+    {{2, 7, 3, 3, 4}, {1, 13, 1, 1, 10}, {2, 9, 4, 2, 3}, {1, 70, 2, 1, 5}}};
+
 TEST_P(Conformance, Attention) {
   Inputs in;
-  for (auto [B, T, C, H] : {std::array<int64_t, 4>{2, 7, 12, 3}, std::array<int64_t, 4>{1, 13, 10, 1}}) {
-    auto qkv = in.normal(B * T * 3 * C), R = in.normal(B * T * C);
+  for (auto [B, T, H, KV, hs] : kAttentionShapes) {
+    const int64_t C = H * hs, W = (H + 2 * KV) * hs;
+    auto qkv = in.normal(B * T * W), R = in.normal(B * T * C);
     std::vector<double> y(B * T * C), P(B * H * T * T);
     auto loss = [&] {
-      cpu::attention_forward<double>(y.data(), P.data(), qkv.data(), B, T, C, H);
+      cpu::attention_forward<double>(y.data(), P.data(), qkv.data(), B, T, H, KV, hs);
       return dot(y, R);
     };
     loss();
@@ -255,26 +262,78 @@ TEST_P(Conformance, Attention) {
     // Causality and normalisation: each probability row sums to 1 and is 0 above the diagonal.
     for (int64_t r = 0; r < B * H * T; ++r) {
       const int64_t t = r % T;
-      double s = 0;
+      double sum = 0;
       for (int64_t j = 0; j < T; ++j) {
         if (j > t) {
           ASSERT_EQ(P[r * T + j], 0.0);
         }
-        s += P[r * T + j];
+        sum += P[r * T + j];
       }
-      ASSERT_NEAR(s, 1.0, 1e-12);
+      ASSERT_NEAR(sum, 1.0, 1e-12);
     }
-    cpu::attention_backward<double>(dqkv.data(), R.data(), qkv.data(), P.data(), B, T, C, H);
-    fd_check(qkv, loss, dqkv, "attention dqkv");
+    cpu::attention_backward<double>(dqkv.data(), R.data(), qkv.data(), P.data(), B, T, H, KV, hs);
+    if (T <= 13) fd_check(qkv, loss, dqkv, "attention dqkv");
     // fp32: scores are dots of length hs, softmax sums of length T.
-    const int64_t hs = C / H;
     F32 qf(be(), qkv), Rf(be(), R), yf(be(), y.size()), Pf(be(), P.size()), dqf(be(), qkv.size());
-    be().attention_forward(yf.p, Pf.p, qf.p, B, T, C, H);
+    be().attention_forward(yf.p, Pf.p, qf.p, B, T, H, KV, hs);
     const double t = (hs + T + 8) * kEps32 * hs * 16.0;
     expect_within(Pf.host(), P_ref, uniform_tol(P_ref.size(), t), "attention probs fp32");
     expect_within(yf.host(), y_ref, uniform_tol(y_ref.size(), 4 * t), "attention out fp32");
-    be().attention_backward(dqf.p, Rf.p, qf.p, Pf.p, B, T, C, H);
+    be().attention_backward(dqf.p, Rf.p, qf.p, Pf.p, B, T, H, KV, hs);
     expect_within(dqf.host(), dqkv, uniform_tol(dqkv.size(), T * 16 * t), "attention dqkv fp32");
+  }
+}
+
+TEST_P(Conformance, FlashAttentionMatchesTheReferenceAndFiniteDifferences) {
+  // The fp64 flash kernels equal the fp64 naive ones up to rounding (the
+  // online softmax reorders the same sums: 1e-12 relative is ~1e4 ulps of
+  // slack), lse is the log of the softmax denominator computed directly, the
+  // flash backward passes its own finite-difference check; the backend's
+  // fp32 flash kernels meet the naive kernels' fp32 bounds plus one
+  // rescaling rounding per key tile.
+  Inputs in;
+  for (auto [B, T, H, KV, hs] : kAttentionShapes) {
+    const int64_t C = H * hs, W = (H + 2 * KV) * hs;
+    auto qkv = in.normal(B * T * W), R = in.normal(B * T * C);
+    std::vector<double> y(B * T * C), P(B * H * T * T), yf64(B * T * C), lse(B * H * T);
+    cpu::attention_forward<double>(y.data(), P.data(), qkv.data(), B, T, H, KV, hs);
+    auto loss = [&] {
+      cpu::flash_attention_forward<double>(yf64.data(), lse.data(), qkv.data(), B, T, H, KV, hs);
+      return dot(yf64, R);
+    };
+    loss();
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(yf64[i], y[i], 1e-12 * (1 + std::abs(y[i]))) << "flash out " << i;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / (H / KV);
+        for (int64_t t = 0; t < T; ++t) {
+          double z = 0;  // sum_s exp(S[t,s]) by the definition
+          for (int64_t s = 0; s <= t; ++s) {
+            double sc = 0;
+            for (int64_t i = 0; i < hs; ++i) sc += qkv[(b * T + t) * W + h * hs + i] * qkv[(b * T + s) * W + (H + g) * hs + i];
+            z += std::exp(sc * scale);
+          }
+          ASSERT_NEAR(lse[(b * H + h) * T + t], std::log(z), 1e-12 * (1 + std::abs(std::log(z)))) << "lse";
+        }
+      }
+    }
+    std::vector<double> dnaive(qkv.size()), dflash(qkv.size());
+    cpu::attention_backward<double>(dnaive.data(), R.data(), qkv.data(), P.data(), B, T, H, KV, hs);
+    cpu::flash_attention_backward<double>(dflash.data(), R.data(), qkv.data(), yf64.data(), lse.data(), B, T, H, KV, hs);
+    for (size_t i = 0; i < dnaive.size(); ++i) {
+      ASSERT_NEAR(dflash[i], dnaive[i], 1e-11 * (1 + std::abs(dnaive[i]))) << "flash dqkv " << i;
+    }
+    if (T <= 13) fd_check(qkv, loss, dflash, "flash attention dqkv");
+    F32 qf(be(), qkv), Rf(be(), R), yf(be(), y.size()), lf(be(), lse.size()), dqf(be(), qkv.size());
+    be().flash_attention_forward(yf.p, lf.p, qf.p, B, T, H, KV, hs);
+    const double tiles = static_cast<double>((T + 63) / 64);
+    const double t = (hs + T + tiles + 8) * kEps32 * hs * 16.0;
+    expect_within(yf.host(), y, uniform_tol(y.size(), 4 * t), "flash out fp32");
+    // lse = m + log l: |m| <= hs * 16 * scale, log l in [0, log T]; error of the scores (t) plus log's.
+    expect_within(lf.host(), lse, uniform_tol(lse.size(), t + 8 * kEps32 * (hs * 16 + std::log(T))), "flash lse fp32");
+    be().flash_attention_backward(dqf.p, Rf.p, qf.p, yf.p, lf.p, B, T, H, KV, hs);
+    expect_within(dqf.host(), dnaive, uniform_tol(dnaive.size(), T * 16 * t), "flash dqkv fp32");
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -43,12 +45,18 @@ TEST(BlockTensors, WeightRowsMatchModelSpecParameters) {
 }
 
 TEST(BlockTensors, ActRowsMatchBlockActivations) {
+  // Every row but one of the attention's optional pair: probs (naive) or softmax_lse (flash).
   const ModelSpec spec(small());
   for (bool sp : {false, true}) {
-    const ActivationOptions o{.tp = 2, .sequence_parallel = sp};
-    EXPECT_EQ(match_rows(kBlockActRows, names_of(spec.block_activations(2, 8, o)), "test").size(), kBlockActRows.size());
-    EXPECT_EQ(match_rows(kBlockActRows, names_of(spec.saved_block_activations(2, 8, o)), "test").size(),
-              kBlockActRows.size());
+    for (bool flash : {false, true}) {
+      const ActivationOptions o{.tp = 2, .sequence_parallel = sp, .flash_attention = flash};
+      const auto rows = match_rows(kBlockActRows, names_of(spec.block_activations(2, 8, o)), "test");
+      EXPECT_EQ(rows.size(), kBlockActRows.size() - 1);
+      EXPECT_EQ(match_rows(kBlockActRows, names_of(spec.saved_block_activations(2, 8, o)), "test").size(),
+                kBlockActRows.size() - 1);
+      const bool has_lse = std::any_of(rows.begin(), rows.end(), [](size_t r) { return kBlockActRows[r].name == "softmax_lse"; });
+      EXPECT_EQ(has_lse, flash);
+    }
   }
   const ActivationOptions full{.recompute = Recompute::full};
   EXPECT_EQ(match_rows(kFullRecomputeSavedRows, names_of(spec.saved_block_activations(2, 8, full)), "test").size(), 1u);
@@ -60,6 +68,7 @@ TEST(BlockTensors, BindByNameFollowsNamesNotPositions) {
   std::vector<std::string> names;
   std::vector<float*> ptrs;
   for (size_t r = kBlockActRows.size(); r-- > 0;) {
+    if (kBlockActRows[r].name == "softmax_lse") continue;  // an optional row left out: its field stays null
     names.emplace_back(kBlockActRows[r].name);
     ptrs.push_back(names.back() == "qkv" ? &a : &b);
   }
@@ -67,6 +76,7 @@ TEST(BlockTensors, BindByNameFollowsNamesNotPositions) {
   EXPECT_EQ(acts.qkv, &a);
   EXPECT_EQ(acts.ln1, &b);
   EXPECT_EQ(acts.out, &b);
+  EXPECT_EQ(acts.lse, nullptr);
 }
 
 TEST(BlockTensorsDeathTest, ATensorWithoutARowAsserts) {
@@ -77,9 +87,9 @@ TEST(BlockTensorsDeathTest, ATensorWithoutARowAsserts) {
 
 TEST(BlockTensorsDeathTest, ARowWithoutATensorAsserts) {
   const ModelSpec spec(small());
-  const ActivationOptions flash{.flash_attention = true};  // softmax_lse instead of probs
-  EXPECT_DEATH((void)match_rows(kBlockActRows, names_of(spec.block_activations(2, 8, flash)), "acts"),
-               "softmax_lse has no row");
+  const ActivationOptions dropout{.dropout = true};  // masks the runtime keeps no field for
+  EXPECT_DEATH((void)match_rows(kBlockActRows, names_of(spec.block_activations(2, 8, dropout)), "acts"),
+               "probs_dropout_mask has no row");
   std::vector<std::string> names = names_of(spec.block_activations(2, 8));
   names.pop_back();  // "out"
   EXPECT_DEATH((void)match_rows(kBlockActRows, names, "acts"), "the row out of model/block_tensors.h is not in the list");

@@ -27,8 +27,11 @@ Cluster plain_cluster() {
   return c;
 }
 
+// Naive attention, as plain_cluster's stack (no fused attention) prices it.
 ModelConfig small_gpt() {
-  return ModelConfig{.layers = 8, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 1000, .ffn_hidden = 0, .vocab_align = 8};
+  ModelConfig m{.layers = 8, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 1000, .ffn_hidden = 0, .vocab_align = 8};
+  m.attention = AttentionKind::naive;
+  return m;
 }
 
 TEST(MemoryModel, BlockParamsSplitLikeMegatron) {
@@ -94,13 +97,18 @@ TEST(MemoryModel, ZeroStagesHandWorked) {
 TEST(MemoryModel, SingleProcessIsTheResidentPlan) {
   // pp = tp = dp = 1: the planner's buffers are the one-process memory plan
   // (what Gpt allocates) plus the optimizer state, for every recompute
-  // policy and both precisions; activations are the whole model's tables.
-  const ModelSpec spec(small_gpt());
-  const Cluster cl = plain_cluster();
+  // policy, both precisions and both attention kinds (the stack's fused
+  // attention and the model's flash); activations are the whole model's tables.
+  for (bool flash : {false, true}) {
+  ModelConfig mc = small_gpt();
+  mc.attention = flash ? AttentionKind::flash : AttentionKind::naive;
+  const ModelSpec spec(mc);
+  Cluster cl = plain_cluster();
+  cl.stack.flash_attention = flash;
   const ParamTable table(spec);
   for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
     for (Precision prec : {Precision::fp32, Precision::mixed}) {
-      Workload w{small_gpt(), 12, prec};
+      Workload w{mc, 12, prec};
       ParallelLayout l;
       l.micro_batch = 3;
       l.recompute = rc;
@@ -108,11 +116,13 @@ TEST(MemoryModel, SingleProcessIsTheResidentPlan) {
       ActivationOptions o;
       o.recompute = rc;
       o.dtype = precision_bytes(prec).act;
+      o.flash_attention = flash;
       const MemoryPlan plan = resident_memory_plan(spec, table, 3, o);
       for (MemoryClass c : kAllMemoryClasses) EXPECT_EQ(m.plan[c], plan.bytes(c)) << recompute_name(rc) << " " << memory_class_name(c);
       const ActivationTableBytes t = activation_table_bytes(spec, 3, 32, o);
       EXPECT_EQ(m.plan[MemoryClass::activations], t.boundary[1 << 3] + 8 * t.saved_layer + t.working);
     }
+  }
   }
 }
 

@@ -38,12 +38,14 @@ struct Case {
   Recompute recompute;
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
   std::vector<int64_t> stage_layers = {};
+  AttentionKind attention = AttentionKind::naive;
 };
 
 std::string describe(const Case& c) {
-  std::string s = fmt::format("tp {} pp {} dp {} vpp {} zero {}{} {} {}", c.tp, c.pp, c.dp, c.vpp, c.zero,
+  std::string s = fmt::format("tp {} pp {} dp {} vpp {} zero {}{} {} {} {}", c.tp, c.pp, c.dp, c.vpp, c.zero,
                               c.sp ? " sp" : "", recompute_name(c.recompute),
-                              schedule_kind_name(c.vpp > 1 ? ScheduleKind::interleaved : c.schedule));
+                              schedule_kind_name(c.vpp > 1 ? ScheduleKind::interleaved : c.schedule),
+                              attention_kind_name(c.attention));
   if (!c.stage_layers.empty()) s += fmt::format(" stage_layers {}", fmt::join(c.stage_layers, " "));
   return s;
 }
@@ -64,6 +66,7 @@ RunConfig config_for(const Case& c) {
   cfg.parallel.sequence_parallel = c.sp;
   cfg.parallel.recompute = c.recompute;
   cfg.parallel.stage_layers = c.stage_layers;
+  cfg.model.attention = c.attention;
   return cfg;
 }
 
@@ -88,6 +91,13 @@ std::vector<Case> sweep() {
   cases.push_back({4, 1, 2, 1, 3, false, full});
   cases.push_back({1, 3, 2, 2, 2, false, full});
   cases.push_back({2, 3, 1, 1, 1, true, none, ScheduleKind::gpipe});
+  // Flash attention: the row log-sum-exp instead of the probabilities.
+  const AttentionKind flash = AttentionKind::flash;
+  for (int zero : {0, 3}) {
+    cases.push_back({1, 1, 1, 1, zero, false, none, ScheduleKind::one_f_one_b, {}, flash});
+    cases.push_back({2, 2, 2, 1, zero, true, full, ScheduleKind::one_f_one_b, {}, flash});
+    cases.push_back({1, 2, 1, 3, zero, false, none, ScheduleKind::interleaved, {}, flash});
+  }
   return cases;
 }
 
@@ -108,11 +118,11 @@ const Backend& recording_backend() {
   return b;
 }
 
-// The planner's view of the run: fp32, the runtime's stack (no fused
-// attention, no dropout), no allowances.
-Cluster runtime_cluster() {
+// The planner's view of the run: fp32, the runtime's stack (its attention
+// kind, no dropout), no allowances.
+Cluster runtime_cluster(AttentionKind attention) {
   Cluster cl;
-  cl.stack.flash_attention = false;
+  cl.stack.flash_attention = attention == AttentionKind::flash;
   cl.stack.dropout = false;
   cl.memory.fragmentation = 0;
   cl.memory.reserved_bytes = 0;
@@ -133,7 +143,7 @@ TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
     const ParallelLayout layout = with_world_size(cfg.parallel, world_size);
     const ModelSpec spec(cfg.model);
     const Workload w{cfg.model, cfg.train.global_batch, Precision::fp32};
-    MemoryTables planner(spec, w, runtime_cluster());
+    MemoryTables planner(spec, w, runtime_cluster(c.attention));
     std::mutex mu;
     InProcessWorld::run(layout.world(), [&](Communicator& world) {
       omp_set_num_threads(1);

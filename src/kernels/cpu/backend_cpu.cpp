@@ -29,6 +29,8 @@ const Backend& cpu_backend() {
       .gelu_backward = cpu::gelu_backward<float>,
       .attention_forward = cpu::attention_forward<float>,
       .attention_backward = cpu::attention_backward<float>,
+      .flash_attention_forward = cpu::flash_attention_forward<float>,
+      .flash_attention_backward = cpu::flash_attention_backward<float>,
       .residual_forward = cpu::residual_forward<float>,
       .cross_entropy = cpu::cross_entropy<float>,
       .softmax_row = cpu::softmax_row<float>,

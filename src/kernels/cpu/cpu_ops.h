@@ -31,10 +31,15 @@ template <typename T>
 void gelu_backward(T* dx, const T* x, const T* dout, int64_t n);
 
 template <typename T>
-void attention_forward(T* out, T* probs, const T* qkv, int64_t B, int64_t T_, int64_t C, int64_t H);
+void attention_forward(T* out, T* probs, const T* qkv, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t B, int64_t T_, int64_t C,
-                        int64_t H);
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t B, int64_t T_, int64_t H,
+                        int64_t KV, int64_t hs);
+template <typename T>
+void flash_attention_forward(T* out, T* lse, const T* qkv, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
+template <typename T>
+void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse, int64_t B, int64_t T_,
+                              int64_t H, int64_t KV, int64_t hs);
 
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, int64_t n);

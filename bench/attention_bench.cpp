@@ -1,0 +1,94 @@
+// Attention, naive against flash, side by side in one run: the time of one
+// forward + backward of causal attention over GPT-2 124M's heads (12 heads of
+// 64, micro-batch 4 by default) at several sequence lengths, and the bytes
+// each keeps per layer for backward (naive: the probabilities [B,H,T,T];
+// flash: the row log-sum-exp [B,H,T]). Both run on the cpu backend in fp32,
+// on the same inputs; the report names the CPU. Median of --repeats runs after
+// one warm-up. Prints a table, then one JSON line.
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/timer.h"
+#include "kernels/backend.h"
+#include "kernels/device_buffer.h"
+
+using namespace tera;
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+double median_seconds(int repeats, const std::function<void()>& once) {
+  once();  // warm-up
+  std::vector<double> t;
+  for (int r = 0; r < repeats; ++r) {
+    Stopwatch w;
+    once();
+    t.push_back(w.seconds());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"naive vs flash attention: forward + backward time and saved bytes"};
+  int64_t B = 4, H = 12, hs = 64;
+  int repeats = 3;
+  std::vector<int64_t> seqs = {256, 1024, 2048};
+  app.add_option("--batch", B)->capture_default_str();
+  app.add_option("--heads", H)->capture_default_str();
+  app.add_option("--head-size", hs)->capture_default_str();
+  app.add_option("--seq", seqs, "sequence lengths")->capture_default_str();
+  app.add_option("--repeats", repeats)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  const Backend& be = cpu_backend();
+  fmt::print("{}, {} threads; B {}, {} heads of {}, fp32, forward + backward\n", cpu_model(), omp_get_max_threads(), B,
+             H, hs);
+  fmt::print("{:>6} {:>12} {:>12} {:>8} {:>14} {:>12}\n", "T", "naive ms", "flash ms", "ratio", "naive saved", "flash saved");
+  nlohmann::json rows = nlohmann::json::array();
+  for (int64_t T : seqs) {
+    const int64_t W = 3 * H * hs, C = H * hs;
+    std::vector<float> host(static_cast<size_t>(B * T * W));
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(static_cast<int>(i % 23) - 11) / 16.0f;
+    const DeviceBuffer<float> qkv(be, host), dqkv(be, B * T * W), out(be, B * T * C), dout(be, std::vector<float>(
+                                                                                                  static_cast<size_t>(B * T * C), 0.01f));
+    double naive_s = 0;
+    {
+      const DeviceBuffer<float> probs(be, B * H * T * T);
+      naive_s = median_seconds(repeats, [&] {
+        be.attention_forward(out.get(), probs.get(), qkv.get(), B, T, H, H, hs);
+        be.attention_backward(dqkv.get(), dout.get(), qkv.get(), probs.get(), B, T, H, H, hs);
+      });
+    }
+    const DeviceBuffer<float> lse(be, B * H * T);
+    const double flash_s = median_seconds(repeats, [&] {
+      be.flash_attention_forward(out.get(), lse.get(), qkv.get(), B, T, H, H, hs);
+      be.flash_attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), B, T, H, H, hs);
+    });
+    const int64_t naive_bytes = B * H * T * T * 4, flash_bytes = B * H * T * 4;
+    fmt::print("{:>6} {:>12.1f} {:>12.1f} {:>8.2f} {:>11.1f} MiB {:>8.1f} KiB\n", T, naive_s * 1e3, flash_s * 1e3,
+               flash_s / naive_s, naive_bytes / 1048576.0, flash_bytes / 1024.0);
+    rows.push_back({{"T", T}, {"naive_ms", naive_s * 1e3}, {"flash_ms", flash_s * 1e3},
+                    {"naive_saved_bytes", naive_bytes}, {"flash_saved_bytes", flash_bytes}});
+  }
+  fmt::print("{}\n", nlohmann::json{{"cpu", cpu_model()}, {"threads", omp_get_max_threads()}, {"B", B}, {"H", H},
+                                    {"hs", hs}, {"rows", rows}}.dump());
+  return 0;
+}
