@@ -8,7 +8,7 @@ first (page faults and one-time setup); the report is every round's B/A
 ratio and their median, with the CPU model and ISA flags. Prints JSON last.
 
 usage: ab_step.py TERA_A TERA_B [--rounds 7] [--steps 12] [--micro-batch 4]
-                  [--seq 64] [--set KEY=VALUE ...] [--corpus FILE]
+                  [--seq 64] [--set KEY=VALUE ...] [--set-b KEY=VALUE ...] [--corpus FILE]
 Example: bench/ab_step.py /tmp/old/build/tera build/tera
 Never used with a threshold in a test: machines are noisy.
 """
@@ -59,6 +59,8 @@ def main():
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--corpus", default=os.path.join(HERE, "..", "tests", "data", "tiny_corpus.txt"))
     ap.add_argument("--set", action="append", default=[], help="extra config overrides for both binaries")
+    ap.add_argument("--set-b", action="append", default=[], help="extra config overrides for B only "
+                    "(a key the older binary does not have, say)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         cfg = os.path.join(work, "gpt2.toml")
@@ -82,7 +84,7 @@ eval_sequences = 1
         a_ms, b_ms, ratios = [], [], []
         for r in range(args.rounds):
             a = one_run(args.a, cfg, args.corpus, args.set, work, f"a{r}")
-            b = one_run(args.b, cfg, args.corpus, args.set, work, f"b{r}")
+            b = one_run(args.b, cfg, args.corpus, args.set + args.set_b, work, f"b{r}")
             a_ms.append(a)
             b_ms.append(b)
             ratios.append(b / a)
@@ -90,7 +92,7 @@ eval_sequences = 1
     model, flags = cpu_model()
     out = {"cpu": model, "isa": flags, "threads": os.environ.get("OMP_NUM_THREADS", "all"),
            "shape": f"GPT-2 124M, micro-batch {args.micro_batch}, seq {args.seq}, fp32",
-           "a": args.a, "b": args.b, "a_ms_median": statistics.median(a_ms), "b_ms_median": statistics.median(b_ms),
+           "a": args.a, "b": args.b, "set_b": args.set_b, "a_ms_median": statistics.median(a_ms), "b_ms_median": statistics.median(b_ms),
            "ratio_median": statistics.median(ratios), "ratios": ratios}
     print(f"{model} ({' '.join(flags)}): median B/A {out['ratio_median']:.4f} over {args.rounds} alternating rounds "
           f"(A {out['a_ms_median']:.1f} ms/step, B {out['b_ms_median']:.1f} ms/step)")

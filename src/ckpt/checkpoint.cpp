@@ -379,6 +379,12 @@ std::string model_config_diff(const ModelConfig& ckpt, const ModelConfig& run) {
   cmp("vocab_align", ckpt.vocab_align, run.vocab_align);
   cmp("kv_heads", ckpt.kv(), run.kv());
   cmp("mlp", std::string(mlp_kind_name(ckpt.mlp)), std::string(mlp_kind_name(run.mlp)));
+  cmp("arch", std::string(arch_name(ckpt.arch)), std::string(arch_name(run.arch)));
+  cmp("tie_embeddings", ckpt.tied(), run.tied());
+  if (ckpt.arch == Arch::llama) {
+    cmp("rope_theta", ckpt.rope_theta, run.rope_theta);
+    cmp("norm_eps", ckpt.norm_eps, run.norm_eps);
+  }
   return out;
 }
 

@@ -123,7 +123,7 @@ Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& path,
 
 Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
                       int64_t eot) {
-  if (model.mlp != MlpKind::standard || model.kv() != model.heads) {
+  if (model.arch != Arch::gpt2 || model.mlp != MlpKind::standard || model.kv() != model.heads) {
     return Status::error("Hugging Face GPT-2 has no gated MLP or grouped-query attention; this model cannot be exported "
                          "as GPT-2");
   }
@@ -164,12 +164,22 @@ Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfi
   // model's own, or none (a byte-level model has no end-of-text token).
   cfg["bos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
   cfg["eos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
-  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
-  const std::string text = cfg.dump(2) + "\n";
+  return write_config_beside(path, cfg.dump(2) + "\n");
+}
+
+Status write_config_beside(const std::string& weights_path, const std::string& json_text) {
+  const fs::path parent = fs::path(weights_path).has_parent_path() ? fs::path(weights_path).parent_path() : fs::path(".");
   auto f = AtomicFile::create((parent / "config.json").string());
   if (!f) return f.status();
-  TERA_RETURN_IF_ERROR(f->write(text.data(), text.size()));
+  TERA_RETURN_IF_ERROR(f->write(json_text.data(), json_text.size()));
   return f->commit();
+}
+
+std::string quoted_names(const std::vector<std::string>& names, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < max; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > max) out += fmt::format(" and {} more", names.size() - max);
+  return out;
 }
 
 Expected<ModelConfig> infer_hf_gpt2_config(const SafetensorsFile& file, int64_t heads) {
@@ -282,13 +292,10 @@ Status check_hf_gpt2_tensors(const SafetensorsFile& file, const ModelSpec& spec)
     unknown.push_back(t.name);
   }
   if (!unknown.empty()) {
-    std::string names;
-    for (size_t i = 0; i < unknown.size() && i < 5; ++i) names += (i ? ", '" : "'") + unknown[i] + "'";
-    if (unknown.size() > 5) names += fmt::format(" and {} more", unknown.size() - 5);
     return Status::error(fmt::format("{}: {} tensor{} that a {}-layer GPT-2 does not have ({}); importing would drop "
                                      "{}; is config.json (n_layer) or the file wrong?",
                                      file.path(), unknown.size() == 1 ? "a" : std::to_string(unknown.size()),
-                                     unknown.size() == 1 ? "" : "s", spec.config().layers, names,
+                                     unknown.size() == 1 ? "" : "s", spec.config().layers, quoted_names(unknown),
                                      unknown.size() == 1 ? "it" : "them"));
   }
   return ok_status();

@@ -54,6 +54,12 @@ std::pair<std::string, bool> hf_gpt2_name(const std::string& tera_name);
 Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
                       int64_t eot = -1);
 
+// Writes config.json beside the weights file `weights_path`, atomically.
+Status write_config_beside(const std::string& weights_path, const std::string& json_text);
+
+// "'a', 'b', 'c'" (the first `max` names, then "and N more"), for messages.
+std::string quoted_names(const std::vector<std::string>& names, size_t max = 5);
+
 // Model config of a Hugging Face GPT-2 safetensors file, inferred from its
 // tensor shapes (layers, hidden, vocab, positions, ffn); heads come from
 // config.json beside the file, or `heads` if given (> 0). A config.json

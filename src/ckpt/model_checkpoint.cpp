@@ -25,7 +25,11 @@ json model_config_to_json(const ModelConfig& m) {
   return json{{"layers", m.layers},   {"hidden", m.hidden},         {"heads", m.heads},
               {"seq_len", m.seq_len}, {"vocab", m.vocab},           {"ffn_hidden", m.ffn()},
               {"vocab_align", m.vocab_align}, {"kv_heads", m.kv()},      {"mlp", mlp_kind_name(m.mlp)},
-              {"attention", attention_kind_name(m.attention)}};
+              {"attention", attention_kind_name(m.attention)},
+              {"arch", arch_name(m.arch)},
+              {"tie_embeddings", m.tied()},
+              {"rope_theta", m.rope_theta},
+              {"norm_eps", m.norm_eps}};
 }
 
 Expected<ModelConfig> model_config_from_json(const json& j, const std::string& what) {
@@ -51,6 +55,22 @@ Expected<ModelConfig> model_config_from_json(const json& j, const std::string& w
     auto k = parse_mlp_kind(j["mlp"].get<std::string>());
     if (!k) return Status::error(what + ": model.mlp: " + k.error());
     m.mlp = *k;
+  }
+  // Optional: absent in files written before Llama (a GPT-2 block, tied).
+  if (j.contains("arch")) {
+    if (!j["arch"].is_string()) return Status::error(what + ": model.arch must be a string");
+    auto a = parse_arch(j["arch"].get<std::string>());
+    if (!a) return Status::error(what + ": model.arch: " + a.error());
+    m.arch = *a;
+  }
+  if (j.contains("tie_embeddings")) {
+    if (!j["tie_embeddings"].is_boolean()) return Status::error(what + ": model.tie_embeddings must be true or false");
+    m.tie_embeddings = j["tie_embeddings"].get<bool>() ? 1 : 0;
+  }
+  for (const char* k : {"rope_theta", "norm_eps"}) {
+    if (!j.contains(k)) continue;
+    if (!j[k].is_number()) return Status::error(what + ": model." + k + " must be a number");
+    (std::string(k) == "rope_theta" ? m.rope_theta : m.norm_eps) = j[k].get<double>();
   }
   if (j.contains("attention")) {  // absent in files written before flash attention: the default
     if (!j["attention"].is_string()) return Status::error(what + ": model.attention must be a string");

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "core/file_util.h"
 
@@ -127,7 +128,23 @@ Expected<ModelSourceReader> ModelSourceReader::open(const ModelSource& source, c
     case ModelSourceKind::safetensors: {
       auto file = SafetensorsFile::open(source.path);
       if (!file) return file.status();
-      if (opt.model != nullptr) {
+      r.hf_llama_ = is_hf_llama_file(*file);
+      if (r.hf_llama_) {
+        // Llama's config.json describes the model fully: a run reading it
+        // (ckpt.init) must be that model, but for the context length, which
+        // no Llama weight depends on.
+        auto model = infer_hf_llama_config(*file);
+        if (!model) return model.status();
+        if (opt.model != nullptr) {
+          ModelConfig file_model = *model;
+          file_model.seq_len = opt.model->seq_len;
+          file_model.vocab_align = opt.model->vocab_align;
+          if (const std::string d = model_config_diff(file_model, *opt.model); !d.empty()) {
+            return Status::error(source.path + ": another model (" + d + "; the checkpoint's values are its config.json's)");
+          }
+        }
+        r.spec_ = std::make_unique<ModelSpec>(opt.model != nullptr ? *opt.model : *model);
+      } else if (opt.model != nullptr) {
         r.spec_ = std::make_unique<ModelSpec>(*opt.model);
       } else {
         auto model = infer_hf_gpt2_config(*file, opt.heads);
@@ -151,6 +168,7 @@ Expected<ModelSourceReader> ModelSourceReader::open(const ModelSource& source, c
 Status ModelSourceReader::read(const ParamInfo& param, float* out) const {
   if (ckpt_) return ckpt_->read_global(StateKind::param, param, out);
   if (source_.kind == ModelSourceKind::model_dir) return read_named_tensor(*file_, param, out);
+  if (hf_llama_) return read_hf_llama_tensor(*file_, spec_->config(), param, out);
   return read_hf_or_tera_tensor(*file_, param, out);
 }
 

@@ -5,8 +5,9 @@
 //                    are skipped and named)
 //   model_dir        a tera-model directory: out.dir/final, ckpt import's
 //                    output (ckpt/model_checkpoint.h)
-//   safetensors      a .safetensors file with Hugging Face GPT-2 or tera names
-//                    (its config from config.json beside it, or --heads; its
+//   safetensors      a .safetensors file with Hugging Face GPT-2 or Llama names,
+//                    or tera names (its config from config.json beside it, or
+//                    --heads for GPT-2; its
 //                    tokenizer from vocab.json + merges.txt beside it, else bytes)
 // resolve_model_source names the kind; ModelSourceReader opens it and reads
 // global tensors by parameter, whatever layout wrote them.
@@ -88,6 +89,7 @@ class ModelSourceReader {
   int64_t micro_batch_ = 0;
   std::optional<CheckpointReader> ckpt_;
   std::optional<SafetensorsFile> file_;
+  bool hf_llama_ = false;  // a Hugging Face Llama file (ckpt/hf_llama.h)
 };
 
 }  // namespace tera

@@ -4,7 +4,8 @@
 // directory (out.dir/final) or a .safetensors file.
 //   inspect SOURCE                        metadata, files with checksum status,
 //                                         tensors; a ckpt.dir lists its checkpoints
-//   export SOURCE --out FILE.safetensors  Hugging Face GPT-2 names + config.json
+//   export SOURCE --out FILE.safetensors  Hugging Face GPT-2 or Llama names (by
+//                                         model.arch) + config.json
 //                                         (+ vocab.json, merges.txt for a BPE tokenizer)
 //   import SOURCE --out DIR               a tera-model directory (weights and the
 //                                         tokenizer) for ckpt.init, generate, eval
@@ -23,6 +24,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_gpt2.h"
+#include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
 #include "cli/commands.h"
@@ -96,9 +98,11 @@ int inspect_weights(const ModelSource& source, int64_t heads) {
                                              src->file()->metadata().count("format") &&
                                                      src->file()->metadata().at("format") == "tera"
                                                  ? "tera"
-                                                 : "Hugging Face GPT-2");
-  fmt::print("{}: {}, {} layers, hidden {}, {} heads, seq {}, vocab {}\n", source.given, what, model.layers,
-             model.hidden, model.heads, model.seq_len, model.vocab);
+                                             : is_hf_llama_file(*src->file()) ? "Hugging Face Llama"
+                                                                              : "Hugging Face GPT-2");
+  fmt::print("{}: {}, {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}\n", source.given, what,
+             arch_name(model.arch), model.layers, model.hidden, model.heads,
+             model.kv() != model.heads ? fmt::format(" ({} kv)", model.kv()) : "", model.seq_len, model.vocab);
   auto weights = src->read_all();
   if (!weights) {
     fmt::print("  INVALID: {}\n", weights.error());
@@ -121,7 +125,8 @@ int inspect_one(const std::string& dir) {
   const ModelConfig& m = c.model;
   fmt::print("{}: {} v{}\n", dir, kCheckpointFormat, kCheckpointVersion);
   fmt::print("  step {} ({} samples consumed)\n", c.step, c.consumed_samples);
-  fmt::print("  model: {} layers, hidden {}, {} heads{}, seq {}, vocab {}, ffn {}{}\n", m.layers, m.hidden, m.heads,
+  fmt::print("  model: {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}, ffn {}{}\n", arch_name(m.arch), m.layers,
+             m.hidden, m.heads,
              m.kv() != m.heads ? fmt::format(" ({} kv)", m.kv()) : "", m.seq_len, m.vocab, m.ffn(),
              m.mlp == MlpKind::gated ? ", gated MLP" : "");
   fmt::print("  written by layout: {}\n", c.layout.dump());
@@ -196,7 +201,7 @@ int run_inspect(const CkptArgs& a) {
 
 int run_export(const CkptArgs& a) {
   if (a.format != "safetensors") {
-    print_error("--format " + a.format + ": only 'safetensors' (Hugging Face GPT-2 names) is supported");
+    print_error("--format " + a.format + ": only 'safetensors' (Hugging Face names) is supported");
     return kExitBadInput;
   }
   // Outputs first: the weights file and the files beside it; none inside the
@@ -221,7 +226,9 @@ int run_export(const CkptArgs& a) {
   const ModelConfig model = src->model();
   auto weights = src->read_all();
   if (!weights) return bad_input(weights.error());
-  if (Status s = export_hf_gpt2(*weights, model, a.out, tok->eot()); !s) {
+  const bool llama = model.arch == Arch::llama;
+  if (Status s = llama ? export_hf_llama(*weights, model, a.out, tok->eot()) : export_hf_gpt2(*weights, model, a.out, tok->eot());
+      !s) {
     print_error(s.message());
     return kExitFailure;
   }
@@ -240,8 +247,8 @@ int run_export(const CkptArgs& a) {
       if (fs::remove(p, ec)) tok_note += "; removed the earlier export's " + fs::path(p).filename().string();
     }
   }
-  fmt::print("exported {} tensors to {} (Hugging Face GPT-2 names; config.json beside it; {})\n", weights->size(),
-             a.out, tok_note);
+  fmt::print("exported {} tensors to {} (Hugging Face {} names; config.json beside it; {})\n", weights->size(), a.out,
+             llama ? "Llama" : "GPT-2", tok_note);
   return kExitOk;
 }
 
@@ -288,10 +295,13 @@ int run_import(const CkptArgs& a) {
   if (source->kind != ModelSourceKind::safetensors) return import_tera_source(a, *source);
   auto file = SafetensorsFile::open(a.file);
   if (!file) return bad_input(file.error());
-  auto model = infer_hf_gpt2_config(*file, a.heads);
+  const bool llama = is_hf_llama_file(*file);
+  auto model = llama ? infer_hf_llama_config(*file) : infer_hf_gpt2_config(*file, a.heads);
   if (!model) return bad_input(model.error());
   const ModelSpec spec(*model);
-  if (Status s = check_hf_gpt2_tensors(*file, spec); !s) return bad_input(s.message());
+  if (Status s = llama ? check_hf_llama_tensors(*file, spec) : check_hf_gpt2_tensors(*file, spec); !s) {
+    return bad_input(s.message());
+  }
   // The tokenizer: --tokenizer, else GPT-2's vocab.json + merges.txt beside
   // the file (what export writes), else byte-level.
   std::string tok_spec = a.tokenizer;
@@ -314,7 +324,9 @@ int run_import(const CkptArgs& a) {
   data.reserve(spec.params().size());
   for (const ParamInfo& p : spec.params()) {
     data.emplace_back(static_cast<size_t>(numel(p.shape)));
-    if (Status s = read_hf_or_tera_tensor(*file, p, data.back().data()); !s) {
+    if (Status s = llama ? read_hf_llama_tensor(*file, *model, p, data.back().data())
+                         : read_hf_or_tera_tensor(*file, p, data.back().data());
+        !s) {
       print_error(s.message());
       return kExitBadInput;
     }
@@ -328,8 +340,9 @@ int run_import(const CkptArgs& a) {
     print_error(s.message());
     return kExitFailure;
   }
-  fmt::print("imported {}: {} layers, hidden {}, {} heads, seq {}, vocab {}, {} -> {} (use as ckpt.init)\n", a.file,
-             model->layers, model->hidden, model->heads, model->seq_len, model->vocab,
+  fmt::print("imported {}: {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}, {} -> {} (use as ckpt.init)\n",
+             a.file, arch_name(model->arch), model->layers, model->hidden, model->heads,
+             model->kv() != model->heads ? fmt::format(" ({} kv)", model->kv()) : "", model->seq_len, model->vocab,
              tok->is_bytes() ? std::string("byte-level tokens") : fmt::format("BPE tokenizer of {} tokens", tok->vocab_size()),
              a.out);
   return kExitOk;
@@ -455,15 +468,16 @@ Command add_ckpt_command(CLI::App& parent) {
       "directory (out.dir/final) or a .safetensors file";
   inspect->add_option("source", args->dir, source_help + " (a ckpt.dir: its checkpoints listed)")->required();
   inspect->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
-  auto* exp = sub->add_subcommand("export", "Write the weights as safetensors with Hugging Face GPT-2 names (+ config.json)");
+  auto* exp = sub->add_subcommand("export", "Write the weights as safetensors with Hugging Face names (GPT-2 or Llama, "
+                                            "by model.arch) and config.json");
   exp->add_option("source", args->dir, source_help)->required();
   exp->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
   exp->add_option("-o,--out", args->out, "Output .safetensors file")->required();
   exp->add_option("--format", args->format, "Output format (safetensors)");
   exp->add_flag("--force", args->force, "Replace an existing --out (and the config.json, vocab.json, merges.txt beside it)");
-  auto* imp = sub->add_subcommand("import", "Read a GPT-2 safetensors file (Hugging Face or tera names), or any other "
+  auto* imp = sub->add_subcommand("import", "Read a GPT-2 or Llama safetensors file (Hugging Face or tera names), or any other "
                                             "model source, into a tera-model directory, for ckpt.init, generate and eval");
-  imp->add_option("source", args->file, source_help + " (Hugging Face GPT-2 or tera names)")->required();
+  imp->add_option("source", args->file, source_help + " (Hugging Face GPT-2 or Llama, or tera names)")->required();
   imp->add_option("-o,--out", args->out, "Output directory")->required();
   imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file");
   imp->add_option("--tokenizer", args->tokenizer,

@@ -105,7 +105,7 @@ RuntimeTimings time_runtime_ops(const Backend& be, double seconds_per_op, int ro
         be.linear_forward(y.get(), x.get(), W.get(), b.get(), l.N, l.I, l.O);
       }, budget));
       l.backward_s = std::min(l.backward_s, typical_time([&] {
-        be.linear_backward(dx.get(), dW.get(), db.get(), dy.get(), x.get(), W.get(), l.N, l.I, l.O);
+        be.linear_backward(dx.get(), dW.get(), db.get(), dy.get(), x.get(), W.get(), l.N, l.I, l.O, false);
       }, budget));
     }
     size_t k = 0;

@@ -83,6 +83,19 @@ std::vector<Field> schema() {
            c.mlp_error = k.error();
          }
        }},
+      {"model.arch", Kind::string,
+       [](R c, const toml::node& n) {
+         auto a = parse_arch(n.as_string()->get());
+         if (a.ok()) {
+           c.model.arch = *a;
+         } else {
+           c.arch_error = a.error();
+         }
+       }},
+      {"model.rope_theta", Kind::number, f64([](R c) -> double& { return c.model.rope_theta; })},
+      {"model.norm_eps", Kind::number, f64([](R c) -> double& { return c.model.norm_eps; })},
+      {"model.tie_embeddings", Kind::boolean,
+       [](R c, const toml::node& n) { c.model.tie_embeddings = n.value<bool>().value() ? 1 : 0; }},
       {"model.attention", Kind::string,
        [](R c, const toml::node& n) {
          auto k = parse_attention_kind(n.as_string()->get());
@@ -253,6 +266,7 @@ Status apply_override(toml::table& root, const std::string& kv) {
 Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   auto err = [&](const std::string& msg) { return Status::error(src + ": " + msg); };
   if (!c.mlp_error.empty()) return err(c.mlp_error);
+  if (!c.arch_error.empty()) return err(c.arch_error);
   if (!c.attention_error.empty()) return err(c.attention_error);
   if (Status s = validate_model_config(c.model); !s) return err(s.message());
   if (Status s = check_runtime_supports(c.model); !s) return err(s.message());
@@ -359,6 +373,12 @@ Expected<RunConfig> parse_run_config(const std::string& text, const std::string&
       it->set(cfg, node);
     }
   }
+  // Llama's MLP is the gated one: model.mlp may be left out (an explicit
+  // "standard" is refused by validation, naming the key).
+  if (cfg.model.arch == Arch::llama) {
+    auto model = root["model"];
+    if (!model || !model.as_table() || !model.as_table()->contains("mlp")) cfg.model.mlp = MlpKind::gated;
+  }
   for (const char* required : {"model.layers", "model.hidden", "model.heads", "model.seq_len"}) {
     const std::string r(required);
     const auto dot = r.find('.');
@@ -399,6 +419,9 @@ std::string run_config_to_toml(const RunConfig& c) {
   s += fmt::format("vocab_align = {}\n", c.model.vocab_align);
   if (c.model.kv_heads > 0) s += fmt::format("kv_heads = {}\n", c.model.kv_heads);
   if (c.model.mlp != MlpKind::standard) s += fmt::format("mlp = \"{}\"\n", mlp_kind_name(c.model.mlp));
+  s += fmt::format("arch = \"{}\"\n", arch_name(c.model.arch));
+  if (c.model.arch == Arch::llama) s += fmt::format("rope_theta = {}\nnorm_eps = {}\n", c.model.rope_theta, c.model.norm_eps);
+  if (c.model.tie_embeddings >= 0) s += fmt::format("tie_embeddings = {}\n", c.model.tie_embeddings == 1);
   s += fmt::format("attention = \"{}\"\n", attention_kind_name(c.model.attention));
   const TrainConfig& t = c.train;
   s += fmt::format(

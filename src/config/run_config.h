@@ -74,6 +74,7 @@ struct RunConfig {
   // Set by the parser for a value no enum has (reported by validation).
   std::string mlp_error;             // model.mlp
   std::string attention_error;       // model.attention
+  std::string arch_error;            // model.arch
   std::string recompute_name_error;  // train.recompute
   std::string schedule_error;        // parallel.schedule
   std::string range_error;           // an integer key out of its type's range

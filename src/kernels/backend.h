@@ -35,8 +35,14 @@ namespace tera {
   X(linear_backward, LinearBackwardFn, required)              \
   X(layernorm_forward, LayerNormForwardFn, required)          \
   X(layernorm_backward, LayerNormBackwardFn, required)        \
+  X(rmsnorm_forward, RmsNormForwardFn, required)              \
+  X(rmsnorm_backward, RmsNormBackwardFn, required)            \
   X(gelu_forward, GeluForwardFn, required)                    \
   X(gelu_backward, GeluBackwardFn, required)                  \
+  X(swiglu_forward, SwigluForwardFn, required)                \
+  X(swiglu_backward, SwigluBackwardFn, required)              \
+  X(rope_forward, RopeFn, required)                           \
+  X(rope_backward, RopeFn, required)                          \
   X(attention_forward, AttentionForwardFn, required)          \
   X(attention_backward, AttentionBackwardFn, required)        \
   X(flash_attention_forward, FlashAttentionForwardFn, required) \

@@ -32,10 +32,11 @@ using GemmFn = void (*)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_
 // y[N,O] = x[N,I] @ W[O,I]^T (+ b[O] when b != nullptr).
 using LinearForwardFn = void (*)(float* y, const float* x, const float* W, const float* b, int64_t N,
                                  int64_t I, int64_t O);
-// dx[N,I] = dy @ W (overwrite; skipped if dx == nullptr);
+// dx[N,I] = dy @ W (overwrite; += with accumulate_dx: a gated MLP's two
+// input projections; skipped if dx == nullptr);
 // dW[O,I] += dy^T @ x; db[O] += sum_n dy (skipped if db == nullptr).
 using LinearBackwardFn = void (*)(float* dx, float* dW, float* db, const float* dy, const float* x,
-                                  const float* W, int64_t N, int64_t I, int64_t O);
+                                  const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx);
 
 // out[N,C] = (x - mean) * rstd * g + b; mean[N], rstd[N] saved for backward.
 using LayerNormForwardFn = void (*)(float* out, float* mean, float* rstd, const float* x, const float* g,
@@ -44,6 +45,25 @@ using LayerNormForwardFn = void (*)(float* out, float* mean, float* rstd, const 
 using LayerNormBackwardFn = void (*)(float* dx, float* dg, float* db, const float* dout, const float* x,
                                      const float* g, const float* mean, const float* rstd, int64_t N,
                                      int64_t C);
+
+// RMSNorm (Llama): out[N,C] = x * rstd * g, rstd[N] = 1/sqrt(mean(x^2) + eps) saved.
+using RmsNormForwardFn = void (*)(float* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
+                                  float eps);
+// dx[N,C] += ..., dg[C] += ... from dout[N,C].
+using RmsNormBackwardFn = void (*)(float* dx, float* dg, const float* dout, const float* x, const float* g,
+                                   const float* rstd, int64_t N, int64_t C);
+
+// SwiGLU (Llama's gated MLP): out[n] = silu(gate[n]) * up[n]; backward
+// overwrites dgate[n] and dup[n] from dout[n] (dgate may not alias dup).
+using SwigluForwardFn = void (*)(float* out, const float* gate, const float* up, int64_t n);
+using SwigluBackwardFn = void (*)(float* dgate, float* dup, const float* gate, const float* up, const float* dout,
+                                  int64_t n);
+
+// Rotary position embeddings (Hugging Face Llama's rotate-half convention),
+// in place on the q and k heads of qkv[N,(H+2KV)*hs] (layout as the
+// attention's), row n at position n mod T, frequencies theta^(-2i/hs). The
+// backward rotates the q and k gradients in dqkv back (in place).
+using RopeFn = void (*)(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta);
 
 // GELU, tanh approximation: out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 using GeluForwardFn = void (*)(float* out, const float* x, int64_t n);

@@ -18,18 +18,21 @@
 namespace tera {
 
 // One block's parameters on this tensor-parallel rank, or their gradients.
+// Biases are GPT-2's (null on a Llama block), the gate Llama's.
 struct BlockWeights {
-  float* ln1_g;   // [C]
+  float* ln1_g;   // [C]       LayerNorm / RMSNorm gain
   float* ln1_b;   // [C]
-  float* qkv_w;   // [3Cl, C]  column-parallel: this rank's heads of q | k | v
-  float* qkv_b;   // [3Cl]
+  float* qkv_w;   // [Ql, C]   column-parallel: this rank's heads of q | k | v (Ql = (Hl + 2 KVl) hs)
+  float* qkv_b;   // [Ql]
   float* proj_w;  // [C, Cl]   row-parallel
   float* proj_b;  // [C]       replicated: added once, after the reduction
   float* ln2_g;   // [C]
   float* ln2_b;   // [C]
-  float* fc_w;    // [Fl, C]   column-parallel
+  float* fc_w;    // [Fl, C]   column-parallel (Llama's up_proj)
   float* fc_b;    // [Fl]
-  float* fcp_w;   // [C, Fl]   row-parallel
+  float* gate_w;  // [Fl, C]   column-parallel (Llama's gate_proj)
+  float* gate_b;  // [Fl]
+  float* fcp_w;   // [C, Fl]   row-parallel (Llama's down_proj)
   float* fcp_b;   // [C]       replicated
 };
 
@@ -38,18 +41,20 @@ struct BlockWeights {
 // its probabilities (naive) or its row log-sum-exp (flash), not both.
 struct BlockActs {
   float* ln1;       // [Nt, C]        LN_1(x), this rank's tokens under sp
-  float* ln1_mean;  // [Nt]
+  float* ln1_mean;  // [Nt]           (LayerNorm only)
   float* ln1_rstd;  // [Nt]
-  float* qkv;       // [N, 3Cl]
+  float* qkv;       // [N, Ql]        after the rotary embedding on a Llama block
   float* probs;     // [B, Hl, T, T]  attention probabilities (naive attention)
   float* lse;       // [B, Hl, T]     row log-sum-exp of the scores (flash attention)
   float* atty;      // [N, Cl]        attention output of the local heads
   float* res1;      // [Nt, C]        x + attention
   float* ln2;       // [Nt, C]
-  float* ln2_mean;  // [Nt]
+  float* ln2_mean;  // [Nt]           (LayerNorm only)
   float* ln2_rstd;  // [Nt]
-  float* fch;       // [N, Fl]        FC output before the GELU
-  float* fch_gelu;  // [N, Fl]
+  float* fch;       // [N, Fl]        FC output before the GELU; Llama: up_proj's
+  float* fch_gelu;  // [N, Fl]        GELU of it (GPT-2)
+  float* fch_gate;  // [N, Fl]        gate_proj's output (Llama)
+  float* fch_swiglu;  // [N, Fl]      silu(gate) * up, down_proj's input (Llama)
   float* out;       // [Nt, C]        res1 + MLP: the next block's input
 };
 
@@ -64,17 +69,19 @@ struct TensorRow {
 // Parameters, named as in ModelSpec::params() less the "h.<layer>." prefix.
 inline constexpr auto kBlockWeightRows = std::to_array<TensorRow<BlockWeights>>({
     {"ln_1.weight", &BlockWeights::ln1_g},
-    {"ln_1.bias", &BlockWeights::ln1_b},
+    {"ln_1.bias", &BlockWeights::ln1_b, true},
     {"attn.c_attn.weight", &BlockWeights::qkv_w},
-    {"attn.c_attn.bias", &BlockWeights::qkv_b},
+    {"attn.c_attn.bias", &BlockWeights::qkv_b, true},
     {"attn.c_proj.weight", &BlockWeights::proj_w},
-    {"attn.c_proj.bias", &BlockWeights::proj_b},
+    {"attn.c_proj.bias", &BlockWeights::proj_b, true},
     {"ln_2.weight", &BlockWeights::ln2_g},
-    {"ln_2.bias", &BlockWeights::ln2_b},
+    {"ln_2.bias", &BlockWeights::ln2_b, true},
     {"mlp.c_fc.weight", &BlockWeights::fc_w},
-    {"mlp.c_fc.bias", &BlockWeights::fc_b},
+    {"mlp.c_fc.bias", &BlockWeights::fc_b, true},
+    {"mlp.c_gate.weight", &BlockWeights::gate_w, true},
+    {"mlp.c_gate.bias", &BlockWeights::gate_b, true},
     {"mlp.c_proj.weight", &BlockWeights::fcp_w},
-    {"mlp.c_proj.bias", &BlockWeights::fcp_b},
+    {"mlp.c_proj.bias", &BlockWeights::fcp_b, true},
 });
 // Offsets of a block's parameters from the start of its unit, in kBlockWeightRows order.
 using BlockWeightOffsets = std::array<int64_t, kBlockWeightRows.size()>;
@@ -83,7 +90,7 @@ using BlockWeightOffsets = std::array<int64_t, kBlockWeightRows.size()>;
 // saved_block_activations keeps without recomputation).
 inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
     {"ln1", &BlockActs::ln1},
-    {"ln1_mean", &BlockActs::ln1_mean},
+    {"ln1_mean", &BlockActs::ln1_mean, true},
     {"ln1_rstd", &BlockActs::ln1_rstd},
     {"qkv", &BlockActs::qkv},
     {"probs", &BlockActs::probs, true},
@@ -91,10 +98,12 @@ inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
     {"atty", &BlockActs::atty},
     {"res1", &BlockActs::res1},
     {"ln2", &BlockActs::ln2},
-    {"ln2_mean", &BlockActs::ln2_mean},
+    {"ln2_mean", &BlockActs::ln2_mean, true},
     {"ln2_rstd", &BlockActs::ln2_rstd},
     {"fch", &BlockActs::fch},
-    {"fch_gelu", &BlockActs::fch_gelu},
+    {"fch_gelu", &BlockActs::fch_gelu, true},
+    {"fch_gate", &BlockActs::fch_gate, true},
+    {"fch_swiglu", &BlockActs::fch_swiglu, true},
     {"out", &BlockActs::out},
 });
 

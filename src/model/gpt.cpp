@@ -62,6 +62,8 @@ void Gpt::init_buffers(int slot_count) {
 // of which valid_vocab are real (the rest is padding).
 void Gpt::derive_local_sizes() {
   const int64_t p = tp_.size();
+  llama_ = spec_.config().arch == Arch::llama;
+  gated_ = spec_.config().mlp == MlpKind::gated;
   opts_ = ActivationOptions{.tp = p,
                             .sequence_parallel = tp_.sequence_parallel(),
                             .recompute = opts_.recompute,
@@ -191,7 +193,9 @@ void Gpt::bind_workspace(const DeviceArena& work) {
 // entries (ModelSpec's names less "h.<layer>.") matched to kBlockWeightRows by
 // name. The same offsets index the unit's gradients (block_weights).
 void Gpt::bind_block_weight_offsets() {
-  block_offsets_.assign(static_cast<size_t>(spec_.config().layers), BlockWeightOffsets{});
+  BlockWeightOffsets none;
+  none.fill(-1);  // a row the block has no tensor for (a Llama block's biases): a null view
+  block_offsets_.assign(static_cast<size_t>(spec_.config().layers), none);
   for (int64_t l = 0; l < spec_.config().layers; ++l) {
     const int u = table_.unit_of_layer(l);
     if (u < 0) continue;
@@ -210,19 +214,18 @@ void Gpt::bind_block_weight_offsets() {
   }
 }
 
-// Where wte sits in its unit and wpe, ln_f.weight, ln_f.bias in io (-1: not
-// on this stage).
+// Where wte sits in its unit, wpe, ln_f.weight and ln_f.bias in io, and the
+// untied lm_head in its unit (-1: not on this stage or not in the model).
 void Gpt::bind_wte_io_offsets() {
   auto unit_offset = [&](const char* name, int unit) {
-    const ParamEntry* e = table_.find(name);
+    const ParamEntry* e = unit < 0 ? nullptr : table_.find(name);
     return e == nullptr ? int64_t{-1} : e->offset - table_.units()[static_cast<size_t>(unit)].begin;
   };
-  if (table_.wte_unit() >= 0) wte_io_offsets_[0] = unit_offset("wte.weight", table_.wte_unit());
-  if (table_.io_unit() >= 0) {
-    wte_io_offsets_[1] = unit_offset("wpe.weight", table_.io_unit());
-    wte_io_offsets_[2] = unit_offset("ln_f.weight", table_.io_unit());
-    wte_io_offsets_[3] = unit_offset("ln_f.bias", table_.io_unit());
-  }
+  wte_io_offsets_[0] = unit_offset("wte.weight", table_.wte_unit());
+  wte_io_offsets_[1] = unit_offset("wpe.weight", table_.io_unit());
+  wte_io_offsets_[2] = unit_offset("ln_f.weight", table_.io_unit());
+  wte_io_offsets_[3] = unit_offset("ln_f.bias", table_.io_unit());
+  wte_io_offsets_[4] = unit_offset("lm_head.weight", table_.head_unit());
 }
 
 float* Gpt::params() {
@@ -269,25 +272,32 @@ BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
   float* b = const_cast<float*>(base);
   const BlockWeightOffsets& o = block_offsets_[static_cast<size_t>(layer)];
   BlockWeights w{};
-  for (size_t r = 0; r < kBlockWeightRows.size(); ++r) w.*kBlockWeightRows[r].field = b + o[r];
+  for (size_t r = 0; r < kBlockWeightRows.size(); ++r) w.*kBlockWeightRows[r].field = o[r] < 0 ? nullptr : b + o[r];
   return w;
 }
 
-Gpt::Weights Gpt::wte_io(const float* wte_base, const float* io_base) const {
+Gpt::Weights Gpt::wte_io(const float* wte_base, const float* io_base, const float* head_base) const {
   auto at = [](const float* base, int64_t off) { return base == nullptr || off < 0 ? nullptr : const_cast<float*>(base) + off; };
-  return Weights{at(wte_base, wte_io_offsets_[0]), at(io_base, wte_io_offsets_[1]), at(io_base, wte_io_offsets_[2]),
-                 at(io_base, wte_io_offsets_[3])};
+  Weights w{at(wte_base, wte_io_offsets_[0]), at(io_base, wte_io_offsets_[1]), at(io_base, wte_io_offsets_[2]),
+            at(io_base, wte_io_offsets_[3]), at(head_base, wte_io_offsets_[4])};
+  if (w.head == nullptr) w.head = w.wte;  // tied: the LM head is the token embedding
+  return w;
 }
 
 Gpt::Weights Gpt::acquire_wte_io(Pass pass) {
-  const float* w = mem_.acquire(table_.wte_unit(), pass);
-  const float* io = mem_.acquire(table_.io_unit(), pass);
-  return wte_io(w, io);
+  auto acquire = [&](int unit) { return unit < 0 ? nullptr : mem_.acquire(unit, pass); };
+  return wte_io(acquire(table_.wte_unit()), acquire(table_.io_unit()), acquire(table_.head_unit()));
+}
+
+Gpt::Weights Gpt::wte_io_grads() {
+  auto grads = [&](int unit) { return unit < 0 ? nullptr : mem_.grads(unit); };
+  return wte_io(grads(table_.wte_unit()), grads(table_.io_unit()), grads(table_.head_unit()));
 }
 
 void Gpt::release_wte_io(Pass pass) {
-  mem_.release(table_.wte_unit(), pass);
-  mem_.release(table_.io_unit(), pass);
+  for (int unit : {table_.wte_unit(), table_.io_unit(), table_.head_unit()}) {
+    if (unit >= 0) mem_.release(unit, pass);
+  }
 }
 
 const float* Gpt::gathered(const float* x_tokens, int64_t N) {
@@ -312,26 +322,47 @@ void Gpt::embed_forward(const Weights& w, Slot& s, int64_t B, int64_t T) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   be_.embedding_lookup(partial_sum_buffer(s.input), s.tokens, w.wte, v0_, v0_ + Vl_, N, C);
   reduce_partial_sum(s.input, N);
-  be_.position_add(s.input, w.wpe, first_token(N), Nt, T, C);
+  if (w.wpe != nullptr) be_.position_add(s.input, w.wpe, first_token(N), Nt, T, C);  // GPT-2's learned positions
 }
 
-void Gpt::embed_backward(const Weights& w, const Weights& g, const Slot& s, const float* dres, int64_t B, int64_t T) {
+void Gpt::embed_backward(const Weights& g, const Slot& s, const float* dres, int64_t B, int64_t T) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
-  be_.position_add_backward(g.wpe, dres, first_token(N), Nt, T, C);
+  if (g.wpe != nullptr) be_.position_add_backward(g.wpe, dres, first_token(N), Nt, T, C);
   const float* dfull = dres;
   if (opts_.sequence_parallel) {
     tp_.scatter_backward(dres, ws_.full, Nt * C);  // sp_scatter backward: all-gather
     dfull = ws_.full;
   }
   be_.embedding_lookup_backward(g.wte, dfull, s.tokens, v0_, v0_ + Vl_, N, C);
-  (void)w;
+}
+
+void Gpt::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
+                       int64_t rows_) {
+  const int64_t C = spec_.config().hidden;
+  if (llama_) {
+    be_.rmsnorm_forward(out, rstd, x, g, rows_, C, static_cast<float>(spec_.config().norm_eps));
+  } else {
+    be_.layernorm_forward(out, mean, rstd, x, g, b, rows_, C);
+  }
+}
+
+void Gpt::norm_backward(float* dx, float* dg, float* db, const float* dout, const float* x, const float* g,
+                        const float* mean, const float* rstd, int64_t rows_) {
+  const int64_t C = spec_.config().hidden;
+  if (llama_) {
+    be_.rmsnorm_backward(dx, dg, dout, x, g, rstd, rows_, C);
+  } else {
+    be_.layernorm_backward(dx, dg, db, dout, x, g, mean, rstd, rows_, C);
+  }
 }
 
 void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* x, int64_t B, int64_t T) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
-  // Attention: column-parallel QKV over local heads, row-parallel output projection.
-  be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt, C);
+  // Attention: column-parallel QKV over local heads (rotated on a Llama
+  // block), row-parallel output projection.
+  norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt);
   be_.linear_forward(a.qkv, gathered(a.ln1, N), w.qkv_w, w.qkv_b, N, C, Ql_);
+  if (llama_) be_.rope_forward(a.qkv, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
   if (opts_.flash_attention) {
     be_.flash_attention_forward(a.atty, a.lse, a.qkv, B, T, Hl_, KVl_, hs_);
   } else {
@@ -340,11 +371,19 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   be_.linear_forward(partial_sum_buffer(a.res1), a.atty, w.proj_w, nullptr, N, Cl_, C);
   reduce_partial_sum(a.res1, N);
   be_.bias_residual(a.res1, a.res1, w.proj_b, x, Nt, C);
-  // MLP: column-parallel FC, row-parallel projection.
-  be_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt, C);
-  be_.linear_forward(a.fch, gathered(a.ln2, N), w.fc_w, w.fc_b, N, C, Fl_);
-  be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
-  be_.linear_forward(partial_sum_buffer(a.out), a.fch_gelu, w.fcp_w, nullptr, N, Fl_, C);
+  // MLP: column-parallel FC (and gate), row-parallel projection.
+  norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt);
+  const float* ln2 = gathered(a.ln2, N);
+  be_.linear_forward(a.fch, ln2, w.fc_w, w.fc_b, N, C, Fl_);
+  const float* act = a.fch_gelu;
+  if (gated_) {
+    be_.linear_forward(a.fch_gate, ln2, w.gate_w, w.gate_b, N, C, Fl_);
+    be_.swiglu_forward(a.fch_swiglu, a.fch_gate, a.fch, N * Fl_);
+    act = a.fch_swiglu;
+  } else {
+    be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
+  }
+  be_.linear_forward(partial_sum_buffer(a.out), act, w.fcp_w, nullptr, N, Fl_, C);
   reduce_partial_sum(a.out, N);
   be_.bias_residual(a.out, a.out, w.fcp_b, a.res1, Nt, C);
 }
@@ -353,7 +392,7 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
                          int64_t B, int64_t T) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   const bool sp = opts_.sequence_parallel;
-  float* dwide = ws_.dwide;      // [N, max(Fl, 3Cl)]
+  float* dwide = ws_.dwide;      // [N, max(Fl (2 Fl gated), Ql)]
   float* dnarrow = ws_.dnarrow;  // [N, C]
   // The gradient of a row-parallel output, over all N tokens: dres itself, or
   // all-gathered from the token shards (sp_scatter's backward).
@@ -362,7 +401,7 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     tp_.scatter_backward(d, ws_.full, Nt * C);
     return ws_.full;
   };
-  // The gradient w.r.t. a LayerNorm output that fed a column-parallel GEMM:
+  // The gradient w.r.t. a norm output that fed a column-parallel GEMM:
   // partial over the group; summed (tp_copy) or summed and sharded (sp_gather).
   auto reduce_input_grad = [&]() -> const float* {
     if (!sp) {
@@ -372,20 +411,32 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     tp_.gather_backward(dnarrow, ws_.full, Nt * C);
     return ws_.full;
   };
-  // MLP: out = res1 + reduce(gelu(fch) @ Wfp^T) + b; dres = d(out) = d(res1) through the skip.
-  be_.linear_backward(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), a.fch_gelu, w.fcp_w, N, Fl_, C);
-  be_.gelu_backward(dwide, a.fch, dwide, N * Fl_);
-  be_.linear_backward(dnarrow, g.fc_w, g.fc_b, dwide, gathered(a.ln2, N), w.fc_w, N, C, Fl_);
-  be_.layernorm_backward(dres, g.ln2_g, g.ln2_b, reduce_input_grad(), a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, Nt, C);
+  // MLP: out = res1 + reduce(act @ Wfp^T) + b; dres = d(out) = d(res1) through the skip.
+  be_.linear_backward(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), gated_ ? a.fch_swiglu : a.fch_gelu, w.fcp_w, N,
+                      Fl_, C, false);
+  const float* ln2 = gathered(a.ln2, N);
+  if (gated_) {
+    // act = silu(gate) * up: d(up) over d(act) in place, d(gate) after it; d(ln2) from both projections.
+    float* dgate = dwide + N * Fl_;
+    be_.swiglu_backward(dgate, dwide, a.fch_gate, a.fch, dwide, N * Fl_);
+    be_.linear_backward(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, N, C, Fl_, false);
+    be_.linear_backward(dnarrow, g.gate_w, g.gate_b, dgate, ln2, w.gate_w, N, C, Fl_, true);
+  } else {
+    be_.gelu_backward(dwide, a.fch, dwide, N * Fl_);
+    be_.linear_backward(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, N, C, Fl_, false);
+  }
+  norm_backward(dres, g.ln2_g, g.ln2_b, reduce_input_grad(), a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, Nt);
   // Attention: res1 = x + reduce(atty @ Wo^T) + b; dres now holds d(res1) = d(x) through the skip.
-  be_.linear_backward(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, N, Cl_, C);
+  be_.linear_backward(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, N, Cl_, C, false);
   if (opts_.flash_attention) {
     be_.flash_attention_backward(dwide, dnarrow, a.qkv, a.atty, a.lse, B, T, Hl_, KVl_, hs_);
   } else {
     be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, Hl_, KVl_, hs_);
   }
-  be_.linear_backward(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, N, C, Ql_);
-  be_.layernorm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt, C);
+  // The rotary embedding is a rotation: its backward rotates d(q), d(k) back.
+  if (llama_) be_.rope_backward(dwide, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
+  be_.linear_backward(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, N, C, Ql_, false);
+  norm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt);
 }
 
 void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward,
@@ -393,10 +444,10 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   const bool sp = opts_.sequence_parallel;
   float* lnf_tokens = sp ? ws_.lnf_shard : ws_.lnf;
-  be_.layernorm_forward(lnf_tokens, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, Nt, C);
+  norm_forward(lnf_tokens, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, Nt);
   if (sp) tp_.gather_forward(ws_.lnf_shard, ws_.lnf, Nt * C);
   // Vocab-parallel logits and loss: the max and the sums are reduced over the group.
-  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, N, C, Vl_);
+  be_.linear_forward(ws_.logits, ws_.lnf, w.head, nullptr, N, C, Vl_);
   float* rowmax = ws_.ce_stats;
   float* sums = ws_.ce_stats + N;  // followed by the target logits: one all-reduce for both
   float* target_logit = ws_.ce_stats + 2 * N;
@@ -408,9 +459,10 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
                   backward ? dloss : 0.0f);
   if (count_loss) be_.accumulate_sum(step_scalars_, s.losses, N);  // the loss stays on the device
   if (backward) {
-    // logits = lnf @ wte^T: d(lnf) = dlogits @ wte (partial over the vocab split), d(wte) += dlogits^T @ lnf.
-    const Weights g = wte_io(mem_.grads(table_.wte_unit()), mem_.grads(table_.io_unit()));
-    be_.linear_backward(ws_.dnarrow, g.wte, nullptr, ws_.logits, ws_.lnf, w.wte, N, C, Vl_);
+    // logits = lnf @ head^T (head: the tied wte, or lm_head): d(lnf) = dlogits @ head (partial over
+    // the vocab split), d(head) += dlogits^T @ lnf.
+    const Weights g = wte_io_grads();
+    be_.linear_backward(ws_.dnarrow, g.head, nullptr, ws_.logits, ws_.lnf, w.head, N, C, Vl_, false);
     const float* dlnf = ws_.dnarrow;
     if (sp) {
       tp_.gather_backward(ws_.dnarrow, ws_.lnf_shard, Nt * C);
@@ -419,7 +471,7 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
       tp_.copy_backward(ws_.dnarrow, N * C);
     }
     be_.fill(s.dx_head, DType::f32, 0.0, Nt * C);
-    be_.layernorm_backward(s.dx_head, g.lnf_g, g.lnf_b, dlnf, x, w.lnf_g, ws_.lnf_mean, ws_.lnf_rstd, Nt, C);
+    norm_backward(s.dx_head, g.lnf_g, g.lnf_b, dlnf, x, w.lnf_g, ws_.lnf_mean, ws_.lnf_rstd, Nt);
   }
 }
 
@@ -477,16 +529,16 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
     mem_.poll();
   }
   if (ch.embedding) {
-    const Weights w = acquire_wte_io(Pass::backward);
-    const Weights g = wte_io(mem_.grads(table_.wte_unit()), mem_.grads(table_.io_unit()));
-    embed_backward(w, g, s, ws_.dres, B, T);
+    acquire_wte_io(Pass::backward);
+    embed_backward(wte_io_grads(), s, ws_.dres, B, T);
     release_wte_io(Pass::backward);
   } else {
     be_.copy(s.grad_out, ws_.dres, n * static_cast<int64_t>(sizeof(float)), CopyKind::device_to_device);
   }
   if (ch.embedding || ch.head) {
-    mem_.grads_done(table_.wte_unit());
-    mem_.grads_done(table_.io_unit());
+    for (int unit : {table_.wte_unit(), table_.io_unit(), table_.head_unit()}) {
+      if (unit >= 0) mem_.grads_done(unit);
+    }
   }
 }
 
@@ -523,8 +575,8 @@ double Gpt::forward_loss(const int32_t* tokens, const int32_t* targets, int64_t 
 void Gpt::head_logits(const float* x, int64_t N) {
   const int64_t C = spec_.config().hidden;
   const Weights w = acquire_wte_io(Pass::forward);
-  be_.layernorm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, N, C);
-  be_.linear_forward(ws_.logits, ws_.lnf, w.wte, nullptr, N, C, Vl_);
+  norm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, N);
+  be_.linear_forward(ws_.logits, ws_.lnf, w.head, nullptr, N, C, Vl_);
   release_wte_io(Pass::forward);
 }
 

@@ -154,8 +154,9 @@ class Gpt {
   struct Workspace {
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *ce_stats, *dres, *dwide, *dnarrow, *lnf_shard, *full;
   };
-  struct Weights {  // of the wte and io units (null where this stage has none)
+  struct Weights {  // of the wte, io and lm_head units (null where this stage or the model has none)
     float *wte, *wpe, *lnf_g, *lnf_b;
+    float* head;  // the LM head's matrix: lm_head when untied, else wte
   };
   // Binds every view into the rank's activation and workspace arenas, before
   // step 1, by the steps below in this order (each commented in gpt.cpp).
@@ -173,8 +174,9 @@ class Gpt {
   // Embedding (if the chunk has it) and the chunk's blocks, into slot (c, k).
   void forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T);
   BlockWeights block_weights(const float* base, int64_t layer) const;
-  Weights wte_io(const float* wte_base, const float* io_base) const;
+  Weights wte_io(const float* wte_base, const float* io_base, const float* head_base) const;
   Weights acquire_wte_io(Pass pass);
+  Weights wte_io_grads();  // the same views into the units' gradients
   void release_wte_io(Pass pass);
   // sp_gather of a stored token shard into ws.full (or the tensor itself without sp).
   const float* gathered(const float* x_tokens, int64_t N);
@@ -185,7 +187,11 @@ class Gpt {
   float* partial_sum_buffer(float* out);
   void reduce_partial_sum(float* out, int64_t N);
   void embed_forward(const Weights& w, Slot& s, int64_t B, int64_t T);
-  void embed_backward(const Weights& w, const Weights& g, const Slot& s, const float* dres, int64_t B, int64_t T);
+  void embed_backward(const Weights& g, const Slot& s, const float* dres, int64_t B, int64_t T);
+  // The block's norm over `rows` rows of C: LayerNorm (GPT-2: mean, bias) or RMSNorm (Llama).
+  void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b, int64_t rows);
+  void norm_backward(float* dx, float* dg, float* db, const float* dout, const float* x, const float* g,
+                     const float* mean, const float* rstd, int64_t rows);
   void block_forward(const BlockActs& a, const BlockWeights& w, const float* x, int64_t B, int64_t T);
   // dres holds d(out of the block) on entry and d(its input) on exit.
   void block_backward(const BlockActs& a, const BlockWeights& w, const BlockWeights& g, const float* x, float* dres,
@@ -221,12 +227,13 @@ class Gpt {
   // Local widths (heads Hl, key/value heads KVl of hs each, qkv width Ql);
   // this rank's vocabulary columns [v0, v0 + Vl).
   int64_t Cl_, Hl_, KVl_, hs_, Ql_, Fl_, Vl_, v0_, valid_vocab_;
+  bool llama_ = false, gated_ = false;  // the architecture: RMSNorm + rotary embeddings; the SwiGLU MLP
   double* step_scalars_ = nullptr;                // [step_scalar_count_] f64, device
   int64_t step_scalar_count_ = 0;
   std::vector<Slot> slots_;                        // [slot]
   BlockActs recompute_acts_{};                     // full recompute: the working set, its `out` a scratch
   std::vector<BlockWeightOffsets> block_offsets_;  // per global layer (this stage's only)
-  int64_t wte_io_offsets_[4] = {};                 // wte in its unit; wpe, ln_f.weight, ln_f.bias in io
+  int64_t wte_io_offsets_[5] = {};                 // wte in its unit; wpe, ln_f.weight, ln_f.bias in io; lm_head
   Workspace ws_{};
 };
 

@@ -49,7 +49,6 @@ void check_model_split(const ParallelLayout& l, const ModelConfig& m, std::vecto
     if (n % l.tp != 0) undivided.push_back(fmt::format("{} = {}", what, n));
   };
   need("model.heads", m.heads);
-  if (m.kv() != m.heads) need("model.kv_heads", m.kv());
   need("model.hidden", m.hidden);
   need("the MLP width (model.ffn_hidden, or 4 * hidden)", m.ffn());
   if (!undivided.empty()) {
@@ -59,6 +58,14 @@ void check_model_split(const ParallelLayout& l, const ModelConfig& m, std::vecto
     }
     bad.push_back(fmt::format("parallel.tp = {} does not divide {}; choose a tp that divides {}", l.tp, list,
                               undivided.size() == 1 ? "it" : "them"));
+  }
+  if (m.kv() != m.heads && m.heads % l.tp == 0 && m.kv() % l.tp != 0) {
+    // Each rank holds whole key/value heads: the heads are split, never
+    // replicated (tp > kv_heads would need copies of a head on several ranks).
+    bad.push_back(fmt::format("parallel.tp = {} does not divide model.kv_heads = {}: tensor parallelism splits the "
+                              "key/value heads over the tp ranks and does not replicate them; choose a tp that divides "
+                              "{} (at most {})",
+                              l.tp, m.kv(), m.kv(), m.kv()));
   }
   if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) {
     // Load-balanced causal ring attention splits each sequence into 2 * cp chunks.

@@ -29,7 +29,7 @@ std::vector<UnitShape> unit_shapes(const ParamTable& table) {
     const ParamUnit& unit = table.units()[u];
     UnitShape s;
     s.floats = unit.size();
-    s.dedicated = static_cast<int>(u) == table.wte_unit() || static_cast<int>(u) == table.io_unit();
+    s.dedicated = table.dedicated(static_cast<int>(u));
     for (int i = unit.first_entry; i < unit.end_entry; ++i) {
       const ParamEntry& e = table.entries()[static_cast<size_t>(i)];
       s.data.push_back({e.offset - unit.begin, e.offset - unit.begin + e.count});

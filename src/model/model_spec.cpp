@@ -65,6 +65,22 @@ Status validate_model_config(const ModelConfig& c) {
     return Status::error("model.kv_heads = " + std::to_string(c.kv_heads) + " must divide model.heads = " +
                          std::to_string(c.heads) + " (0 means kv_heads = heads); choose a divisor of heads");
   }
+  if (c.arch == Arch::llama) {
+    if (c.mlp != MlpKind::gated) {
+      return Status::error("model.arch = \"llama\" has the gated (SwiGLU) MLP: remove model.mlp or set it to \"gated\"");
+    }
+    if (c.head_size() % 2 != 0) {
+      return Status::error("model.arch = \"llama\": rotary embeddings rotate pairs, so the head size hidden / heads = " +
+                           std::to_string(c.head_size()) + " must be even; choose model.heads so it is");
+    }
+    if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) {
+      return Status::error(fmt::format("model.rope_theta = {} must be a finite number above 1 (Llama 2: 10000, "
+                                       "Llama 3: 500000)", c.rope_theta));
+    }
+    if (!(c.norm_eps > 0) || !(c.norm_eps < 1)) {
+      return Status::error(fmt::format("model.norm_eps = {} must be in (0, 1) (Llama: 1e-5 or 1e-6)", c.norm_eps));
+    }
+  }
   return ok_status();
 }
 
@@ -85,15 +101,19 @@ Expected<AttentionKind> parse_attention_kind(const std::string& name) {
                        "\" is not a known attention; choose \"flash\" (tiles, no T x T matrix kept) or \"naive\"");
 }
 
+const char* arch_name(Arch a) { return a == Arch::llama ? "llama" : "gpt2"; }
+
+Expected<Arch> parse_arch(const std::string& name) {
+  if (name == "gpt2") return Arch::gpt2;
+  if (name == "llama") return Arch::llama;
+  return Status::error("model.arch = \"" + name + "\" is not a known architecture; choose \"gpt2\" or \"llama\"");
+}
+
 Status check_runtime_supports(const ModelConfig& c) {
-  if (c.kv() != c.heads) {
-    return Status::error("model.kv_heads = " + std::to_string(c.kv_heads) +
-                         " (grouped-query attention) is not supported by tera's runtime yet, only by `tera plan`; "
-                         "remove model.kv_heads or set it to model.heads = " + std::to_string(c.heads));
-  }
-  if (c.mlp != MlpKind::standard) {
+  if (c.arch == Arch::gpt2 && c.mlp != MlpKind::standard) {
     return Status::error(std::string("model.mlp = \"") + mlp_kind_name(c.mlp) +
-                         "\" is not supported by tera's runtime yet, only by `tera plan`; remove model.mlp or set it to \"standard\"");
+                         "\" on a GPT-2 block is a shape only `tera plan` prices; the runtime's gated MLP is "
+                         "Llama's: set model.arch = \"llama\", or remove model.mlp");
   }
   return ok_status();
 }
@@ -119,39 +139,52 @@ ModelSpec::ModelSpec(ModelConfig cfg) : cfg_(cfg) {
     p.sp_partial_grad = sp_partial;
     params_.push_back(std::move(p));
   };
-  // Root unit: position embedding and final LayerNorm (sequence-parallel
-  // partial gradients), then the vocab-parallel token embedding, tied to the
-  // LM head.
+  const bool llama = cfg_.arch == Arch::llama, bias = cfg_.biases();
+  // Root unit: position embedding (GPT-2) and final norm (sequence-parallel
+  // partial gradients), then the vocab-parallel token embedding (tied to the
+  // LM head unless tie_embeddings is off: then the head has its own matrix,
+  // lm_head.weight, on the head's stage).
   const int root = -1, final_norm = static_cast<int>(L);
-  add("wpe.weight", {cfg_.seq_len, C}, InitKind::normal, 0.01f, true, root, TpSplit::none, true);
+  if (!llama) add("wpe.weight", {cfg_.seq_len, C}, InitKind::normal, 0.01f, true, root, TpSplit::none, true);
   add("ln_f.weight", {C}, InitKind::ones, 0, false, final_norm, TpSplit::none, true);
-  add("ln_f.bias", {C}, InitKind::zeros, 0, false, final_norm, TpSplit::none, true);
+  if (bias) add("ln_f.bias", {C}, InitKind::zeros, 0, false, final_norm, TpSplit::none, true);
   add("wte.weight", {cfg_.vocab, C}, InitKind::normal, std_w, true, root, TpSplit::rows);
   params_.back().alloc_shape = {padded_vocab(), C};
   params_.back().token_embedding = true;
+  if (!cfg_.tied()) {
+    add("lm_head.weight", {cfg_.vocab, C}, InitKind::normal, std_w, true, final_norm, TpSplit::rows);
+    params_.back().alloc_shape = {padded_vocab(), C};
+    params_.back().output_embedding = true;
+  }
   const std::vector<int64_t> qkv_groups = {cfg_.heads * hs, cfg_.kv() * hs, cfg_.kv() * hs};
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     const int li = static_cast<int>(l);
+    // Norm gains first (sequence-parallel partial gradients), then the
+    // replicated biases, then the tensor-parallel splits.
     add(p + "ln_1.weight", {C}, InitKind::ones, 0, false, li, TpSplit::none, true);
-    add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, li, TpSplit::none, true);
+    if (bias) add(p + "ln_1.bias", {C}, InitKind::zeros, 0, false, li, TpSplit::none, true);
     add(p + "ln_2.weight", {C}, InitKind::ones, 0, false, li, TpSplit::none, true);
-    add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, li, TpSplit::none, true);
-    // Row-parallel biases are added once, after the reduction: replicated.
-    add(p + "attn.c_proj.bias", {C}, InitKind::zeros, 0, false, li);
-    add(p + "mlp.c_proj.bias", {C}, InitKind::zeros, 0, false, li);
+    if (bias) {
+      add(p + "ln_2.bias", {C}, InitKind::zeros, 0, false, li, TpSplit::none, true);
+      // Row-parallel biases are added once, after the reduction: replicated.
+      add(p + "attn.c_proj.bias", {C}, InitKind::zeros, 0, false, li);
+      add(p + "mlp.c_proj.bias", {C}, InitKind::zeros, 0, false, li);
+    }
     add(p + "attn.c_attn.weight", {Q, C}, InitKind::normal, std_w, true, li, TpSplit::rows);
     params_.back().row_groups = qkv_groups;
-    add(p + "attn.c_attn.bias", {Q}, InitKind::zeros, 0, false, li, TpSplit::rows);
-    params_.back().row_groups = qkv_groups;
+    if (bias) {
+      add(p + "attn.c_attn.bias", {Q}, InitKind::zeros, 0, false, li, TpSplit::rows);
+      params_.back().row_groups = qkv_groups;
+    }
     add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, std_proj, true, li, TpSplit::cols);
-    add(p + "mlp.c_fc.weight", {F, C}, InitKind::normal, std_w, true, li, TpSplit::rows);
-    add(p + "mlp.c_fc.bias", {F}, InitKind::zeros, 0, false, li, TpSplit::rows);
+    add(p + "mlp.c_fc.weight", {F, C}, InitKind::normal, std_w, true, li, TpSplit::rows);  // Llama's up_proj
+    if (bias) add(p + "mlp.c_fc.bias", {F}, InitKind::zeros, 0, false, li, TpSplit::rows);
     if (cfg_.mlp == MlpKind::gated) {  // SwiGLU gate: c_proj(silu(c_gate(x)) * c_fc(x))
       add(p + "mlp.c_gate.weight", {F, C}, InitKind::normal, std_w, true, li, TpSplit::rows);
-      add(p + "mlp.c_gate.bias", {F}, InitKind::zeros, 0, false, li, TpSplit::rows);
+      if (bias) add(p + "mlp.c_gate.bias", {F}, InitKind::zeros, 0, false, li, TpSplit::rows);
     }
-    add(p + "mlp.c_proj.weight", {C, F}, InitKind::normal, std_proj, true, li, TpSplit::cols);
+    add(p + "mlp.c_proj.weight", {C, F}, InitKind::normal, std_proj, true, li, TpSplit::cols);  // Llama's down_proj
   }
 }
 
@@ -192,14 +225,14 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
   const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;  // sequence dim outside the TP regions
   const DType d = o.dtype;
   const int64_t qkv_local = qkv_width_local(tp);
-  std::vector<BufferInfo> t = {
-      // LayerNorm outputs feed the QKV / FC GEMMs; under sequence parallelism
-      // they are kept sharded and all-gathered again in backward.
-      {"ln1", {B, Ts, C}, d},
-      {"ln1_mean", {B, Ts}, DType::f32},
-      {"ln1_rstd", {B, Ts}, DType::f32},
-      {"qkv", {B, T, qkv_local}, d},
-  };
+  // Norm outputs feed the QKV / FC GEMMs; under sequence parallelism they
+  // are kept sharded and all-gathered again in backward. RMSNorm (Llama)
+  // keeps no mean.
+  const bool ln = cfg_.arch != Arch::llama;
+  std::vector<BufferInfo> t = {{"ln1", {B, Ts, C}, d}};
+  if (ln) t.push_back({"ln1_mean", {B, Ts}, DType::f32});
+  t.push_back({"ln1_rstd", {B, Ts}, DType::f32});
+  t.push_back({"qkv", {B, T, qkv_local}, d});
   if (o.flash_attention) {
     t.push_back({"softmax_lse", {B, divide(H, tp), T}, DType::f32});
   } else {
@@ -213,7 +246,7 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
   if (o.dropout) t.push_back({"attn_dropout_mask", {B, Ts, C}, DType::u8});
   t.push_back({"res1", {B, Ts, C}, d});
   t.push_back({"ln2", {B, Ts, C}, d});
-  t.push_back({"ln2_mean", {B, Ts}, DType::f32});
+  if (ln) t.push_back({"ln2_mean", {B, Ts}, DType::f32});
   t.push_back({"ln2_rstd", {B, Ts}, DType::f32});
   t.push_back({"fch", {B, T, divide(F, tp)}, d});
   if (cfg_.mlp == MlpKind::gated) {
@@ -250,8 +283,8 @@ Shape ModelSpec::local_shape(const ParamInfo& p, int64_t tp) const {
   switch (p.tp_split) {
     case TpSplit::none: break;
     case TpSplit::rows:
-      if (p.token_embedding) {
-        s[0] = divide(padded_vocab(tp), tp);  // the vocab-parallel embedding
+      if (p.token_embedding || p.output_embedding) {
+        s[0] = divide(padded_vocab(tp), tp);  // the vocab-parallel embedding and LM head
       } else {
         s[0] = 0;
         for (int64_t g : p.row_groups) s[0] += divide(g, tp);
@@ -286,16 +319,18 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
   const int64_t Vl = padded_vocab(tp) / tp;  // vocab-parallel logits
   const int64_t wide = std::max(divide(cfg_.ffn(), tp) * (cfg_.mlp == MlpKind::gated ? 2 : 1), divide(cfg_.qkv_width(), tp));
   const DType d = o.dtype;
-  std::vector<BufferInfo> t = {
-      {"lnf", {B, T, C}, d, true},  // LN_f output, gathered: the LM-head GEMM input
-      {"lnf_mean", {B, Ts}, DType::f32, true},
-      {"lnf_rstd", {B, Ts}, DType::f32, true},
-      {"logits", {B, T, Vl}, DType::f32, true},   // this rank's vocabulary columns; overwritten by dlogits
-      {"ce_stats", {3, B, T}, DType::f32, true},  // row max, sum of exp, target logit
-      {"dres", {B, Ts, C}, d},                // residual-stream gradient
-      {"dwide", {B, T, wide}, d},             // d(fch_gelu), d(fch), d(qkv)
-      {"dnarrow", {B, T, C}, d},              // d(ln2), d(atty), d(ln1), d(lnf)
-  };
+  std::vector<BufferInfo> t = {{"lnf", {B, T, C}, d, true}};  // final norm output, gathered: the LM-head GEMM input
+  if (cfg_.arch != Arch::llama) t.push_back({"lnf_mean", {B, Ts}, DType::f32, true});  // LayerNorm only
+  for (BufferInfo b : std::vector<BufferInfo>{
+           {"lnf_rstd", {B, Ts}, DType::f32, true},
+           {"logits", {B, T, Vl}, DType::f32, true},   // this rank's vocabulary columns; overwritten by dlogits
+           {"ce_stats", {3, B, T}, DType::f32, true},  // row max, sum of exp, target logit
+           {"dres", {B, Ts, C}, d},                    // residual-stream gradient
+           {"dwide", {B, T, wide}, d},                 // d(fch_gelu), d(fch) (+ d(gate)), d(qkv)
+           {"dnarrow", {B, T, C}, d},                  // d(ln2), d(atty), d(ln1), d(lnf)
+       }) {
+    t.push_back(std::move(b));
+  }
   if (o.sequence_parallel) {
     t.push_back({"lnf_shard", {B, Ts, C}, d, true});  // LN_f output on this rank's tokens
     t.push_back({"full", {B, T, C}, d});        // gathered LN outputs, partial sums, full-token gradients

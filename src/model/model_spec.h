@@ -27,6 +27,14 @@ enum class MlpKind { standard, gated };
 const char* mlp_kind_name(MlpKind k);                       // "standard", "gated"
 Expected<MlpKind> parse_mlp_kind(const std::string& name);  // message names model.mlp
 
+// The block's architecture. gpt2: LayerNorm with bias, learned positions,
+// GELU MLP, biases on every linear layer, embeddings tied. llama: RMSNorm,
+// rotary positions (no position table), gated SwiGLU MLP, no biases,
+// embeddings untied by default (Touvron et al. 2023).
+enum class Arch { gpt2, llama };
+const char* arch_name(Arch a);                       // "gpt2", "llama"
+Expected<Arch> parse_arch(const std::string& name);  // message names model.arch
+
 // How the runtime computes attention (kernels/ops.h): naive keeps the T x T
 // probabilities for backward, flash keeps only the row log-sum-exp and
 // recomputes (Dao et al. 2022). Same model, same parameters: checkpoints
@@ -44,7 +52,13 @@ struct ModelConfig {
   int64_t ffn_hidden = 0;   // 0 means 4 * hidden
   int64_t vocab_align = 64; // embedding rows are padded to a multiple of this
   int64_t kv_heads = 0;     // 0 means heads; fewer is grouped-query attention (Llama 2/3)
-  MlpKind mlp = MlpKind::standard;
+  MlpKind mlp = MlpKind::standard;  // llama: gated (the config parser sets it)
+  Arch arch = Arch::gpt2;
+  double rope_theta = 10000;  // llama: rotary base (model.rope_theta)
+  double norm_eps = 1e-5;     // llama: RMSNorm epsilon (model.norm_eps; GPT-2's LayerNorm has its own 1e-5)
+  // Input and output embeddings shared; unset: tied for GPT-2 (standard MLP),
+  // untied for Llama and the gated-MLP shapes (model.tie_embeddings).
+  int tie_embeddings = -1;
   // A runtime choice, not part of the model's identity (==). Flash by
   // default: it equals naive to fp32 rounding (tests/model/test_gpt_gradcheck,
   // tests/train: every layout) and keeps no T x T matrix.
@@ -56,11 +70,15 @@ struct ModelConfig {
   // Output width of the fused QKV projection: (heads + 2 kv) * head size (3C without GQA).
   int64_t qkv_width() const { return (heads + 2 * kv()) * head_size(); }
   int64_t mlp_matrices() const { return mlp == MlpKind::gated ? 3 : 2; }
+  bool tied() const { return tie_embeddings < 0 ? (arch == Arch::gpt2 && mlp == MlpKind::standard) : tie_embeddings == 1; }
+  bool biases() const { return arch == Arch::gpt2; }
   // Same model: ffn_hidden = 0 and ffn_hidden = 4 * hidden are the same model
   // (likewise kv_heads = 0 and kv_heads = heads).
   bool operator==(const ModelConfig& o) const {
     return layers == o.layers && hidden == o.hidden && heads == o.heads && seq_len == o.seq_len &&
-           vocab == o.vocab && ffn() == o.ffn() && vocab_align == o.vocab_align && kv() == o.kv() && mlp == o.mlp;
+           vocab == o.vocab && ffn() == o.ffn() && vocab_align == o.vocab_align && kv() == o.kv() && mlp == o.mlp &&
+           arch == o.arch && tied() == o.tied() &&
+           (arch != Arch::llama || (rope_theta == o.rope_theta && norm_eps == o.norm_eps));
   }
 };
 
@@ -68,9 +86,9 @@ struct ModelConfig {
 // config key (model.<field>) and the fix.
 Status validate_model_config(const ModelConfig& cfg);
 
-// The CPU runtime (model/gpt.cpp) builds GPT-2 blocks only; the planner also
-// takes Llama-style shapes. Fails, naming the key and the fix, for a shape
-// only the planner understands (grouped-query attention, gated MLP).
+// The runtime (model/gpt.cpp) builds GPT-2 and Llama blocks; the planner also
+// takes hybrid shapes (a gated MLP on a GPT-2 block). Fails, naming the key
+// and the fix, for a shape only the planner understands.
 Status check_runtime_supports(const ModelConfig& cfg);
 
 enum class InitKind { normal, zeros, ones };
@@ -85,7 +103,7 @@ enum class InitKind { normal, zeros, ones };
 enum class TpSplit { none, rows, cols };
 
 struct ParamInfo {
-  std::string name;   // Hugging Face GPT-2 style: "h.3.attn.c_attn.weight"
+  std::string name;   // GPT-2 style for both architectures: "h.3.attn.c_attn.weight" (ckpt/ maps to Hugging Face)
   Shape shape;        // logical global shape (what checkpoints hold)
   Shape alloc_shape;  // allocated global shape at tp = 1 (vocab rows padded)
   InitKind init = InitKind::normal;
@@ -93,7 +111,8 @@ struct ParamInfo {
   bool weight_decay = false;  // true for weight matrices and embeddings only
   int layer = -1;             // -1 embeddings, 0..L-1 blocks, L final norm
   TpSplit tp_split = TpSplit::none;
-  bool token_embedding = false;     // wte: vocab-parallel rows, tied to the LM head
+  bool token_embedding = false;     // wte: vocab-parallel rows (the LM head too, when tied)
+  bool output_embedding = false;    // lm_head (untied): vocab-parallel rows, on the head's stage
   std::vector<int64_t> row_groups;  // rows split: sizes of the contiguous row groups (sum = rows)
   // Replicated, but under sequence parallelism each tp rank sees only its
   // tokens, so the gradient is partial and all-reduced over tp (LayerNorms,

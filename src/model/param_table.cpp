@@ -17,14 +17,19 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
   TERA_ASSERT(tp >= 1 && tp_rank >= 0 && tp_rank < tp);
   const int64_t L = spec.config().layers;
   const bool emb = plan_.has_embedding(), head = plan_.has_head();
-  // Bucket the tensors this stage holds by unit; units are laid out wte, io, blocks.
-  std::vector<const ParamInfo*> wte, io_sp, io;
+  // Bucket the tensors this stage holds by unit; units are laid out wte, io,
+  // lm_head, blocks. The token embedding sits on the embedding's stage, and on
+  // the head's when it is tied to the LM head.
+  const bool tied = spec.config().tied();
+  std::vector<const ParamInfo*> wte, io_sp, io, lm_head;
   std::vector<std::vector<const ParamInfo*>> blocks(static_cast<size_t>(L));
   for (const auto& p : spec.params()) {
     if (p.layer >= 0 && p.layer < L) {
       if (plan_.has_layer(p.layer)) blocks[static_cast<size_t>(p.layer)].push_back(&p);
     } else if (p.token_embedding) {
-      if (emb || head) wte.push_back(&p);
+      if (emb || (head && tied)) wte.push_back(&p);
+    } else if (p.output_embedding) {
+      if (head) lm_head.push_back(&p);
     } else if (p.layer < 0 ? emb : head) {  // embeddings: layer -1; final norm: layer L
       (p.sp_partial_grad ? io_sp : io).push_back(&p);
     }
@@ -52,6 +57,7 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
   };
   wte_unit_ = add_unit("wte", wte, -1);
   io_unit_ = add_unit("io", io_sp, -1);
+  head_unit_ = add_unit("lm_head", lm_head, -1);
   layer_unit_.assign(static_cast<size_t>(L), -1);
   for (int64_t l = 0; l < L; ++l) {
     // Block tensors keep ModelSpec's order, which puts sp_partial_grad ones first.
@@ -92,8 +98,8 @@ int64_t ParamTable::global_index(const ParamEntry& e, int64_t i) const {
       const int64_t rest = numel(p.shape) / p.shape[0];  // elements per row
       const int64_t r = i / rest, c = i % rest;
       int64_t global_row;
-      if (p.token_embedding) {
-        global_row = tp_rank_ * e.local_shape[0] + r;  // vocab-parallel embedding (padding rows past the vocab)
+      if (p.token_embedding || p.output_embedding) {
+        global_row = tp_rank_ * e.local_shape[0] + r;  // vocab-parallel embedding / head (padding rows past the vocab)
         if (global_row >= p.shape[0]) return -1;
       } else {
         int64_t local_start = 0, global_start = 0;

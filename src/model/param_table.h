@@ -10,7 +10,8 @@
 //          both hold it (tied to the LM head), with identical layouts, so its
 //          gradient shards line up for the all-reduce that keeps them in sync;
 //   "io"   the position embedding (with the embedding) and the final
-//          LayerNorm (with the head);
+//          norm (with the head);
+//   "lm_head" the untied output embedding (with the head; none when tied);
 //   "h.l"  one unit per block of this stage, in layer order.
 // A unit is a contiguous arena range whose length is a multiple of
 // `unit_align` floats, so it splits into equal, 64-byte aligned chunks across
@@ -65,8 +66,11 @@ class ParamTable {
   const std::vector<ParamUnit>& units() const { return units_; }
   int64_t total_floats() const { return total_; }
   int64_t max_unit_floats() const;
-  int wte_unit() const { return wte_unit_; }  // -1 when this stage has neither embedding nor head
+  int wte_unit() const { return wte_unit_; }  // -1 when this stage has neither embedding nor tied head
   int io_unit() const { return io_unit_; }
+  int head_unit() const { return head_unit_; }  // the untied LM head's; -1 when tied or not on this stage
+  // The units with buffers of their own under ZeRO-2/3 (wte, io, lm_head).
+  bool dedicated(int unit) const { return unit >= 0 && (unit == wte_unit_ || unit == io_unit_ || unit == head_unit_); }
   int unit_of_layer(int64_t layer) const;     // -1 when another stage holds the layer
   // nullptr if this rank does not hold `name`.
   const ParamEntry* find(std::string_view name) const;
@@ -85,7 +89,7 @@ class ParamTable {
   StagePlan plan_;
   int64_t total_ = 0;
   int tp_ = 1, tp_rank_ = 0;
-  int wte_unit_ = -1, io_unit_ = -1;
+  int wte_unit_ = -1, io_unit_ = -1, head_unit_ = -1;
 };
 
 // Writes the initial values of arena range [begin, end) to dst[0, end - begin)

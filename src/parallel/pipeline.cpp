@@ -69,7 +69,7 @@ void PipelineExecutor::reduce_grads() {
   // Tied embedding: the first stage's wte (embedding) and the last stage's
   // (LM head) are one parameter; sum their gradients. The unit has the same
   // layout on both stages, so the dp chunks line up.
-  if (g_.embedding_dev != nullptr && model_.table().wte_unit() >= 0) {
+  if (g_.embedding_dev != nullptr && model_.table().wte_unit() >= 0 && model_.spec().config().tied()) {
     int64_t count = 0;
     float* g = zero_.reduced_grads(model_.table().wte_unit(), &count);
     g_.embedding_dev->all_reduce(g, count, CommType::f32, ReduceOp::sum);

@@ -122,7 +122,7 @@ class ZeroMemory final : public ParamMemory {
     float* buf = nullptr;
     bool in_use = false;
   };
-  bool dedicated(int unit) const { return unit == table_.wte_unit() || unit == table_.io_unit(); }
+  bool dedicated(int unit) const { return table_.dedicated(unit); }
   int64_t chunk(int unit) const { return table_.units()[static_cast<size_t>(unit)].size() / dp_.size(); }
   int64_t chunk_begin(int unit) const {
     return table_.units()[static_cast<size_t>(unit)].begin + dp_.rank() * chunk(unit);

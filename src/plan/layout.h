@@ -46,7 +46,7 @@ struct Workload {
 
 // ModelConfig has no tying flag: the gated-MLP family (Llama) unties its
 // embeddings, GPT-2/3 shapes tie them.
-inline bool untied_by_family(const ModelConfig& m) { return m.mlp == MlpKind::gated; }
+inline bool untied_by_family(const ModelConfig& m) { return !m.tied(); }
 
 // Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
 int64_t micro_batches(const ParallelLayout& l, const Workload& w);

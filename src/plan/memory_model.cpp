@@ -75,28 +75,29 @@ const ActivationTableBytes& MemoryTables::tables(const ParallelLayout& l) {
 }
 
 // The runtime's parameter units for tp rank 0 with units padded for a ZeRO
-// group of dp ranks: the token embedding, the io unit of a first stage
-// (wpe), a last stage (ln_f) or a single one (both), and a block, read off
-// ParamTables of one-layer stage plans.
+// group of dp ranks, read off ParamTables of one-layer stage plans: the units
+// of a first stage (token embedding, io: wpe), a last stage (ln_f, and the
+// token embedding when tied to the head, or an lm_head of its own) and a
+// single one, each followed by one block.
 const MemoryTables::Units& MemoryTables::units(int tp, int dp) {
   const auto key = std::make_pair(tp, dp);
   auto it = units_.find(key);
   if (it != units_.end()) return it->second;
-  auto table_units = [&](bool embedding, bool head) {
+  Units u;
+  auto end_units = [&](bool embedding, bool head) {
     StagePlan plan;
     plan.chunks.push_back(ChunkPlan{.virtual_stage = 0, .first_layer = 0, .num_layers = 1, .embedding = embedding, .head = head});
     const ParamTable table(spec_, int64_t{dp} * ArenaLayout::kAlignFloats, tp, 0, plan);
-    TERA_ASSERT(table.units().size() == 3, "a one-layer stage with an end holds wte, io and one block");
-    return unit_shapes(table);
+    TERA_ASSERT(!table.units().empty() && table.units().back().layer == 0, "a one-layer stage ends with its block");
+    std::vector<UnitShape> shapes = unit_shapes(table);
+    u.block = shapes.back();
+    shapes.pop_back();
+    return shapes;
   };
-  Units u;
-  const std::vector<UnitShape> first = table_units(true, false);
-  u.wte = first[0];
-  u.io_first = first[1];
-  u.block = first[2];
-  u.io_last = table_units(false, true)[1];
-  u.io_both = table_units(true, true)[1];
-  return units_.emplace(key, u).first->second;
+  u.first = end_units(true, false);
+  u.last = end_units(false, true);
+  u.both = end_units(true, true);
+  return units_.emplace(key, std::move(u)).first->second;
 }
 
 MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int dp_rank) {
@@ -105,15 +106,8 @@ MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int dp_
   const StagePlan plan = make_stage_plan(*per, l.pp, stage);
   const int dp = l.dp_cp();  // ZeRO shards over every rank holding the same parameters
   const Units& u = units(l.tp, dp);
-  std::vector<UnitShape> stage_units;
   const bool emb = plan.has_embedding(), head = plan.has_head();
-  if (emb || head) {
-    stage_units.push_back(u.wte);  // the token embedding, or its tied copy under the LM head
-    stage_units.push_back(emb && head ? u.io_both : emb ? u.io_first : u.io_last);
-    // An untied output embedding (Llama) is a unit of the token embedding's
-    // shape of its own; only a stage with both ends holds two.
-    if (emb && head && w_.untied_embeddings) stage_units.push_back(u.wte);
-  }
+  std::vector<UnitShape> stage_units = emb && head ? u.both : emb ? u.first : head ? u.last : std::vector<UnitShape>{};
   UnitShape blocks = u.block;
   blocks.repeat = plan.num_layers();
   int64_t unit_count = static_cast<int64_t>(stage_units.size()) + blocks.repeat;

@@ -75,7 +75,10 @@ class MemoryTables {
 
  private:
   struct Units {
-    UnitShape wte, io_first, io_last, io_both, block;
+    // The units a stage holds besides its blocks, for a first stage, a last
+    // stage and a single one (token embedding, io, an untied lm_head).
+    std::vector<UnitShape> first, last, both;
+    UnitShape block;
   };
   const ActivationTableBytes& tables(const ParallelLayout& l);
   const Units& units(int tp, int dp);

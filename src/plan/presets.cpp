@@ -123,10 +123,27 @@ Expected<ModelConfig> parse_model_toml(const std::string& text, const std::strin
   TERA_RETURN_IF_ERROR(f.integer("model.ffn_hidden", &m.ffn_hidden, false, 0, kMax));
   TERA_RETURN_IF_ERROR(f.integer("model.vocab_align", &m.vocab_align, false, 1, kMax));
   TERA_RETURN_IF_ERROR(f.integer("model.kv_heads", &m.kv_heads, false, 0, kMax));
+  std::string arch = "gpt2", attention = "flash";
+  TERA_RETURN_IF_ERROR(f.string("model.arch", &arch, false));
+  auto a = parse_arch(arch);
+  if (!a.ok()) return Status::error(where + ": " + a.error());
+  m.arch = *a;
+  if (m.arch == Arch::llama) mlp = "gated";  // Llama's MLP unless model.mlp says otherwise (then validation refuses it)
   TERA_RETURN_IF_ERROR(f.string("model.mlp", &mlp, false));
   auto kind = parse_mlp_kind(mlp);
   if (!kind.ok()) return Status::error(where + ": " + kind.error());
   m.mlp = *kind;
+  TERA_RETURN_IF_ERROR(f.number("model.rope_theta", &m.rope_theta, false, 1, 1e12));
+  TERA_RETURN_IF_ERROR(f.number("model.norm_eps", &m.norm_eps, false, 0, 1));
+  bool tie = false;
+  if (f.has("model.tie_embeddings")) {
+    TERA_RETURN_IF_ERROR(f.boolean("model.tie_embeddings", &tie, true));
+    m.tie_embeddings = tie ? 1 : 0;
+  }
+  TERA_RETURN_IF_ERROR(f.string("model.attention", &attention, false));
+  auto att = parse_attention_kind(attention);
+  if (!att.ok()) return Status::error(where + ": " + att.error());
+  m.attention = *att;
   // A run config carries more tables; the planner reads only [model].
   for (const char* t : {"train", "data", "parallel", "out"}) f.skip_table(t);
   TERA_RETURN_IF_ERROR(f.finish());

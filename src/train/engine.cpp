@@ -96,24 +96,27 @@ void Engine::load_state(const float* params, const float* m, const float* v) {
 }
 
 std::vector<std::string> Engine::nonfinite_groups() {
-  // One flag per group (wte, io, then every global layer); summed over the world.
+  // One flag per group (wte, io, lm_head, then every global layer); summed over the world.
   const int64_t L = cfg_.model.layers;
   const int64_t units = static_cast<int64_t>(table_->units().size());
   zero_->count_nonfinite_grads(scalars() + 4);
   const std::vector<double> counts = scalars_to_host(4, units);
-  std::vector<double> bad(static_cast<size_t>(L + 2), 0.0);
+  constexpr size_t kFirstLayer = 3;
+  std::vector<double> bad(static_cast<size_t>(L) + kFirstLayer, 0.0);
   for (size_t u = 0; u < table_->units().size(); ++u) {
     if (counts[u] == 0) continue;
     const ParamUnit& unit = table_->units()[u];
-    const size_t slot = unit.layer >= 0 ? 2 + static_cast<size_t>(unit.layer)
-                        : static_cast<int>(u) == table_->wte_unit() ? 0
-                                                                    : 1;
+    const int ui = static_cast<int>(u);
+    const size_t slot = unit.layer >= 0 ? kFirstLayer + static_cast<size_t>(unit.layer)
+                        : ui == table_->wte_unit() ? 0
+                        : ui == table_->io_unit()  ? 1
+                                                   : 2;
     bad[std::min(slot, bad.size() - 1)] = 1.0;
   }
   g_.world->all_reduce(bad.data(), static_cast<int64_t>(bad.size()), CommType::f64, ReduceOp::max);
   std::vector<std::string> names;
   for (size_t i = 0; i < bad.size(); ++i) {
-    if (bad[i] > 0) names.push_back(i == 0 ? "wte" : i == 1 ? "io" : "h." + std::to_string(i - 2));
+    if (bad[i] > 0) names.push_back(i == 0 ? "wte" : i == 1 ? "io" : i == 2 ? "lm_head" : "h." + std::to_string(i - kFirstLayer));
   }
   return names;
 }

@@ -88,7 +88,9 @@ class Engine {
   const StagePlan& stage_plan() const { return plan_; }
   // Whether this rank's stage holds the tied embedding only as the LM head's
   // copy (last stage of a pipeline): checkpoints and norms count stage 0's.
-  bool holds_tied_copy() const { return g_.layout.pp > 1 && plan_.has_head() && !plan_.has_embedding(); }
+  bool holds_tied_copy() const {
+    return spec_.config().tied() && g_.layout.pp > 1 && plan_.has_head() && !plan_.has_embedding();
+  }
 
   const ModelSpec& spec() const { return spec_; }
   const ParamTable& table() const { return *table_; }

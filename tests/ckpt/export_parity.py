@@ -3,10 +3,15 @@
 
 usage: export_parity.py EXPORTED.safetensors TERA_LOGITS.safetensors
 
-Reads the file `tera ckpt export` wrote (Hugging Face GPT-2 names, Conv1D
-weights stored (in, out)) and config.json beside it, runs GPT2LMHeadModel's
-forward written out in PyTorch (float64) on tera's tokens and compares the
-logits with tera's: max |difference| <= 1e-4 * max |tera logit|.
+Reads the file `tera ckpt export` wrote and config.json beside it, runs the
+forward of the model config.json names, written out in PyTorch (float64), on
+tera's tokens and compares the logits with tera's: max |difference| <= 1e-4 *
+max |tera logit|. Two families:
+  gpt2   GPT2LMHeadModel: Conv1D weights stored (in, out), tied head;
+  llama  LlamaForCausalLM: RMSNorm, rotary embeddings (rotate-half, base
+         rope_theta), grouped-query attention (query head h reads key/value
+         head h // (heads / kv_heads), transformers' repeat_kv), SwiGLU MLP,
+         Linear weights (out, in), lm_head.weight unless tie_word_embeddings.
 """
 import json
 import math
@@ -50,10 +55,73 @@ def gpt2_lm_head_forward(P, cfg, tokens):
     return x @ g("wte.weight").T  # lm_head tied to wte
 
 
+def llama_forward(P, cfg, tokens):
+    """transformers' LlamaForCausalLM forward (eval mode, no cache), Linear: y = x @ W.T."""
+    B, T = tokens.shape
+    C, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    KV = cfg.get("num_key_value_heads") or H
+    eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+    hs = C // H
+    g = lambda n: P[n].double()
+
+    def rms_norm(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    inv_freq = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    ang = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)  # [T, hs/2]
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+
+    def rope(x):  # x [B, heads, T, hs]
+        half = torch.cat([-x[..., hs // 2:], x[..., : hs // 2]], -1)
+        return x * cos + half * sin
+
+    x = g("model.embed_tokens.weight")[tokens.long()]
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for l in range(L):
+        p = f"model.layers.{l}."
+        h = rms_norm(x, g(p + "input_layernorm.weight"))
+        q = (h @ g(p + "self_attn.q_proj.weight").T).view(B, T, H, hs).transpose(1, 2)
+        k = (h @ g(p + "self_attn.k_proj.weight").T).view(B, T, KV, hs).transpose(1, 2)
+        v = (h @ g(p + "self_attn.v_proj.weight").T).view(B, T, KV, hs).transpose(1, 2)
+        q, k = rope(q), rope(k)
+        k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ g(p + "self_attn.o_proj.weight").T
+        h = rms_norm(x, g(p + "post_attention_layernorm.weight"))
+        assert cfg.get("hidden_act", "silu") == "silu"
+        m = F.silu(h @ g(p + "mlp.gate_proj.weight").T) * (h @ g(p + "mlp.up_proj.weight").T)
+        x = x + m @ g(p + "mlp.down_proj.weight").T
+    x = rms_norm(x, g("model.norm.weight"))
+    head = g("model.embed_tokens.weight") if cfg.get("tie_word_embeddings", False) else g("lm_head.weight")
+    return x @ head.T
+
+
+def check_llama(P, cfg):
+    assert cfg["architectures"] == ["LlamaForCausalLM"], cfg
+    for key in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers",
+                "rms_norm_eps", "rope_theta", "vocab_size", "max_position_embeddings", "tie_word_embeddings"):
+        assert key in cfg, f"config.json lacks LlamaConfig's {key}"
+    C, H, KV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hs = C // H
+    shapes = {"model.layers.0.self_attn.q_proj.weight": [H * hs, C], "model.layers.0.self_attn.k_proj.weight": [KV * hs, C],
+              "model.layers.0.mlp.gate_proj.weight": [cfg["intermediate_size"], C], "model.norm.weight": [C]}
+    for name, shape in shapes.items():
+        assert name in P and list(P[name].shape) == shape, f"{name}: expected {shape}"
+    assert ("lm_head.weight" in P) != cfg["tie_word_embeddings"], "lm_head.weight must be stored iff the head is untied"
+
+
 def main():
     exported, dump = sys.argv[1], sys.argv[2]
     P, _ = read_safetensors(exported)
     cfg = json.load(open(os.path.join(os.path.dirname(os.path.abspath(exported)), "config.json")))
+    D, _ = read_safetensors(dump)
+    ref = D["logits"].double()
+    if cfg["model_type"] == "llama":
+        check_llama(P, cfg)
+        got = llama_forward(P, cfg, D["tokens"])
+        report(ref, got)
     assert cfg["model_type"] == "gpt2" and cfg["architectures"] == ["GPT2LMHeadModel"], cfg
     expected = {"transformer.wte.weight", "transformer.wpe.weight", "transformer.ln_f.weight", "transformer.ln_f.bias"}
     missing = expected - set(P)
@@ -61,9 +129,10 @@ def main():
     C = cfg["n_embd"]
     w = P["transformer.h.0.attn.c_attn.weight"]
     assert list(w.shape) == [C, 3 * C], f"c_attn must be Conv1D (in, out) = [{C}, {3*C}], got {list(w.shape)}"
-    D, _ = read_safetensors(dump)
-    ref = D["logits"].double()
-    got = gpt2_lm_head_forward(P, cfg, D["tokens"])
+    report(ref, gpt2_lm_head_forward(P, cfg, D["tokens"]))
+
+
+def report(ref, got):
     err = (got - ref).abs().max().item() / ref.abs().max().item()
     print(f"logits {list(ref.shape)}: max |torch - tera| / max |tera| = {err:.2e} (tolerance 1e-4)")
     sys.exit(0 if err <= 1e-4 else 1)

@@ -178,8 +178,15 @@ TEST_P(Conformance, Linear) {
   be().linear_forward(yf.p, xf.p, Wf.p, bf.p, N, I, O);
   const double bound_fwd = (I + 1) * kEps32 * (I * 16.0);  // sum |x w| <= I * max|x| max|w|, |x|,|w| < 4
   expect_within(yf.host(), y, uniform_tol(y.size(), bound_fwd), "linear fwd fp32");
-  be().linear_backward(dxf.p, dWf.p, dbf.p, Rf.p, xf.p, Wf.p, N, I, O);
+  be().linear_backward(dxf.p, dWf.p, dbf.p, Rf.p, xf.p, Wf.p, N, I, O, false);
   expect_within(dxf.host(), dx, uniform_tol(dx.size(), (O + 1) * kEps32 * O * 16.0), "linear dx fp32");
+  // accumulate_dx adds the same product to what dx holds (a gated MLP's second input projection).
+  F32 dx2(be(), dx);
+  std::vector<double> twice(dx.size());
+  for (size_t i = 0; i < dx.size(); ++i) twice[i] = 2 * dx[i];
+  F32 dWs(be(), O * I);
+  be().linear_backward(dx2.p, dWs.p, nullptr, Rf.p, xf.p, Wf.p, N, I, O, true);
+  expect_within(dx2.host(), twice, uniform_tol(dx.size(), 3 * (O + 1) * kEps32 * O * 16.0), "linear dx accumulated fp32");
   expect_within(dWf.host(), dW, uniform_tol(dW.size(), (N + 1) * kEps32 * N * 16.0), "linear dW fp32");
   expect_within(dbf.host(), db, uniform_tol(db.size(), (N + 1) * kEps32 * N * 4.0), "linear db fp32");
 }
@@ -213,6 +220,124 @@ TEST_P(Conformance, LayerNorm) {
   expect_within(dxf.host(), dx, uniform_tol(dx.size(), t), "layernorm dx fp32");
   expect_within(dgf.host(), dg, uniform_tol(dg.size(), N * t), "layernorm dg fp32");
   expect_within(dbf.host(), db, uniform_tol(db.size(), N * 4 * kEps32 * 4.0), "layernorm db fp32");
+}
+
+TEST_P(Conformance, RmsNorm) {
+  Inputs in;
+  const int64_t N = 5, C = 37;
+  const float eps = 1e-5f;
+  auto x = in.normal(N * C, 2.0), g = in.normal(C), R = in.normal(N * C);
+  std::vector<double> rstd(N), y(N * C);
+  auto loss = [&] {
+    cpu::rmsnorm_forward<double>(y.data(), rstd.data(), x.data(), g.data(), N, C, eps);
+    return dot(y, R);
+  };
+  loss();
+  // Closed form of one row.
+  double ms = 0;
+  for (int64_t c = 0; c < C; ++c) ms += x[c] * x[c] / C;
+  ASSERT_NEAR(rstd[0], 1.0 / std::sqrt(ms + static_cast<double>(eps)), 1e-12);
+  ASSERT_NEAR(y[3], x[3] * rstd[0] * g[3], 1e-12);
+  std::vector<double> y_ref = y, rstd_ref = rstd;
+  auto dx0 = in.normal(N * C);  // dx accumulates: start from a non-zero residual gradient
+  std::vector<double> dx = dx0, dg(C, 0.0);
+  cpu::rmsnorm_backward<double>(dx.data(), dg.data(), R.data(), x.data(), g.data(), rstd.data(), N, C);
+  std::vector<double> dx_only(N * C);
+  for (size_t i = 0; i < dx.size(); ++i) dx_only[i] = dx[i] - dx0[i];
+  fd_check(x, loss, dx_only, "rmsnorm dx");
+  fd_check(g, loss, dg, "rmsnorm dg");
+  // fp32: xhat has |xhat| <= sqrt(C); the mean of squares sums C terms.
+  F32 xf(be(), x), gf(be(), g), Rf(be(), R), yf(be(), N * C), rf(be(), N), dxf(be(), dx0), dgf(be(), C);
+  be().rmsnorm_forward(yf.p, rf.p, xf.p, gf.p, N, C, eps);
+  const double t = 4 * C * kEps32 * std::sqrt(static_cast<double>(C)) * 16.0;
+  expect_within(yf.host(), y_ref, uniform_tol(y_ref.size(), t), "rmsnorm fwd fp32");
+  be().rmsnorm_backward(dxf.p, dgf.p, Rf.p, xf.p, gf.p, rf.p, N, C);
+  expect_within(dxf.host(), dx, uniform_tol(dx.size(), t), "rmsnorm dx fp32");
+  expect_within(dgf.host(), dg, uniform_tol(dg.size(), N * t), "rmsnorm dg fp32");
+}
+
+TEST_P(Conformance, Swiglu) {
+  Inputs in;
+  const int64_t n = 101;
+  auto gate = in.normal(n, 3.0), up = in.normal(n), R = in.normal(n);
+  std::vector<double> y(n);
+  auto loss = [&] {
+    cpu::swiglu_forward<double>(y.data(), gate.data(), up.data(), n);
+    return dot(y, R);
+  };
+  loss();
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], gate[i] / (1 + std::exp(-gate[i])) * up[i], 1e-14 * (1 + std::abs(y[i])));
+  std::vector<double> y_ref = y, dgate(n), dup(n);
+  cpu::swiglu_backward<double>(dgate.data(), dup.data(), gate.data(), up.data(), R.data(), n);
+  fd_check(gate, loss, dgate, "swiglu dgate");
+  fd_check(up, loss, dup, "swiglu dup");
+  // fp32: the sigmoid through exp_approx (~2 ulp) and a few products: a few
+  // eps32 relative to |gate| |up| (and, in the derivative, |gate| more).
+  F32 gf(be(), gate), uf(be(), up), Rf(be(), R), yf(be(), n), dgf(be(), n), duf(be(), n);
+  be().swiglu_forward(yf.p, gf.p, uf.p, n);
+  std::vector<double> tol(n), tol_g(n), tol_u(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = std::abs(gate[i]) + 1;
+    tol[i] = 16 * kEps32 * a * std::abs(up[i]) + 1e-30;
+    tol_u[i] = 16 * kEps32 * a * std::abs(R[i]) + 1e-30;
+    tol_g[i] = 16 * kEps32 * a * a * std::abs(up[i] * R[i]) + 1e-30;
+  }
+  expect_within(yf.host(), y_ref, tol, "swiglu fwd fp32");
+  be().swiglu_backward(dgf.p, duf.p, gf.p, uf.p, Rf.p, n);
+  expect_within(dgf.host(), dgate, tol_g, "swiglu dgate fp32");
+  expect_within(duf.host(), dup, tol_u, "swiglu dup fp32");
+}
+
+TEST_P(Conformance, RotaryEmbeddings) {
+  // Hugging Face's rotate-half convention, checked against the definition on
+  // odd shapes (grouped k/v heads, T = 7 of a run of 2 sequences); the map is
+  // a rotation: backward(forward(x)) = x, norms of each (i, h + i) pair are
+  // kept, the v heads are untouched, position 0 is the identity; its
+  // gradient passes finite differences.
+  Inputs in;
+  const int64_t B = 2, T = 7, H = 3, KV = 1, hs = 6, half = hs / 2, N = B * T, W = (H + 2 * KV) * hs;
+  const float theta = 10000.0f;
+  auto x = in.normal(N * W), R = in.normal(N * W);
+  std::vector<double> y = x;
+  cpu::rope_forward<double>(y.data(), N, T, H, KV, hs, theta);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t pos = n % T;
+    for (int64_t h = 0; h < H + 2 * KV; ++h) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double* xv = x.data() + n * W + h * hs;
+        const double* yv = y.data() + n * W + h * hs;
+        if (h >= H + KV) {  // v heads
+          ASSERT_EQ(yv[i], xv[i]);
+          ASSERT_EQ(yv[half + i], xv[half + i]);
+          continue;
+        }
+        const double a = static_cast<double>(pos) * std::pow(10000.0, -2.0 * static_cast<double>(i) / hs);
+        ASSERT_NEAR(yv[i], xv[i] * std::cos(a) - xv[half + i] * std::sin(a), 1e-13) << n << " " << h << " " << i;
+        ASSERT_NEAR(yv[half + i], xv[half + i] * std::cos(a) + xv[i] * std::sin(a), 1e-13);
+        if (pos == 0) {
+          ASSERT_EQ(yv[i], xv[i]);
+        }
+      }
+    }
+  }
+  std::vector<double> back = y;
+  cpu::rope_backward<double>(back.data(), N, T, H, KV, hs, theta);
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(back[i], x[i], 1e-13);
+  // d(R . rope(x))/dx = rope_backward(R).
+  std::vector<double> g = R;
+  cpu::rope_backward<double>(g.data(), N, T, H, KV, hs, theta);
+  auto loss = [&] {
+    std::vector<double> z = x;
+    cpu::rope_forward<double>(z.data(), N, T, H, KV, hs, theta);
+    return dot(z, R);
+  };
+  fd_check(x, loss, g, "rope dx");
+  // fp32: one product of |x| <= 4 with sin/cos rounded once (2 eps) per term.
+  F32 xf(be(), x), gf(be(), R);
+  be().rope_forward(xf.p, N, T, H, KV, hs, theta);
+  expect_within(xf.host(), y, uniform_tol(y.size(), 4 * 4 * kEps32 * 2), "rope fwd fp32");
+  be().rope_backward(gf.p, N, T, H, KV, hs, theta);
+  expect_within(gf.host(), g, uniform_tol(g.size(), 4 * 4 * kEps32 * 2), "rope bwd fp32");
 }
 
 TEST_P(Conformance, Gelu) {

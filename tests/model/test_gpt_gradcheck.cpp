@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/rng.h"
@@ -16,12 +18,24 @@
 namespace tera {
 namespace {
 
-// Both attention kinds (naive, flash), on the cpu backend.
-class GptGradCheck : public ::testing::TestWithParam<AttentionKind> {};
+// Both architectures (GPT-2; Llama with grouped-query attention, an untied
+// head, RMSNorm, rotary embeddings and SwiGLU) and both attention kinds
+// (naive, flash), on the cpu backend.
+class GptGradCheck : public ::testing::TestWithParam<std::tuple<Arch, AttentionKind>> {};
+
+ModelConfig gradcheck_model(Arch arch) {
+  if (arch == Arch::gpt2) {
+    return ModelConfig{.layers = 2, .hidden = 16, .heads = 2, .seq_len = 9, .vocab = 37, .ffn_hidden = 0, .vocab_align = 8};
+  }
+  ModelConfig m{.layers = 2, .hidden = 16, .heads = 4, .seq_len = 9, .vocab = 37, .ffn_hidden = 24, .vocab_align = 8,
+                .kv_heads = 2, .mlp = MlpKind::gated, .arch = Arch::llama};
+  m.rope_theta = 100;  // positions 0..8 turn the fastest pair by over a radian each
+  return m;
+}
 
 TEST_P(GptGradCheck, DirectionalDerivativeOfEveryTensor) {
-  ModelConfig cfg{.layers = 2, .hidden = 16, .heads = 2, .seq_len = 9, .vocab = 37, .ffn_hidden = 0, .vocab_align = 8};
-  cfg.attention = GetParam();
+  ModelConfig cfg = gradcheck_model(std::get<0>(GetParam()));
+  cfg.attention = std::get<1>(GetParam());
   const int64_t B = 3, T = cfg.seq_len;
   Gpt model(ModelSpec(cfg), cpu_backend(), B);
   model.init_parameters(42);
@@ -70,8 +84,13 @@ TEST_P(GptGradCheck, DirectionalDerivativeOfEveryTensor) {
   EXPECT_EQ(checked, static_cast<int>(model.table().entries().size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Attention, GptGradCheck, ::testing::Values(AttentionKind::naive, AttentionKind::flash),
-                         [](const ::testing::TestParamInfo<AttentionKind>& i) { return attention_kind_name(i.param); });
+INSTANTIATE_TEST_SUITE_P(ArchAndAttention, GptGradCheck,
+                         ::testing::Combine(::testing::Values(Arch::gpt2, Arch::llama),
+                                            ::testing::Values(AttentionKind::naive, AttentionKind::flash)),
+                         [](const ::testing::TestParamInfo<std::tuple<Arch, AttentionKind>>& i) {
+                           return std::string(arch_name(std::get<0>(i.param))) + "_" +
+                                  attention_kind_name(std::get<1>(i.param));
+                         });
 
 TEST(GptFlashAttention, TheSameLossesAndGradientsAsNaive) {
   // One model, the same weights and batch: flash and naive attention give the

@@ -345,6 +345,24 @@ class TrainRobustness(RobustnessCase):
         self.assertFalse(os.path.exists(self.path("out")), "nothing is written before the refusal")
         self.assert_refused(self.train(cfg, "train.backend="), ["train.backend", "empty"])
 
+    # Issue 20: Llama shapes the runtime cannot build are refused, naming the field and the fix.
+    def test_llama_shapes_refused_naming_the_field(self):
+        cfg = self.config()
+        self.assert_refused(self.train(cfg, "model.arch=mamba"), ["model.arch", "\"mamba\"", "\"gpt2\" or \"llama\""])
+        self.assert_refused(self.train(cfg, "model.arch=llama", "model.heads=4", "model.kv_heads=3"),
+                            ["model.kv_heads = 3", "must divide model.heads = 4"])
+        self.assert_refused(self.train(cfg, "model.arch=llama", "model.mlp=standard"), ["model.arch", "gated"])
+        self.assert_refused(self.train(cfg, "model.arch=llama", "model.rope_theta=0.5"), ["model.rope_theta"])
+        self.assert_refused(self.train(cfg, "model.arch=llama", "model.heads=4", "model.norm_eps=2"), ["model.norm_eps"])
+        # hidden 16 / 16 heads: head size 1, no pair to rotate.
+        self.assert_refused(self.train(cfg, "model.arch=llama", "model.heads=16"), ["head size", "even"])
+        # tp 4 splits 4 query heads but only 2 key/value heads: not split, not replicated.
+        r = self.train(cfg, "model.arch=llama", "model.heads=4", "model.kv_heads=2", "parallel.tp=4")
+        self.assert_refused(r, ["parallel.tp = 4 does not divide model.kv_heads = 2", "does not replicate"])
+        # A gated MLP on a GPT-2 block is a planner-only shape.
+        self.assert_refused(self.train(cfg, "model.mlp=gated"), ["model.mlp", "model.arch = \"llama\""])
+        self.assertFalse(os.path.exists(self.path("out")), "nothing is written before a refusal")
+
 
 if __name__ == "__main__":
     main()

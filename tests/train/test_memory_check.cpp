@@ -39,6 +39,7 @@ struct Case {
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
   std::vector<int64_t> stage_layers = {};
   AttentionKind attention = AttentionKind::naive;
+  bool llama = false;
 };
 
 std::string describe(const Case& c) {
@@ -46,6 +47,7 @@ std::string describe(const Case& c) {
                               c.sp ? " sp" : "", recompute_name(c.recompute),
                               schedule_kind_name(c.vpp > 1 ? ScheduleKind::interleaved : c.schedule),
                               attention_kind_name(c.attention));
+  if (c.llama) s += " llama";
   if (!c.stage_layers.empty()) s += fmt::format(" stage_layers {}", fmt::join(c.stage_layers, " "));
   return s;
 }
@@ -67,6 +69,12 @@ RunConfig config_for(const Case& c) {
   cfg.parallel.recompute = c.recompute;
   cfg.parallel.stage_layers = c.stage_layers;
   cfg.model.attention = c.attention;
+  if (c.llama) {  // the same with Llama's block: 2 key/value heads, SwiGLU width 40, untied head
+    cfg.model.arch = Arch::llama;
+    cfg.model.mlp = MlpKind::gated;
+    cfg.model.kv_heads = 2;
+    cfg.model.ffn_hidden = 40;
+  }
   return cfg;
 }
 
@@ -98,6 +106,14 @@ std::vector<Case> sweep() {
     cases.push_back({2, 2, 2, 1, zero, true, full, ScheduleKind::one_f_one_b, {}, flash});
     cases.push_back({1, 2, 1, 3, zero, false, none, ScheduleKind::interleaved, {}, flash});
   }
+  // Llama: no biases or position table, RMSNorm keeps no mean, an untied head
+  // on the last stage, grouped key/value heads.
+  cases.push_back({1, 1, 1, 1, 0, false, none, ScheduleKind::one_f_one_b, {}, flash, true});
+  cases.push_back({2, 2, 2, 1, 3, true, full, ScheduleKind::one_f_one_b, {}, flash, true});
+  cases.push_back({1, 2, 2, 3, 1, false, none, ScheduleKind::interleaved, {}, flash, true});
+  cases.push_back({2, 1, 2, 1, 2, false, none, ScheduleKind::one_f_one_b, {}, AttentionKind::naive, true});
+  cases.push_back({1, 3, 1, 1, 1, false, full, ScheduleKind::gpipe, {}, flash, true});
+  cases.push_back({2, 3, 1, 1, 0, true, none, ScheduleKind::gpipe, {1, 3, 2}, flash, true});
   return cases;
 }
 

@@ -17,13 +17,29 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 template <typename T>
 void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t I, int64_t O);
 template <typename T>
-void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t N, int64_t I, int64_t O);
+void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t N, int64_t I, int64_t O,
+                     bool accumulate_dx = false);
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* g, const T* b, int64_t N, int64_t C);
 template <typename T>
 void layernorm_backward(T* dx, T* dg, T* db, const T* dout, const T* x, const T* g, const T* mean, const T* rstd,
                         int64_t N, int64_t C);
+
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* g, int64_t N, int64_t C, float eps);
+template <typename T>
+void rmsnorm_backward(T* dx, T* dg, const T* dout, const T* x, const T* g, const T* rstd, int64_t N, int64_t C);
+
+template <typename T>
+void swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
+template <typename T>
+void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dout, int64_t n);
+
+template <typename T>
+void rope_forward(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, float theta);
+template <typename T>
+void rope_backward(T* dqkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, float theta);
 
 template <typename T>
 void gelu_forward(T* out, const T* x, int64_t n);

@@ -56,8 +56,10 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t
 }
 
 template <typename T>
-void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t N, int64_t I, int64_t O) {
-  if (dx != nullptr) gemm<T>(false, false, N, I, O, T(1), dy, O, W, I, T(0), dx, I);  // dx[N,I] = dy[N,O] @ W[O,I]
+void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t N, int64_t I, int64_t O,
+                     bool accumulate_dx) {
+  // dx[N,I] (+)= dy[N,O] @ W[O,I]
+  if (dx != nullptr) gemm<T>(false, false, N, I, O, T(1), dy, O, W, I, accumulate_dx ? T(1) : T(0), dx, I);
   gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dW, I);                        // dW[O,I] += dy^T @ x
   if (db != nullptr) {
     // db[O] += column sums of dy[N,O]; parallel over column blocks, rows summed in order.
@@ -78,8 +80,8 @@ template void linear_forward<float>(float*, const float*, const float*, const fl
 template void linear_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t,
                                      int64_t);
 template void linear_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t,
-                                     int64_t, int64_t);
+                                     int64_t, int64_t, bool);
 template void linear_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      int64_t, int64_t, int64_t);
+                                      int64_t, int64_t, int64_t, bool);
 
 }  // namespace tera::cpu
