@@ -19,7 +19,8 @@ Communicator* device_of(Communicator* host, const DeviceAddressing& addressing, 
 
 }  // namespace
 
-ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing) {
+ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing,
+                             int kv_replicas) {
   TERA_ASSERT(world.size() == layout.world(), "layout " + layout_string(layout) + " does not match the world size");
   TERA_ASSERT(layout.cp == 1, "the runtime has no context parallelism (cp = 1)");
   g_.layout = layout;
@@ -34,20 +35,28 @@ ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, 
   // Ranks outside the embedding group each get a singleton group they never use.
   auto emb = world.split(in_embedding ? c.dp * layout.tp + c.tp : layout.world() + g_.rank, c.pp, "embedding");
   if (in_embedding) embedding_ = std::move(emb);
+  TERA_ASSERT(kv_replicas >= 1 && layout.tp % kv_replicas == 0, "kv_replicas must divide tp");
+  kv_ = tp_->split(c.tp / kv_replicas, c.tp, "kv");
   g_.tp = tp_.get();
   g_.dp = dp_.get();
   g_.pp = pp_.get();
   g_.embedding = embedding_.get();
+  g_.kv = kv_.get();
   g_.tp_dev = device_of(g_.tp, addressing, tp_dev_);
   g_.dp_dev = device_of(g_.dp, addressing, dp_dev_);
   g_.pp_dev = device_of(g_.pp, addressing, pp_dev_);
   g_.embedding_dev = device_of(g_.embedding, addressing, embedding_dev_);
+  g_.kv_dev = device_of(g_.kv, addressing, kv_dev_);
+}
+
+std::vector<Communicator*> ProcessGroups::owned() const {
+  return {tp_.get(),     dp_.get(),     pp_.get(),     embedding_.get(),     kv_.get(),
+          tp_dev_.get(), dp_dev_.get(), pp_dev_.get(), embedding_dev_.get(), kv_dev_.get()};
 }
 
 CommStats ProcessGroups::stats() const {
   CommStats s = g_.world->stats();
-  for (const auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get(), tp_dev_.get(), dp_dev_.get(), pp_dev_.get(),
-                        embedding_dev_.get()}) {
+  for (const Communicator* c : owned()) {
     if (c != nullptr) s += c->stats();
   }
   return s;
@@ -55,16 +64,14 @@ CommStats ProcessGroups::stats() const {
 
 void ProcessGroups::set_trace(Trace* trace) {
   g_.world->set_trace(trace);
-  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get(), tp_dev_.get(), dp_dev_.get(), pp_dev_.get(),
-                  embedding_dev_.get()}) {
+  for (Communicator* c : owned()) {
     if (c != nullptr) c->set_trace(trace);
   }
 }
 
 void ProcessGroups::reset_stats() {
   g_.world->reset_stats();
-  for (auto* c : {tp_.get(), dp_.get(), pp_.get(), embedding_.get(), tp_dev_.get(), dp_dev_.get(), pp_dev_.get(),
-                  embedding_dev_.get()}) {
+  for (Communicator* c : owned()) {
     if (c != nullptr) c->reset_stats();
   }
 }

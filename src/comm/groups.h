@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.h"
 #include "core/device_memory.h"
@@ -26,11 +27,15 @@ struct Groups {
   Communicator* dp = nullptr;       // same (pp, tp)
   Communicator* pp = nullptr;       // same (tp, dp), stages in order
   Communicator* embedding = nullptr;  // first + last stage of this (tp, dp); null elsewhere or if pp == 1
+  // The tp ranks holding the same key/value head when tp > kv_heads
+  // (ModelSpec::kv_replicas), in tp order; a group of one otherwise.
+  Communicator* kv = nullptr;
   // The same groups for tensors in device memory.
   Communicator* tp_dev = nullptr;
   Communicator* dp_dev = nullptr;
   Communicator* pp_dev = nullptr;
   Communicator* embedding_dev = nullptr;
+  Communicator* kv_dev = nullptr;
 };
 
 class ProcessGroups {
@@ -38,7 +43,10 @@ class ProcessGroups {
   // Collective over `world` (every rank calls it with the same layout).
   // Aborts when `addressing` needs a device communicator this build lacks
   // (the trainer checks that first: device_communicator_error).
-  ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing = {});
+  // kv_replicas: tp ranks per key/value head (ModelSpec::kv_replicas(tp); 1
+  // unless tp > kv_heads), dividing tp.
+  ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing = {},
+                int kv_replicas = 1);
   const Groups& groups() const { return g_; }
   // Sum of the statistics of every group this rank belongs to.
   CommStats stats() const;
@@ -47,9 +55,10 @@ class ProcessGroups {
   void set_trace(Trace* trace);
 
  private:
+  std::vector<Communicator*> owned() const;  // every group made here, host and device
   Groups g_;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_;
-  std::unique_ptr<Communicator> tp_dev_, dp_dev_, pp_dev_, embedding_dev_;  // null where the host one serves
+  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_, kv_;
+  std::unique_ptr<Communicator> tp_dev_, dp_dev_, pp_dev_, embedding_dev_, kv_dev_;  // null where the host one serves
 };
 
 }  // namespace tera

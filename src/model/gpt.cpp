@@ -70,7 +70,7 @@ void Gpt::derive_local_sizes() {
                             .flash_attention = spec_.config().attention == AttentionKind::flash};
   Cl_ = divide(spec_.config().hidden, p);
   Hl_ = divide(spec_.config().heads, p);
-  KVl_ = divide(spec_.config().kv(), p);
+  KVl_ = spec_.kv_heads_local(p);  // one, replicated, when tp > kv_heads
   hs_ = spec_.config().head_size();
   Ql_ = spec_.qkv_width_local(p);
   Fl_ = divide(spec_.config().ffn(), p);

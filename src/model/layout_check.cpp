@@ -59,13 +59,13 @@ void check_model_split(const ParallelLayout& l, const ModelConfig& m, std::vecto
     bad.push_back(fmt::format("parallel.tp = {} does not divide {}; choose a tp that divides {}", l.tp, list,
                               undivided.size() == 1 ? "it" : "them"));
   }
-  if (m.kv() != m.heads && m.heads % l.tp == 0 && m.kv() % l.tp != 0) {
-    // Each rank holds whole key/value heads: the heads are split, never
-    // replicated (tp > kv_heads would need copies of a head on several ranks).
-    bad.push_back(fmt::format("parallel.tp = {} does not divide model.kv_heads = {}: tensor parallelism splits the "
-                              "key/value heads over the tp ranks and does not replicate them; choose a tp that divides "
-                              "{} (at most {})",
-                              l.tp, m.kv(), m.kv(), m.kv()));
+  if (m.kv() != m.heads && m.heads % l.tp == 0 && m.kv() % l.tp != 0 && l.tp % m.kv() != 0) {
+    // Each rank holds whole key/value heads: kv_heads / tp of them, or (tp a
+    // multiple of kv_heads) the one its query heads read, replicated.
+    bad.push_back(fmt::format("parallel.tp = {} neither divides model.kv_heads = {} (each rank holding kv_heads / tp "
+                              "key/value heads) nor is a multiple of it (each key/value head replicated on tp / "
+                              "kv_heads ranks); choose a tp that divides or is a multiple of {}",
+                              l.tp, m.kv(), m.kv()));
   }
   if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) {
     // Load-balanced causal ring attention splits each sequence into 2 * cp chunks.

@@ -173,9 +173,11 @@ ModelSpec::ModelSpec(ModelConfig cfg) : cfg_(cfg) {
     }
     add(p + "attn.c_attn.weight", {Q, C}, InitKind::normal, std_w, true, li, TpSplit::rows);
     params_.back().row_groups = qkv_groups;
+    params_.back().kv_row_groups = true;
     if (bias) {
       add(p + "attn.c_attn.bias", {Q}, InitKind::zeros, 0, false, li, TpSplit::rows);
       params_.back().row_groups = qkv_groups;
+      params_.back().kv_row_groups = true;
     }
     add(p + "attn.c_proj.weight", {C, C}, InitKind::normal, std_proj, true, li, TpSplit::cols);
     add(p + "mlp.c_fc.weight", {F, C}, InitKind::normal, std_w, true, li, TpSplit::rows);  // Llama's up_proj
@@ -217,7 +219,31 @@ double ModelSpec::train_flops_per_token(bool full_recompute) const {
 
 int64_t ModelSpec::qkv_width_local(int64_t tp) const {
   if (cfg_.kv() == cfg_.heads) return 3 * divide(cfg_.hidden, tp);
-  return (divide(cfg_.heads, tp) + 2 * divide(cfg_.kv(), tp)) * cfg_.head_size();
+  return (divide(cfg_.heads, tp) + 2 * kv_heads_local(tp)) * cfg_.head_size();
+}
+
+int64_t ModelSpec::kv_replicas(int64_t tp) const {
+  const int64_t kv = cfg_.kv();
+  if (tp <= kv) return 1;
+  TERA_ASSERT(tp % kv == 0, "tp " + std::to_string(tp) + " is neither a divisor nor a multiple of kv_heads " +
+                                std::to_string(kv) + " (check_layout refuses it)");
+  return tp / kv;
+}
+
+int64_t ModelSpec::kv_heads_local(int64_t tp) const {
+  return kv_replicas(tp) > 1 ? 1 : divide(cfg_.kv(), tp);
+}
+
+int64_t ModelSpec::group_rows_local(const ParamInfo& p, size_t g, int64_t tp) const {
+  const int64_t rows = p.row_groups[g];
+  if (p.kv_row_groups && g > 0 && kv_replicas(tp) > 1) return rows / cfg_.kv();  // one whole head
+  return divide(rows, tp);
+}
+
+int64_t ModelSpec::group_share(const ParamInfo& p, size_t g, int64_t tp, int64_t tp_rank) const {
+  // Replicated key/value heads: tp rank t's query heads read head t / replicas.
+  if (p.kv_row_groups && g > 0 && kv_replicas(tp) > 1) return tp_rank / kv_replicas(tp);
+  return tp_rank;
 }
 
 std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
@@ -287,7 +313,7 @@ Shape ModelSpec::local_shape(const ParamInfo& p, int64_t tp) const {
         s[0] = divide(padded_vocab(tp), tp);  // the vocab-parallel embedding and LM head
       } else {
         s[0] = 0;
-        for (int64_t g : p.row_groups) s[0] += divide(g, tp);
+        for (size_t g = 0; g < p.row_groups.size(); ++g) s[0] += group_rows_local(p, g, tp);
       }
       break;
     case TpSplit::cols: s[1] = divide(s[1], tp); break;

@@ -114,6 +114,10 @@ struct ParamInfo {
   bool token_embedding = false;     // wte: vocab-parallel rows (the LM head too, when tied)
   bool output_embedding = false;    // lm_head (untied): vocab-parallel rows, on the head's stage
   std::vector<int64_t> row_groups;  // rows split: sizes of the contiguous row groups (sum = rows)
+  // Row groups 1 and 2 are key/value heads (the fused QKV projection): when
+  // tp exceeds kv_heads each tp rank holds one whole key/value head,
+  // replicated on tp / kv_heads ranks (ModelSpec::kv_replicas).
+  bool kv_row_groups = false;
   // Replicated, but under sequence parallelism each tp rank sees only its
   // tokens, so the gradient is partial and all-reduced over tp (LayerNorms,
   // position embeddings).
@@ -178,9 +182,20 @@ class ModelSpec {
   // forward: 2*C*V. Training = 3 x forward (backward = 2 x forward); with full
   // recompute the layers run forward twice, so layers count 4 x, the head 3 x.
   double forward_flops_per_token() const;
-  // QKV projection width on one tensor-parallel rank: Q, K and V heads split
-  // across tp (3C/tp without grouped-query attention).
+  // QKV projection width on one tensor-parallel rank: its heads/tp query
+  // heads and kv_heads_local key/value heads (3C/tp without grouped-query
+  // attention).
   int64_t qkv_width_local(int64_t tp) const;
+  // Key/value heads a tensor-parallel rank holds: kv_heads / tp when tp
+  // divides them; else one (tp a multiple of kv_heads), the one its query
+  // heads read, replicated on kv_replicas(tp) = tp / kv_heads ranks whose
+  // gradients for it are summed (parallel/zero.cpp).
+  int64_t kv_heads_local(int64_t tp) const;
+  int64_t kv_replicas(int64_t tp) const;
+  // Rows of row group `g` of `p` one tp rank holds, and which share of the
+  // group tp rank `tp_rank` holds (its index among the group's tp shares).
+  int64_t group_rows_local(const ParamInfo& p, size_t g, int64_t tp) const;
+  int64_t group_share(const ParamInfo& p, size_t g, int64_t tp, int64_t tp_rank) const;
   double train_flops_per_token(bool full_recompute = false) const;
 
   // Everything one block's forward produces for a micro-batch of B sequences

@@ -15,6 +15,7 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
       tp_rank_(tp_rank) {
   TERA_ASSERT(unit_align > 0 && unit_align % ArenaLayout::kAlignFloats == 0);
   TERA_ASSERT(tp >= 1 && tp_rank >= 0 && tp_rank < tp);
+  kv_replicas_ = static_cast<int>(spec.kv_replicas(tp));
   const int64_t L = spec.config().layers;
   const bool emb = plan_.has_embedding(), head = plan_.has_head();
   // Bucket the tensors this stage holds by unit; units are laid out wte, io,
@@ -42,7 +43,21 @@ ParamTable::ParamTable(const ModelSpec& spec, int64_t unit_align, int tp, int tp
     const int index = static_cast<int>(units_.size());
     for (const ParamInfo* p : members) {
       const Shape local = spec.local_shape(*p, tp_);
-      entries_.push_back(ParamEntry{p, local, offset, numel(local), index});
+      ParamEntry e{p, local, offset, numel(local), index, {}, {}};
+      if (p->tp_split == TpSplit::rows && !p->token_embedding && !p->output_embedding) {
+        const int64_t rest = numel(p->shape) / p->shape[0];  // elements per row
+        int64_t row = 0;
+        for (size_t g = 0; g < p->row_groups.size(); ++g) {
+          e.group_rows.push_back(spec.group_rows_local(*p, g, tp_));
+          e.group_share.push_back(spec.group_share(*p, g, tp_, tp_rank_));
+          if (p->kv_row_groups && g > 0 && kv_replicas_ > 1) {  // k, v: one head, replicated
+            if (e.replicated_end == 0) e.replicated_begin = row * rest;
+            e.replicated_end = (row + e.group_rows.back()) * rest;
+          }
+          row += e.group_rows.back();
+        }
+      }
+      entries_.push_back(std::move(e));
       offset += round_up(numel(local), ArenaLayout::kAlignFloats);
       if (p->sp_partial_grad) {
         TERA_ASSERT(u.sp_partial_end == entries_.back().offset, "sp_partial_grad tensors must lead their unit");
@@ -104,14 +119,14 @@ int64_t ParamTable::global_index(const ParamEntry& e, int64_t i) const {
       } else {
         int64_t local_start = 0, global_start = 0;
         global_row = -1;
-        for (int64_t g : p.row_groups) {
-          const int64_t part = g / tp_;
+        for (size_t g = 0; g < p.row_groups.size(); ++g) {
+          const int64_t part = e.group_rows[g];
           if (r < local_start + part) {
-            global_row = global_start + tp_rank_ * part + (r - local_start);
+            global_row = global_start + e.group_share[g] * part + (r - local_start);
             break;
           }
           local_start += part;
-          global_start += g;
+          global_start += p.row_groups[g];
         }
       }
       return global_row * rest + c;

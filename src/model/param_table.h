@@ -37,6 +37,14 @@ struct ParamEntry {
   int64_t offset;         // floats from the arena base
   int64_t count;          // floats stored (numel(local_shape))
   int unit;
+  // Row-split tensors with row groups (the fused QKV projection): per group,
+  // the rows this rank holds and which share of the group they are
+  // (ModelSpec::group_rows_local, group_share).
+  std::vector<int64_t> group_rows, group_share;
+  // Elements [replicated_begin, replicated_end) of this rank's slice are
+  // replicated on other tp ranks (the key/value head when tp > kv_heads);
+  // empty otherwise.
+  int64_t replicated_begin = 0, replicated_end = 0;
   bool tp_split() const { return info->tp_split != TpSplit::none; }
 };
 
@@ -58,6 +66,10 @@ class ParamTable {
              const StagePlan& plan = StagePlan{});
   int tp() const { return tp_; }
   int tp_rank() const { return tp_rank_; }
+  // Ranks of the tp group holding each key/value head (1 unless tp >
+  // kv_heads); the first of them counts the head's gradient in the norm.
+  int kv_replicas() const { return kv_replicas_; }
+  bool kv_replica_leader() const { return tp_rank_ % kv_replicas_ == 0; }
   const StagePlan& plan() const { return plan_; }
   // Index of local element i of e in the logical global tensor, or -1 for padding.
   int64_t global_index(const ParamEntry& e, int64_t i) const;
@@ -88,7 +100,7 @@ class ParamTable {
   std::vector<int> layer_unit_;  // per global layer
   StagePlan plan_;
   int64_t total_ = 0;
-  int tp_ = 1, tp_rank_ = 0;
+  int tp_ = 1, tp_rank_ = 0, kv_replicas_ = 1;
   int wte_unit_ = -1, io_unit_ = -1, head_unit_ = -1;
 };
 

@@ -10,15 +10,26 @@
 namespace tera {
 
 ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp_host, Communicator& dp_dev, int zero_stage,
-                       const Backend& be, RankMemory& memory, Communicator* tp_dev, bool sequence_parallel)
+                       const Backend& be, RankMemory& memory, Communicator* tp_dev, bool sequence_parallel,
+                       Communicator* kv_dev)
     : table_(table),
       dp_host_(dp_host),
       dp_(dp_dev),
       tp_(tp_dev),
       sp_(sequence_parallel && tp_dev != nullptr && tp_dev->size() > 1),
+      kv_(table.kv_replicas() > 1 ? kv_dev : nullptr),
       zero_(zero_stage),
       be_(be) {
   TERA_ASSERT(zero_ >= 0 && zero_ <= 3);
+  TERA_ASSERT(table.kv_replicas() == 1 || (kv_dev != nullptr && kv_dev->size() == table.kv_replicas()),
+              "replicated key/value heads need the group of their replicas (ProcessGroups' kv_replicas)");
+  kv_rows_.resize(table_.units().size());
+  table_.for_each([&](const ParamEntry& e) {
+    if (e.replicated_end > e.replicated_begin) {
+      const int64_t at = e.offset - table_.units()[static_cast<size_t>(e.unit)].begin;
+      kv_rows_[static_cast<size_t>(e.unit)].push_back({at + e.replicated_begin, at + e.replicated_end});
+    }
+  });
   TERA_ASSERT(dp_host.size() == dp_dev.size() && dp_host.rank() == dp_dev.rank(), "two communicators of one group");
   const int64_t p = dp_.size();
   const auto& units = table_.units();
@@ -228,6 +239,11 @@ void ZeroMemory::grads_done(int unit) {
     // rank's tokens; sum them over the tensor-parallel group first.
     tp_->all_reduce(g, u.sp_partial_end - u.begin, CommType::f32, ReduceOp::sum);
   }
+  if (kv_ != nullptr) {
+    // A replicated key/value head's gradient on each rank covers only its
+    // own query heads' share: sum over the head's replicas.
+    for (const auto& [b, e] : kv_rows_[static_cast<size_t>(unit)]) kv_->all_reduce(g + b, e - b, CommType::f32, ReduceOp::sum);
+  }
   if (zero_ == 0) {
     if (dp_.size() > 1) {
       pending_.push_back({unit, dp_.iall_reduce(g, u.size(), CommType::f32, ReduceOp::sum), nullptr, nullptr});
@@ -313,10 +329,20 @@ void ZeroMemory::grad_sum_squares(double* out, int skip_unit) {
   std::vector<SegmentRef> segs;
   const ParamUnit* skip = skip_unit >= 0 ? &table_.units()[static_cast<size_t>(skip_unit)] : nullptr;
   for (const Shard& sh : shards()) {
-    table_.for_each([&](const ParamEntry& e) {
-      const int64_t b = std::max(sh.begin, e.offset), x = std::min(sh.end, e.offset + e.count);
+    auto piece = [&](int64_t begin, int64_t end, int64_t group) {
+      const int64_t b = std::max(sh.begin, begin), x = std::min(sh.end, end);
       if (b >= x || (skip != nullptr && b >= skip->begin && b < skip->end)) return;
-      segs.push_back({sh.grad + (b - sh.begin), x - b, e.tp_split() ? 0 : 1});
+      segs.push_back({sh.grad + (b - sh.begin), x - b, group});
+    };
+    table_.for_each([&](const ParamEntry& e) {
+      if (e.replicated_end <= e.replicated_begin) {
+        piece(e.offset, e.offset + e.count, e.tp_split() ? 0 : 1);
+        return;
+      }
+      // Replicated key/value rows: counted once per head, on its first replica.
+      piece(e.offset, e.offset + e.replicated_begin, 0);
+      if (table_.kv_replica_leader()) piece(e.offset + e.replicated_begin, e.offset + e.replicated_end, 0);
+      piece(e.offset + e.replicated_end, e.offset + e.count, 0);
     });
   }
   be_.sum_squares(out, segs.data(), static_cast<int64_t>(segs.size()), 2);

@@ -46,8 +46,12 @@ class ZeroMemory final : public ParamMemory {
   // dp_host and dp_dev are the data-parallel group's two communicators. With
   // sequence parallelism, `tp_dev` is the tensor-parallel group over which
   // each unit's sp_partial_grad prefix is summed before the dp reduction.
+  // With key/value heads replicated over tp ranks (table.kv_replicas() > 1),
+  // `kv_dev` is the group of the ranks sharing this rank's head: their
+  // gradients for it are summed there, also before the dp reduction.
   ZeroMemory(const ParamTable& table, Communicator& dp_host, Communicator& dp_dev, int zero_stage, const Backend& be,
-             RankMemory& memory, Communicator* tp_dev = nullptr, bool sequence_parallel = false);
+             RankMemory& memory, Communicator* tp_dev = nullptr, bool sequence_parallel = false,
+             Communicator* kv_dev = nullptr);
   ~ZeroMemory() override;
 
   // ParamMemory
@@ -140,6 +144,10 @@ class ZeroMemory final : public ParamMemory {
   Communicator& dp_;  // the device communicator: every tensor collective
   Communicator* tp_;  // device
   const bool sp_;
+  Communicator* kv_;  // device; null unless key/value heads are replicated
+  // Per unit: the [begin, end) ranges (floats from the unit's start) of
+  // replicated key/value rows.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> kv_rows_;
   const int zero_;
   const Backend& be_;
   std::vector<int64_t> shard_offset_;  // per unit, into shard arrays (sum of chunks before it)

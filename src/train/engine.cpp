@@ -33,7 +33,7 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
                                         g_.coord.tp, plan_);
   memory_ = std::make_unique<RankMemory>(backend, rank_memory_plan(cfg, g_.layout, g_.coord));
   zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, *g_.dp_dev, p.zero, backend, *memory_, g_.tp_dev,
-                                       p.sequence_parallel);
+                                       p.sequence_parallel, g_.kv_dev);
   adam_ = std::make_unique<AdamW>(cfg.train.adamw, AdamW::segments_of(*table_, zero_->update_ranges()), backend,
                                   *memory_);
   Gpt::Options options;

@@ -116,7 +116,8 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     return Status::peer_failed("another rank could not start (its message above names the problem)");
   }
 
-  t->groups_ = std::make_unique<ProcessGroups>(world, layout, backend.addressing);
+  t->groups_ = std::make_unique<ProcessGroups>(world, layout, backend.addressing,
+                                               static_cast<int>(ModelSpec(cfg.model).kv_replicas(layout.tp)));
   if (!trace_path.empty()) {
     t->trace_ = std::make_unique<Trace>(world.rank());
     t->trace_path_ = trace_path;

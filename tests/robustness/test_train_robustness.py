@@ -356,9 +356,9 @@ class TrainRobustness(RobustnessCase):
         self.assert_refused(self.train(cfg, "model.arch=llama", "model.heads=4", "model.norm_eps=2"), ["model.norm_eps"])
         # hidden 16 / 16 heads: head size 1, no pair to rotate.
         self.assert_refused(self.train(cfg, "model.arch=llama", "model.heads=16"), ["head size", "even"])
-        # tp 4 splits 4 query heads but only 2 key/value heads: not split, not replicated.
-        r = self.train(cfg, "model.arch=llama", "model.heads=4", "model.kv_heads=2", "parallel.tp=4")
-        self.assert_refused(r, ["parallel.tp = 4 does not divide model.kv_heads = 2", "does not replicate"])
+        # tp 6 over 4 key/value heads: neither split evenly nor replicated evenly.
+        r = self.train(cfg, "model.arch=llama", "model.hidden=24", "model.heads=12", "model.kv_heads=4", "parallel.tp=6")
+        self.assert_refused(r, ["parallel.tp = 6 neither divides model.kv_heads = 4", "nor is a multiple of it"])
         # A gated MLP on a GPT-2 block is a planner-only shape.
         self.assert_refused(self.train(cfg, "model.mlp=gated"), ["model.mlp", "model.arch = \"llama\""])
         self.assertFalse(os.path.exists(self.path("out")), "nothing is written before a refusal")

@@ -114,6 +114,9 @@ std::vector<Case> sweep() {
   cases.push_back({2, 1, 2, 1, 2, false, none, ScheduleKind::one_f_one_b, {}, AttentionKind::naive, true});
   cases.push_back({1, 3, 1, 1, 1, false, full, ScheduleKind::gpipe, {}, flash, true});
   cases.push_back({2, 3, 1, 1, 0, true, none, ScheduleKind::gpipe, {1, 3, 2}, flash, true});
+  // tp 4 over 2 key/value heads: each head replicated on 2 ranks.
+  cases.push_back({4, 1, 2, 1, 3, true, full, ScheduleKind::one_f_one_b, {}, flash, true});
+  cases.push_back({4, 2, 1, 1, 1, false, none, ScheduleKind::one_f_one_b, {}, AttentionKind::naive, true});
   return cases;
 }
 
@@ -163,7 +166,7 @@ TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
     std::mutex mu;
     InProcessWorld::run(layout.world(), [&](Communicator& world) {
       omp_set_num_threads(1);
-      ProcessGroups groups(world, layout);
+      ProcessGroups groups(world, layout, {}, static_cast<int>(spec.kv_replicas(layout.tp)));
       std::vector<int64_t> allocations;
       t_allocations = &allocations;
       MemoryReport got;
