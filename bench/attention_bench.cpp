@@ -16,36 +16,14 @@
 #include <string>
 #include <vector>
 
-#include "core/timer.h"
+#include "bench_common.h"
 #include "kernels/backend.h"
 #include "kernels/device_buffer.h"
 
 using namespace tera;
 
-namespace {
-
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
-double median_seconds(int repeats, const std::function<void()>& once) {
-  once();  // warm-up
-  std::vector<double> t;
-  for (int r = 0; r < repeats; ++r) {
-    Stopwatch w;
-    once();
-    t.push_back(w.seconds());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
+using bench::cpu_model;
+using bench::median_seconds;
 
 int main(int argc, char** argv) {
   CLI::App app{"naive vs flash attention: forward + backward time and saved bytes"};

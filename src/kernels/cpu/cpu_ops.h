@@ -115,4 +115,13 @@ void adamw_segments(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a,
 namespace tera::cpu {
 // Which GEMM kernel family oneDNN dispatches to on this CPU ("avx512_core_bf16", "avx2", ...).
 const char* gemm_isa_name();
+
+// C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, row-major, with A and B
+// in bf16 (uint16_t: the upper half of the fp32 pattern) and fp32
+// accumulation and output (gemm_bf16.cpp: oneDNN's matmul primitive, or
+// widened to fp32 where oneDNN has no bf16 matmul for this CPU).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
+               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
+// The path gemm_bf16 takes on this CPU, in words (for start-up lines and benchmarks).
+const char* gemm_bf16_path();
 }  // namespace tera::cpu

@@ -1,0 +1,123 @@
+// bf16 GEMM (kernels/cpu/gemm_bf16.cpp) against the fp64 reference, on odd
+// sizes, every transpose, leading dimensions wider than the rows, alpha and
+// beta. Two bounds, derived from the arithmetic:
+//  1. Inputs already in bf16 (the operands the trainer will hold): products of
+//     two bf16 values (8 significant bits each) are exact in fp32 (24 bits),
+//     so the only error is fp32 accumulation of K terms, alpha's scaling and
+//     beta's sum: |C - C_ref| <= (K + 2) * 2^-24 * (|alpha| sum_k |a_ik b_kj| + |beta c_ij|).
+//  2. Against the fp32 inputs before rounding: each operand carries bf16's
+//     unit roundoff 2^-8 (round to nearest even), so a product is off by at
+//     most (2 * 2^-8 + 2^-16) of its magnitude before the fp32 accumulation:
+//     |C - C_fp32ref| <= ((2 * 2^-8 + 2^-16) + (K + 2) * 2^-24) * (|alpha| sum |a b| + |beta c|).
+// The second is the bound a bf16 training step's GEMMs carry against fp32;
+// the test also checks it is not vacuous (the error is mostly near it).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace tera {
+namespace {
+
+constexpr double kU32 = 5.960464477539063e-8;  // 2^-24
+constexpr double kUbf16 = 3.90625e-3;          // 2^-8
+
+uint16_t to_bf16(float f) {  // round to nearest even (no NaN inputs here)
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+double from_bf16(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+struct Case {
+  bool ta, tb;
+  int64_t M, N, K;
+  int64_t pad;  // extra leading-dimension columns
+  float alpha, beta;
+};
+
+// Element (i, k) of op(X) stored row-major with leading dimension ld.
+double at(const std::vector<double>& x, bool trans, int64_t ld, int64_t i, int64_t k) {
+  return trans ? x[static_cast<size_t>(k * ld + i)] : x[static_cast<size_t>(i * ld + k)];
+}
+
+class GemmBf16 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GemmBf16, MatchesFp64WithinTheDerivedBounds) {
+  const Case c = GetParam();
+  std::mt19937_64 gen(42 + static_cast<uint64_t>(c.M * 7 + c.N * 3 + c.K));
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const int64_t a_rows = c.ta ? c.K : c.M, a_cols = c.ta ? c.M : c.K;
+  const int64_t b_rows = c.tb ? c.N : c.K, b_cols = c.tb ? c.K : c.N;
+  const int64_t lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+  std::vector<float> a32(static_cast<size_t>(a_rows * lda)), b32(static_cast<size_t>(b_rows * ldb));
+  for (auto& v : a32) v = d(gen);
+  for (auto& v : b32) v = d(gen);
+  std::vector<uint16_t> a(a32.size()), b(b32.size());
+  std::vector<double> a_bf(a.size()), b_bf(b.size()), a_fp(a.size()), b_fp(b.size());
+  for (size_t i = 0; i < a.size(); ++i) a_bf[i] = from_bf16(a[i] = to_bf16(a32[i])), a_fp[i] = a32[i];
+  for (size_t i = 0; i < b.size(); ++i) b_bf[i] = from_bf16(b[i] = to_bf16(b32[i])), b_fp[i] = b32[i];
+  std::vector<float> C(static_cast<size_t>(c.M * ldc));
+  for (auto& v : C) v = d(gen);
+  const std::vector<float> C0 = C;
+
+  cpu::gemm_bf16(c.ta, c.tb, c.M, c.N, c.K, c.alpha, a.data(), lda, b.data(), ldb, c.beta, C.data(), ldc);
+
+  double worst1 = 0, worst2 = 0;
+  for (int64_t i = 0; i < c.M; ++i) {
+    for (int64_t j = 0; j < c.N; ++j) {
+      double ref_bf = 0, ref_fp = 0, mag = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        ref_bf += at(a_bf, c.ta, lda, i, k) * at(b_bf, c.tb, ldb, k, j);
+        ref_fp += at(a_fp, c.ta, lda, i, k) * at(b_fp, c.tb, ldb, k, j);
+        mag += std::abs(at(a_bf, c.ta, lda, i, k) * at(b_bf, c.tb, ldb, k, j));
+      }
+      const double c0 = C0[static_cast<size_t>(i * ldc + j)];
+      const double scale = std::abs(c.alpha) * mag + std::abs(c.beta * c0);
+      const double got = C[static_cast<size_t>(i * ldc + j)];
+      const double bound1 = static_cast<double>(c.K + 2) * kU32 * scale;
+      const double bound2 = (2 * kUbf16 + kUbf16 * kUbf16 + static_cast<double>(c.K + 2) * kU32) * scale;
+      const double err1 = std::abs(got - (c.alpha * ref_bf + c.beta * c0));
+      const double err2 = std::abs(got - (c.alpha * ref_fp + c.beta * c0));
+      ASSERT_LE(err1, bound1) << "(" << i << ", " << j << ") against the bf16 operands";
+      ASSERT_LE(err2, bound2) << "(" << i << ", " << j << ") against the fp32 operands";
+      worst1 = std::max(worst1, err1 / bound1);
+      worst2 = std::max(worst2, err2 / bound2);
+    }
+    // Padding columns of C are never written.
+    for (int64_t j = c.N; j < ldc; ++j) {
+      ASSERT_EQ(C[static_cast<size_t>(i * ldc + j)], C0[static_cast<size_t>(i * ldc + j)]) << "padding written";
+    }
+  }
+  // The fp32-operand bound is the one that matters for training; rounding
+  // the inputs must actually show (else the test would not see bf16 at all).
+  if (c.K >= 8) {
+    EXPECT_GT(worst2, 0.01) << "the result looks like an fp32 product: were the inputs rounded?";
+  }
+  std::printf("%s: worst error / bound: %.3f (bf16 operands), %.3f (fp32 operands)\n", cpu::gemm_bf16_path(),
+              worst1, worst2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmBf16,
+                         ::testing::Values(Case{false, false, 37, 29, 53, 0, 1.0f, 0.0f},
+                                           Case{false, true, 33, 65, 127, 3, 1.0f, 1.0f},
+                                           Case{true, false, 17, 41, 300, 5, 0.5f, 0.0f},
+                                           Case{true, true, 64, 48, 96, 1, 1.0f, 0.25f},
+                                           Case{false, true, 1, 301, 768, 0, 1.0f, 0.0f},
+                                           Case{false, false, 129, 3, 1, 2, -2.0f, 1.0f}));
+
+TEST(GemmBf16Path, IsReported) { EXPECT_NE(std::string(cpu::gemm_bf16_path()).size(), 0u); }
+
+}  // namespace
+}  // namespace tera
