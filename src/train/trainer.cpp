@@ -218,8 +218,11 @@ Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
     const StepStats st = step();
     on_step(st);
     bad_in_a_row = st.skipped ? bad_in_a_row + 1 : 0;
-    // Every rank must agree on stopping: a signal may reach ranks at different times.
-    const bool signalled = groups().world->all_reduce_max(preemption_signal() != 0 ? 1.0 : 0.0) > 0;
+    // Every rank must agree on stopping: a signal may reach ranks at different
+    // times, so they agree on the signal too (the first rank, which logs it,
+    // may not have received its own yet).
+    const int stop_signal = static_cast<int>(groups().world->all_reduce_max(static_cast<double>(preemption_signal())));
+    const bool signalled = stop_signal != 0;
     const bool too_bad = bad_in_a_row >= tc.max_bad_steps;
     const bool periodic = cfg_.ckpt.every > 0 && st.step % cfg_.ckpt.every == 0;
     const bool last = st.step == tc.steps && !cfg_.ckpt.dir.empty();
@@ -231,7 +234,7 @@ Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
     }
     if (signalled) {
       log(fmt::format("{} received: checkpointing after step {} and exiting (a second signal exits at once)",
-                      signal_name(preemption_signal()), st.step));
+                      signal_name(stop_signal), st.step));
     }
     if (signalled || too_bad || periodic || last) {
       Stopwatch sw;
