@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """The PyTorch reference for bench/train_bench: one GPT-2 training step
-(forward, backward, global-norm clip, AdamW) on random tokens, fp32, timed.
+(forward, backward, global-norm clip, AdamW) on random tokens, timed: fp32, or
+with PRECISION bf16 the forward under torch.autocast("cpu", dtype=torch.bfloat16)
+(PyTorch's CPU mixed precision: bf16 matmuls, fp32 weights and optimizer).
 Prints one JSON line: {"tokens_per_s": [...per step...], "median": x, ...}.
-Usage: pytorch_gpt2_step.py LAYERS HIDDEN HEADS VOCAB SEQ BATCH STEPS WARMUP THREADS"""
+Usage: pytorch_gpt2_step.py LAYERS HIDDEN HEADS VOCAB SEQ BATCH STEPS WARMUP THREADS [PRECISION]"""
 import json
 import math
 import statistics
@@ -14,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 L, C, H, V, T, B, STEPS, WARMUP, THREADS = map(int, sys.argv[1:10])
+PRECISION = sys.argv[10] if len(sys.argv) > 10 else "fp32"
 torch.set_num_threads(THREADS)
 torch.manual_seed(0)
 
@@ -68,7 +71,11 @@ for step in range(WARMUP + STEPS):
     tgt = torch.randint(0, V, (B, T))
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
-    loss = model(idx, tgt)
+    if PRECISION == "bf16":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(idx, tgt)
+    else:
+        loss = model(idx, tgt)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
@@ -76,4 +83,4 @@ for step in range(WARMUP + STEPS):
     if step >= WARMUP:
         rates.append(B * T / dt)
 print(json.dumps({"tokens_per_s": rates, "median": statistics.median(rates), "torch": torch.__version__,
-                  "threads": torch.get_num_threads()}))
+                  "threads": torch.get_num_threads(), "precision": PRECISION}))

@@ -1,8 +1,10 @@
 // Training-step throughput, tera against the PyTorch reference, in one run.
-// Both train the same GPT-2 shape (default: GPT-2 124M, micro-batch 4, seq 64,
-// fp32) with AdamW + clipping for the same number of steps; we print the
-// median tokens/s of each, their ratio, tera's achieved GFLOP/s against the
-// machine's fp32 peak and the measured GEMM rate, and the GEMM kernel path.
+// Both train the same GPT-2 shape (default: GPT-2 124M, micro-batch 4, seq 64)
+// with AdamW + clipping for the same number of steps, in each --precision
+// (default fp32 and bf16: tera's train.precision = "bf16", PyTorch's
+// torch.autocast("cpu", dtype=torch.bfloat16)); we print the median tokens/s
+// of each, their ratios, tera's achieved GFLOP/s against the machine's fp32
+// peak, the measured GEMM rate and the GEMM kernel paths.
 //
 // FLOPs per token: ModelSpec::train_flops_per_token (Megatron's convention:
 // 3 x forward matmul FLOPs, forward per layer 2*(3C^2 + C^2 + 2CF) + 4TC,
@@ -83,6 +85,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-pytorch", no_pytorch, "measure tera only");
   app.add_flag("--profile", profile, "time every op of tera's timed steps (adds a little overhead)");
   app.add_option("--pytorch-script", script)->capture_default_str();
+  std::vector<std::string> precisions = {"fp32", "bf16"};
+  app.add_option("--precision", precisions, "train.precision values to measure, side by side (tera and PyTorch)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   // A synthetic corpus: tokens are bytes, the compute is the same for any text.
@@ -96,71 +102,86 @@ int main(int argc, char** argv) {
       "[train]\nsteps = {}\nmicro_batch = {}\nglobal_batch = {}\nlr = 3e-4\nclip = 1.0\neval_sequences = 4\n"
       "[data]\ntrain = \"{}\"\n[out]\ndir = \"/tmp/tera_bench_out\"\n",
       layers, hidden, heads, seq, vocab, warmup + steps + 1, batch, batch, corpus);
-  auto cfg = parse_run_config(toml, "bench", {});
-  if (!cfg) {
-    fmt::print(stderr, "{}\n", cfg.error());
-    return 2;
-  }
-  const Backend& be = profile ? profiling_backend(cpu_backend()) : cpu_backend();
-  auto tr = Trainer::create(*cfg, be);
-  if (!tr) {
-    fmt::print(stderr, "{}\n", tr.error());
-    return 2;
-  }
-  const ModelSpec& spec = (*tr)->spec();
-  const double flops_per_token = spec.train_flops_per_token();
-  fmt::print("shape: GPT {} layers, hidden {}, {} heads, vocab {}, seq {}, micro-batch {} = {:.1f}M parameters, fp32, "
-             "{} threads\n",
-             layers, hidden, heads, vocab, seq, batch, static_cast<double>(spec.num_params()) / 1e6,
-             omp_get_max_threads());
-  fmt::print("FLOPs per token (train, Megatron convention): {:.1f} MFLOP\n", flops_per_token / 1e6);
-
-  std::vector<double> rates;
-  double step_seconds = 0;
-  for (int64_t s = 0; s < warmup + steps; ++s) {
-    if (s == warmup) profiling_reset();
-    const StepStats st = (*tr)->step();
-    if (s >= warmup) {
-      rates.push_back(st.tokens_per_s);
-      step_seconds += st.seconds;
+  // tera in each precision, one after the other in this process (same data, same shape).
+  std::vector<double> tera_tps;
+  for (const std::string& precision : precisions) {
+    auto run_cfg = parse_run_config(toml, "bench", {"train.precision=" + precision});
+    if (!run_cfg) {
+      fmt::print(stderr, "{}\n", run_cfg.error());
+      return 2;
     }
+    const Backend& be = profile ? profiling_backend(cpu_backend()) : cpu_backend();
+    auto tr = Trainer::create(*run_cfg, be);
+    if (!tr) {
+      fmt::print(stderr, "{}\n", tr.error());
+      return 2;
+    }
+    const ModelSpec& spec = (*tr)->spec();
+    const double flops_per_token = spec.train_flops_per_token();
+    if (tera_tps.empty()) {
+      fmt::print("shape: GPT {} layers, hidden {}, {} heads, vocab {}, seq {}, micro-batch {} = {:.1f}M parameters, "
+                 "{} threads\n",
+                 layers, hidden, heads, vocab, seq, batch, static_cast<double>(spec.num_params()) / 1e6,
+                 omp_get_max_threads());
+      fmt::print("FLOPs per token (train, Megatron convention): {:.1f} MFLOP\n", flops_per_token / 1e6);
+    }
+    std::vector<double> rates;
+    double step_seconds = 0;
+    for (int64_t s = 0; s < warmup + steps; ++s) {
+      if (s == warmup) profiling_reset();
+      const StepStats st = (*tr)->step();
+      if (s >= warmup) {
+        rates.push_back(st.tokens_per_s);
+        step_seconds += st.seconds;
+      }
+    }
+    if (profile) fmt::print("{}{:<26} {:>8} {:>10.1f}\n", profiling_report(), "step total", "", step_seconds * 1e3);
+    tera_tps.push_back(median(rates));
+    const double gflops = tera_tps.back() * flops_per_token / 1e9;
+    fmt::print("tera {}: median {:.1f} tokens/s over {} steps ({:.0f} .. {:.0f}); {:.1f} GFLOP/s = {:.1f}% of fp32 "
+               "peak ({:.0f})\n",
+               precision, tera_tps.back(), rates.size(), *std::min_element(rates.begin(), rates.end()),
+               *std::max_element(rates.begin(), rates.end()), gflops, 100 * gflops / peak, peak);
   }
-  if (profile) fmt::print("{}{:<26} {:>8} {:>10.1f}\n", profiling_report(), "step total", "", step_seconds * 1e3);
-  const double tera_tps = median(rates);
-  const double gflops = tera_tps * flops_per_token / 1e9;
   const double gemm = measured_gemm_gflops(batch * seq, 3 * hidden, hidden);
   const double gemm_big = measured_gemm_gflops(2048, 2048, 2048);
-  fmt::print("tera:    median {:.1f} tokens/s over {} steps ({:.0f} .. {:.0f})\n", tera_tps, rates.size(),
-             *std::min_element(rates.begin(), rates.end()), *std::max_element(rates.begin(), rates.end()));
-  fmt::print("         {:.1f} GFLOP/s achieved = {:.1f}% of fp32 peak ({:.0f}), {:.1f}% of measured sgemm "
-             "({:.0f} GFLOP/s at {}x{}x{}; {:.0f} at 2048^3)\n",
-             gflops, 100 * gflops / peak, peak, 100 * gflops / gemm, gemm, batch * seq, 3 * hidden, hidden, gemm_big);
-  fmt::print("         GEMM: {} ({} kernels)\n", cpu_backend().gemm_library, cpu::gemm_isa_name());
+  fmt::print("GEMM: fp32 by {} ({} kernels): {:.0f} GFLOP/s at {}x{}x{}, {:.0f} at 2048^3; bf16 by {}\n",
+             cpu_backend().gemm_library, cpu::gemm_isa_name(), gemm, batch * seq, 3 * hidden, hidden, gemm_big,
+             cpu::gemm_bf16_path());
 
   if (no_pytorch) return 0;
   const std::string tc = find_tcmalloc();
   const std::string env =
       std::string("OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp ") +
       (tc.empty() ? "" : "LD_PRELOAD=" + tc + " ");
-  const std::string cmd = fmt::format("env {} /usr/bin/python3 {} {} {} {} {} {} {} {} {} {}", env, script, layers,
-                                      hidden, heads, vocab, seq, batch, steps, warmup, omp_get_max_threads());
-  fmt::print("pytorch: {}\n", cmd);
-  std::fflush(stdout);
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p != nullptr && std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  const int rc = p != nullptr ? pclose(p) : -1;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(out.substr(out.rfind('{')));
-  } catch (...) {
-    fmt::print(stderr, "pytorch reference failed (exit {}): {}\n", rc, out);
-    return 1;
+  std::vector<double> torch_tps;
+  for (const std::string& precision : precisions) {
+    // PyTorch's bf16: torch.autocast("cpu", dtype=torch.bfloat16) around the forward.
+    const std::string cmd = fmt::format("env {} /usr/bin/python3 {} {} {} {} {} {} {} {} {} {} {}", env, script,
+                                        layers, hidden, heads, vocab, seq, batch, steps, warmup, omp_get_max_threads(),
+                                        precision);
+    fmt::print("pytorch: {}\n", cmd);
+    std::fflush(stdout);
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (p != nullptr && std::fgets(buf, sizeof(buf), p) != nullptr) out += buf;
+    const int rc = p != nullptr ? pclose(p) : -1;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(out.substr(out.rfind('{')));
+    } catch (...) {
+      fmt::print(stderr, "pytorch reference failed (exit {}): {}\n", rc, out);
+      return 1;
+    }
+    torch_tps.push_back(j["median"].get<double>());
+    fmt::print("pytorch {}: median {:.1f} tokens/s (torch {}, {} threads{})\n", precision, torch_tps.back(),
+               j["torch"].get<std::string>(), j["threads"].get<int>(), tc.empty() ? ", tcmalloc not found" : ", tcmalloc");
   }
-  const double torch_tps = j["median"].get<double>();
-  fmt::print("pytorch: median {:.1f} tokens/s (torch {}, {} threads{})\n", torch_tps, j["torch"].get<std::string>(),
-             j["threads"].get<int>(), tc.empty() ? ", tcmalloc not found" : ", tcmalloc");
-  fmt::print("ratio:   tera / pytorch = {:.2f}x\n", tera_tps / torch_tps);
+  for (size_t k = 0; k < precisions.size(); ++k) {
+    fmt::print("ratio {}: tera / pytorch = {:.2f}x", precisions[k], tera_tps[k] / torch_tps[k]);
+    if (k > 0) fmt::print("; tera {} / tera {} = {:.2f}x", precisions[k], precisions[0], tera_tps[k] / tera_tps[0]);
+    fmt::print("\n");
+  }
   return 0;
 }

@@ -158,6 +158,10 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
   }
   fmt::print("compute: {} backend, GEMM by {}; {:.1f} MFLOP per token\n", tr.backend().name, tr.backend().gemm_library,
              spec.train_flops_per_token() / 1e6);
+  if (cfg.train.precision == DType::bf16) {
+    fmt::print("precision: bf16 GEMM inputs, fp32 accumulation; fp32 master weights, activations and reductions; "
+               "bf16 GEMMs by {}\n", tr.backend().gemm_bf16_path());
+  }
   std::fflush(stdout);
 }
 
@@ -304,6 +308,12 @@ int run_train(const TrainArgs& args) {
   if (chosen == nullptr) {
     print_error(fmt::format("{}: train.backend = \"{}\" is not a backend of this binary; it has: {}", cfg->source,
                             cfg->train.backend, backend_names()));
+    return kExitBadInput;
+  }
+  if (cfg->train.precision == DType::bf16 &&
+      (chosen->linear_forward_bf16 == nullptr || chosen->linear_backward_bf16 == nullptr || chosen->cast == nullptr)) {
+    print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
+                            "use train.precision = \"fp32\"", cfg->source, chosen->name));
     return kExitBadInput;
   }
   auto world = CommWorld::init();

@@ -129,6 +129,17 @@ std::vector<Field> schema() {
          }
        }},
       {"train.backend", Kind::string, str([](R c) -> std::string& { return c.train.backend; })},
+      {"train.precision", Kind::string,
+       [](R c, const toml::node& n) {
+         const std::string& v = n.as_string()->get();
+         if (v == "fp32") {
+           c.train.precision = DType::f32;
+         } else if (v == "bf16") {
+           c.train.precision = DType::bf16;
+         } else {
+           c.precision_error = v;
+         }
+       }},
       {"train.eval_every", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_every; })},
       {"train.eval_sequences", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_sequences; })},
       {"data.train", Kind::string, str([](R c) -> std::string& { return c.data.train; })},
@@ -288,6 +299,9 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
   if (t.eval_sequences <= 0) return err("train.eval_sequences must be positive");
   if (c.train.backend.empty()) return err("train.backend is empty; name a kernel backend (\"cpu\", `tera version` lists them)");
+  if (!c.precision_error.empty()) {
+    return err("train.precision = \"" + c.precision_error + "\" is not one of \"fp32\", \"bf16\"");
+  }
   if (!c.recompute_name_error.empty()) {
     return err("train.recompute = \"" + c.recompute_name_error + "\" is not one of \"none\", \"full\"");
   }
@@ -429,7 +443,8 @@ std::string run_config_to_toml(const RunConfig& c) {
       "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_sequences = {}\nrecompute = \"{}\"\n",
       t.steps, c.parallel.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
       t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(c.parallel.recompute));
-  s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\nbackend = {}\n", t.max_bad_steps, t.comm_timeout_s, q(t.backend));
+  s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\nbackend = {}\nprecision = \"{}\"\n", t.max_bad_steps,
+                   t.comm_timeout_s, q(t.backend), t.precision == DType::bf16 ? "bf16" : "fp32");
   s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);

@@ -27,6 +27,11 @@ struct TrainConfig {
   // The kernel backend by name (kernels/backend.h: find_backend); whether
   // this binary has it is checked when the run starts (tera train).
   std::string backend = "cpu";
+  // "fp32", or "bf16": the linear layers' GEMMs take bf16 inputs (weights
+  // rounded after each update, activations just before each product) and
+  // accumulate in fp32; master weights, optimizer state, activations,
+  // gradients and every reduction stay fp32 (docs/precision.md).
+  DType precision = DType::f32;
   AdamWConfig adamw;
 };
 
@@ -76,6 +81,7 @@ struct RunConfig {
   std::string attention_error;       // model.attention
   std::string arch_error;            // model.arch
   std::string recompute_name_error;  // train.recompute
+  std::string precision_error;       // train.precision
   std::string schedule_error;        // parallel.schedule
   std::string range_error;           // an integer key out of its type's range
 

@@ -48,6 +48,8 @@ template <>
 constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <>
 constexpr DType dtype_of<uint8_t>() { return DType::u8; }
+template <>
+constexpr DType dtype_of<uint16_t>() { return DType::bf16; }  // bf16 values: the upper half of the fp32 pattern
 
 using Shape = std::vector<int64_t>;
 

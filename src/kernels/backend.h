@@ -33,6 +33,8 @@ namespace tera {
   X(gemm, GemmFn, optional) /* the model calls linear_* */    \
   X(linear_forward, LinearForwardFn, required)                \
   X(linear_backward, LinearBackwardFn, required)              \
+  X(linear_forward_bf16, LinearForwardBf16Fn, optional) /* required with bf16 GEMMs */ \
+  X(linear_backward_bf16, LinearBackwardBf16Fn, optional)     \
   X(layernorm_forward, LayerNormForwardFn, required)          \
   X(layernorm_backward, LayerNormBackwardFn, required)        \
   X(rmsnorm_forward, RmsNormForwardFn, required)              \
@@ -63,7 +65,7 @@ namespace tera {
   X(sum_squares, SumSquaresFn, required)                      \
   X(count_nonfinite, CountNonfiniteFn, required)              \
   X(adamw, AdamWFn, required)                                 \
-  X(cast, CastFn, optional) /* required with bf16 compute */
+  X(cast, CastFn, optional) /* required with bf16 GEMMs */
 
 enum class KernelOp {
 #define TERA_KERNEL_OP_ENUM(op, Fn, need) op,
@@ -81,6 +83,9 @@ bool kernel_op_required(KernelOp op);
 struct Backend {
   const char* name = nullptr;
   const char* gemm_library = nullptr;  // what executes GEMMs (reported by benchmarks)
+  // What executes bf16 GEMMs on this machine, in words (optional: with the
+  // bf16 linear ops); tera train prints it once at start-up.
+  const char* (*gemm_bf16_path)() = nullptr;
   // How host code reaches this backend's memory: what the device
   // communicator of each process group is (core/device_memory.h).
   DeviceAddressing addressing;

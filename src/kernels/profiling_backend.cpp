@@ -48,6 +48,7 @@ Backend make_wrapped(const Backend& inner) {
   Backend w;
   w.name = "profiling";
   w.gemm_library = inner.gemm_library;
+  w.gemm_bf16_path = inner.gemm_bf16_path;
   w.addressing = inner.addressing;
   // An op the inner backend leaves null (an optional one) stays null.
 #define TERA_PROFILE_OP(op, Fn, need) \

@@ -34,6 +34,12 @@ struct BlockWeights {
   float* gate_b;  // [Fl]
   float* fcp_w;   // [C, Fl]   row-parallel (Llama's down_proj)
   float* fcp_b;   // [C]       replicated
+  // The unit the views point into and, with bf16 GEMMs, its bf16 copy in the
+  // same layout (ParamMemory::compute_weights; null otherwise).
+  const float* base = nullptr;
+  const uint16_t* base_bf16 = nullptr;
+  // The bf16 copy of one of the matrices above (null without one).
+  const uint16_t* bf16(const float* matrix) const { return base_bf16 == nullptr ? nullptr : base_bf16 + (matrix - base); }
 };
 
 // What one block's forward writes for a micro-batch (ModelSpec::

@@ -36,6 +36,7 @@ Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const
   TERA_ASSERT(options.plan.chunks.empty() || options.plan.chunks.size() == table.plan().chunks.size(),
               "the table was built for another stage plan");
   opts_.recompute = options.recompute;
+  opts_.gemm = options.gemm;
   init_buffers(std::max(1, options.slots));
 }
 
@@ -67,7 +68,8 @@ void Gpt::derive_local_sizes() {
   opts_ = ActivationOptions{.tp = p,
                             .sequence_parallel = tp_.sequence_parallel(),
                             .recompute = opts_.recompute,
-                            .flash_attention = spec_.config().attention == AttentionKind::flash};
+                            .flash_attention = spec_.config().attention == AttentionKind::flash,
+                            .gemm = opts_.gemm};
   Cl_ = divide(spec_.config().hidden, p);
   Hl_ = divide(spec_.config().heads, p);
   KVl_ = spec_.kv_heads_local(p);  // one, replicated, when tp > kv_heads
@@ -181,6 +183,10 @@ void Gpt::bind_workspace(const DeviceArena& work) {
   ws_.dnarrow = work.get<float>("dnarrow");
   ws_.lnf_shard = work.get<float>("lnf_shard");  // sequence parallel only
   ws_.full = work.get<float>("full");            // sequence parallel only
+  ws_.cast = work.get<uint16_t>("gemm_cast");    // bf16 GEMMs only
+  ws_.cast_head = work.get<uint16_t>("gemm_cast_head");
+  TERA_ASSERT(opts_.gemm != DType::bf16 || (ws_.cast != nullptr && (!plan().has_head() || ws_.cast_head != nullptr)),
+              "the workspace plan lacks the bf16 GEMM cast buffers");
   TERA_ASSERT(ws_.dres != nullptr && ws_.dwide != nullptr && ws_.dnarrow != nullptr, "the workspace plan lacks buffers");
   TERA_ASSERT(!plan().has_head() || (ws_.lnf != nullptr && ws_.logits != nullptr && ws_.ce_stats != nullptr),
               "the workspace plan lacks the head's buffers");
@@ -266,6 +272,7 @@ std::vector<float> Gpt::gradients_to_host() const {
 }
 void Gpt::load_parameters(const float* host) {
   be_.copy(params(), host, table_.total_floats() * 4, CopyKind::host_to_device);
+  own_memory_->refresh_compute_weights();
 }
 
 BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
@@ -273,6 +280,7 @@ BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
   const BlockWeightOffsets& o = block_offsets_[static_cast<size_t>(layer)];
   BlockWeights w{};
   for (size_t r = 0; r < kBlockWeightRows.size(); ++r) w.*kBlockWeightRows[r].field = o[r] < 0 ? nullptr : b + o[r];
+  w.base = base;
   return w;
 }
 
@@ -286,7 +294,16 @@ Gpt::Weights Gpt::wte_io(const float* wte_base, const float* io_base, const floa
 
 Gpt::Weights Gpt::acquire_wte_io(Pass pass) {
   auto acquire = [&](int unit) { return unit < 0 ? nullptr : mem_.acquire(unit, pass); };
-  return wte_io(acquire(table_.wte_unit()), acquire(table_.io_unit()), acquire(table_.head_unit()));
+  Weights w = wte_io(acquire(table_.wte_unit()), acquire(table_.io_unit()), acquire(table_.head_unit()));
+  if (opts_.gemm == DType::bf16 && plan().has_head()) {
+    // The head's matrix in bf16: the untied lm_head's unit, else the tied wte's.
+    const bool untied = table_.head_unit() >= 0 && wte_io_offsets_[4] >= 0;
+    const int unit = untied ? table_.head_unit() : table_.wte_unit();
+    const uint16_t* base = mem_.compute_weights(unit);
+    TERA_ASSERT(base != nullptr, "bf16 GEMMs without a bf16 copy of the LM head");
+    w.head_bf16 = base + wte_io_offsets_[untied ? 4 : 0];
+  }
+  return w;
 }
 
 Gpt::Weights Gpt::wte_io_grads() {
@@ -361,29 +378,29 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   // Attention: column-parallel QKV over local heads (rotated on a Llama
   // block), row-parallel output projection.
   norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt);
-  be_.linear_forward(a.qkv, gathered(a.ln1, N), w.qkv_w, w.qkv_b, N, C, Ql_);
+  linear_fwd(a.qkv, gathered(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, Ql_, ws_.cast);
   if (llama_) be_.rope_forward(a.qkv, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
   if (opts_.flash_attention) {
     be_.flash_attention_forward(a.atty, a.lse, a.qkv, B, T, Hl_, KVl_, hs_);
   } else {
     be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Hl_, KVl_, hs_);
   }
-  be_.linear_forward(partial_sum_buffer(a.res1), a.atty, w.proj_w, nullptr, N, Cl_, C);
+  linear_fwd(partial_sum_buffer(a.res1), a.atty, w.proj_w, w.bf16(w.proj_w), nullptr, N, Cl_, C, ws_.cast);
   reduce_partial_sum(a.res1, N);
   be_.bias_residual(a.res1, a.res1, w.proj_b, x, Nt, C);
   // MLP: column-parallel FC (and gate), row-parallel projection.
   norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt);
   const float* ln2 = gathered(a.ln2, N);
-  be_.linear_forward(a.fch, ln2, w.fc_w, w.fc_b, N, C, Fl_);
+  linear_fwd(a.fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
   const float* act = a.fch_gelu;
   if (gated_) {
-    be_.linear_forward(a.fch_gate, ln2, w.gate_w, w.gate_b, N, C, Fl_);
+    linear_fwd(a.fch_gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
     be_.swiglu_forward(a.fch_swiglu, a.fch_gate, a.fch, N * Fl_);
     act = a.fch_swiglu;
   } else {
     be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
   }
-  be_.linear_forward(partial_sum_buffer(a.out), act, w.fcp_w, nullptr, N, Fl_, C);
+  linear_fwd(partial_sum_buffer(a.out), act, w.fcp_w, w.bf16(w.fcp_w), nullptr, N, Fl_, C, ws_.cast);
   reduce_partial_sum(a.out, N);
   be_.bias_residual(a.out, a.out, w.fcp_b, a.res1, Nt, C);
 }
@@ -412,22 +429,23 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     return ws_.full;
   };
   // MLP: out = res1 + reduce(act @ Wfp^T) + b; dres = d(out) = d(res1) through the skip.
-  be_.linear_backward(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), gated_ ? a.fch_swiglu : a.fch_gelu, w.fcp_w, N,
-                      Fl_, C, false);
+  linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), gated_ ? a.fch_swiglu : a.fch_gelu, w.fcp_w, w.bf16(w.fcp_w), N,
+             Fl_, C, false, ws_.cast);
   const float* ln2 = gathered(a.ln2, N);
   if (gated_) {
     // act = silu(gate) * up: d(up) over d(act) in place, d(gate) after it; d(ln2) from both projections.
     float* dgate = dwide + N * Fl_;
     be_.swiglu_backward(dgate, dwide, a.fch_gate, a.fch, dwide, N * Fl_);
-    be_.linear_backward(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, N, C, Fl_, false);
-    be_.linear_backward(dnarrow, g.gate_w, g.gate_b, dgate, ln2, w.gate_w, N, C, Fl_, true);
+    linear_bwd(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, w.bf16(w.fc_w), N, C, Fl_, false, ws_.cast);
+    linear_bwd(dnarrow, g.gate_w, g.gate_b, dgate, ln2, w.gate_w, w.bf16(w.gate_w), N, C, Fl_, true, ws_.cast);
   } else {
     be_.gelu_backward(dwide, a.fch, dwide, N * Fl_);
-    be_.linear_backward(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, N, C, Fl_, false);
+    linear_bwd(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, w.bf16(w.fc_w), N, C, Fl_, false, ws_.cast);
   }
   norm_backward(dres, g.ln2_g, g.ln2_b, reduce_input_grad(), a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, Nt);
   // Attention: res1 = x + reduce(atty @ Wo^T) + b; dres now holds d(res1) = d(x) through the skip.
-  be_.linear_backward(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, N, Cl_, C, false);
+  linear_bwd(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, w.bf16(w.proj_w), N, Cl_, C, false,
+             ws_.cast);
   if (opts_.flash_attention) {
     be_.flash_attention_backward(dwide, dnarrow, a.qkv, a.atty, a.lse, B, T, Hl_, KVl_, hs_);
   } else {
@@ -435,7 +453,8 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   }
   // The rotary embedding is a rotation: its backward rotates d(q), d(k) back.
   if (llama_) be_.rope_backward(dwide, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
-  be_.linear_backward(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, N, C, Ql_, false);
+  linear_bwd(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), N, C, Ql_, false,
+             ws_.cast);
   norm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt);
 }
 
@@ -447,7 +466,7 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
   norm_forward(lnf_tokens, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, Nt);
   if (sp) tp_.gather_forward(ws_.lnf_shard, ws_.lnf, Nt * C);
   // Vocab-parallel logits and loss: the max and the sums are reduced over the group.
-  be_.linear_forward(ws_.logits, ws_.lnf, w.head, nullptr, N, C, Vl_);
+  linear_fwd(ws_.logits, ws_.lnf, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
   float* rowmax = ws_.ce_stats;
   float* sums = ws_.ce_stats + N;  // followed by the target logits: one all-reduce for both
   float* target_logit = ws_.ce_stats + 2 * N;
@@ -462,7 +481,7 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
     // logits = lnf @ head^T (head: the tied wte, or lm_head): d(lnf) = dlogits @ head (partial over
     // the vocab split), d(head) += dlogits^T @ lnf.
     const Weights g = wte_io_grads();
-    be_.linear_backward(ws_.dnarrow, g.head, nullptr, ws_.logits, ws_.lnf, w.head, N, C, Vl_, false);
+    linear_bwd(ws_.dnarrow, g.head, nullptr, ws_.logits, ws_.lnf, w.head, w.head_bf16, N, C, Vl_, false, ws_.cast_head);
     const float* dlnf = ws_.dnarrow;
     if (sp) {
       tp_.gather_backward(ws_.dnarrow, ws_.lnf_shard, Nt * C);
@@ -472,6 +491,26 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
     }
     be_.fill(s.dx_head, DType::f32, 0.0, Nt * C);
     norm_backward(s.dx_head, g.lnf_g, g.lnf_b, dlnf, x, w.lnf_g, ws_.lnf_mean, ws_.lnf_rstd, Nt);
+  }
+}
+
+void Gpt::linear_fwd(float* y, const float* x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
+                     int64_t O, uint16_t* cast) {
+  TERA_ASSERT((Wb != nullptr) == (opts_.gemm == DType::bf16), "a linear layer without the GEMM dtype's weights");
+  if (Wb != nullptr) {
+    be_.linear_forward_bf16(y, x, Wb, b, N, I, O, cast);
+  } else {
+    be_.linear_forward(y, x, W, b, N, I, O);
+  }
+}
+
+void Gpt::linear_bwd(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
+                     const uint16_t* Wb, int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+  TERA_ASSERT((Wb != nullptr) == (opts_.gemm == DType::bf16), "a linear layer without the GEMM dtype's weights");
+  if (Wb != nullptr) {
+    be_.linear_backward_bf16(dx, dW, db, dy, x, Wb, N, I, O, accumulate_dx, cast);
+  } else {
+    be_.linear_backward(dx, dW, db, dy, x, W, N, I, O, accumulate_dx);
   }
 }
 
@@ -489,7 +528,8 @@ void Gpt::forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T
   for (size_t i = 0; i < static_cast<size_t>(ch.num_layers); ++i) {
     const int64_t l = ch.first_layer + static_cast<int64_t>(i);
     const int u = table_.unit_of_layer(l);
-    const BlockWeights w = block_weights(mem_.acquire(u, Pass::forward), l);
+    BlockWeights w = block_weights(mem_.acquire(u, Pass::forward), l);
+    w.base_bf16 = mem_.compute_weights(u);
     block_forward(s.blocks[i], w, block_input(s, i), B, T);
     mem_.release(u, Pass::forward);
     mem_.poll();
@@ -516,7 +556,8 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
   for (size_t i = static_cast<size_t>(ch.num_layers); i-- > 0;) {
     const int64_t l = ch.first_layer + static_cast<int64_t>(i);
     const int u = table_.unit_of_layer(l);
-    const BlockWeights w = block_weights(mem_.acquire(u, Pass::backward), l);
+    BlockWeights w = block_weights(mem_.acquire(u, Pass::backward), l);
+    w.base_bf16 = mem_.compute_weights(u);
     const BlockWeights g = block_weights(mem_.grads(u), l);
     if (opts_.recompute == Recompute::full) {
       // Rerun the block's forward from its saved input into the working set
@@ -576,7 +617,7 @@ void Gpt::head_logits(const float* x, int64_t N) {
   const int64_t C = spec_.config().hidden;
   const Weights w = acquire_wte_io(Pass::forward);
   norm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, N);
-  be_.linear_forward(ws_.logits, ws_.lnf, w.head, nullptr, N, C, Vl_);
+  linear_fwd(ws_.logits, ws_.lnf, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
   release_wte_io(Pass::forward);
 }
 

@@ -50,6 +50,7 @@ class Gpt {
  public:
   struct Options {
     Recompute recompute = Recompute::none;
+    DType gemm = DType::f32;       // the linear layers' inputs: f32, or bf16 (train.precision = "bf16")
     StagePlan plan;                // this pipeline stage's chunks (empty: the whole model)
     int slots = 1;                 // micro-batch slots: the schedule's most in flight at once
   };
@@ -153,10 +154,12 @@ class Gpt {
   };
   struct Workspace {
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *ce_stats, *dres, *dwide, *dnarrow, *lnf_shard, *full;
+    uint16_t *cast, *cast_head;  // bf16 GEMMs: the block linears' and the head's rounded inputs
   };
   struct Weights {  // of the wte, io and lm_head units (null where this stage or the model has none)
     float *wte, *wpe, *lnf_g, *lnf_b;
     float* head;  // the LM head's matrix: lm_head when untied, else wte
+    const uint16_t* head_bf16 = nullptr;  // its bf16 copy (bf16 GEMMs)
   };
   // Binds every view into the rank's activation and workspace arenas, before
   // step 1, by the steps below in this order (each commented in gpt.cpp).
@@ -200,6 +203,12 @@ class Gpt {
   // count_loss: add the per-token losses to step_scalars_[0].
   void head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward,
                     bool count_loss);
+  // A linear layer (ops.h) with fp32 or bf16 GEMM inputs: Wb is W's bf16
+  // copy under bf16 GEMMs (then x and dy are rounded into `cast`), else null.
+  void linear_fwd(float* y, const float* x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
+                  int64_t O, uint16_t* cast);
+  void linear_bwd(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W, const uint16_t* Wb,
+                  int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast);
   const float* block_input(const Slot& s, size_t i) const { return i == 0 ? s.input : s.blocks[i - 1].out; }
   // The output of a chunk of `layers` layers run in slot s.
   const float* chunk_output(const Slot& s, int64_t layers) const {

@@ -102,6 +102,10 @@ void plan_parameter_state(const MemoryPlanInput& in, MemoryPlan& plan) {
   add_if(plan.mutable_arena(MemoryClass::zero_staging), "grad_staging", DType::f32, z.staging);
   add_if(plan.mutable_arena(MemoryClass::comm_buckets), "reduce_scatter_out", DType::f32, z.temps);
   add_if(plan.mutable_arena(MemoryClass::zero_gather), "gathered_params", w, z.gathered);
+  if (in.act.gemm == DType::bf16) {  // the bf16 copy the linear layers read
+    add_if(plan.mutable_arena(MemoryClass::parameters), "compute_weights", DType::bf16, in.zero == 3 ? 0 : z.params);
+    add_if(plan.mutable_arena(MemoryClass::zero_gather), "gathered_compute_weights", DType::bf16, z.gathered);
+  }
 }
 
 void add_table(ArenaLayout& a, const std::string& prefix, const std::vector<BufferInfo>& table, int64_t repeat) {
@@ -170,7 +174,7 @@ MemoryPlan plan_memory(const ModelSpec& spec, const MemoryPlanInput& in) {
   int64_t units = 0;
   for (const UnitShape& u : in.units) units += u.repeat;
   const MemoryReport bytes =
-      memory_plan_bytes(zero_sizes(in.units, in.dp, in.dp_rank, in.zero), in.zero, in.compute,
+      memory_plan_bytes(zero_sizes(in.units, in.dp, in.dp_rank, in.zero), in.zero, in.compute, in.act.gemm,
                         activation_table_bytes(spec, in.micro_batch, in.seq_len, in.act), in.act.recompute, in.stage,
                         in.slots, units);
   TERA_ASSERT(bytes.bytes == plan.report().bytes, "memory_plan_bytes disagrees with plan_memory");
@@ -205,7 +209,7 @@ int64_t largest_chunk_layers(const StagePlan& stage) {
   return n;
 }
 
-MemoryReport memory_plan_bytes(const ZeroSizes& z, int zero, DType compute, const ActivationTableBytes& t,
+MemoryReport memory_plan_bytes(const ZeroSizes& z, int zero, DType compute, DType gemm, const ActivationTableBytes& t,
                                Recompute recompute, const StagePlan& stage, int slots, int64_t units) {
   auto f32 = [](int64_t n) { return ArenaLayout::aligned_bytes(DType::f32, n); };
   auto w = [&](int64_t n) { return ArenaLayout::aligned_bytes(compute, n); };
@@ -216,6 +220,11 @@ MemoryReport memory_plan_bytes(const ZeroSizes& z, int zero, DType compute, cons
   r[MemoryClass::zero_staging] = f32(z.staging);
   r[MemoryClass::comm_buckets] = f32(z.temps);
   r[MemoryClass::zero_gather] = w(z.gathered);
+  if (gemm == DType::bf16) {
+    auto bf16 = [](int64_t n) { return ArenaLayout::aligned_bytes(DType::bf16, n); };
+    r[MemoryClass::parameters] += bf16(zero == 3 ? 0 : z.params);
+    r[MemoryClass::zero_gather] += bf16(z.gathered);
+  }
   const int64_t layers = largest_chunk_layers(stage);
   r[MemoryClass::activations] = slots * (t.boundary[chunk_kinds(stage)] + layers * t.saved_layer);
   if (layers > 0 && recompute != Recompute::none) r[MemoryClass::activations] += t.working;

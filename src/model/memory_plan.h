@@ -13,6 +13,8 @@
 // after the tensor-parallel split, units padded to dp * 16 floats; S = this
 // rank's ZeRO shard, P / dp):
 //   parameters     params [P] (zero 3: [S])                        compute dtype
+//                  with bf16 GEMMs (act.gemm) also compute_weights [P] bf16
+//                  (zero 0-2): the weights rounded after each update
 //   gradients      grads [P] (zero 0-1), grad_shard [S] (zero 1-3)  fp32
 //   optimizer      adam_m, adam_v [the parameter elements this rank updates];
 //                  with bf16 compute also master [P] (zero 0) or [S] (zero 1-3)
@@ -22,6 +24,7 @@
 //   comm_buckets   reduce_scatter_out (zero 2-3): one reduced chunk per staging buffer
 //   zero_gather    gathered_params (zero 3): the dedicated units and two blocks
 //                  (the one in use and the prefetched next)              compute dtype
+//                  with bf16 GEMMs also gathered_compute_weights, their bf16 copy
 //   activations    per micro-batch slot of the stage (as many as the schedule
 //                  keeps in flight at once, max_in_flight): the boundary
 //                  buffers "slot.<name>" of every kind of chunk the stage
@@ -126,7 +129,8 @@ struct ActivationTableBytes {
 ActivationTableBytes activation_table_bytes(const ModelSpec& spec, int64_t micro_batch, int64_t seq_len,
                                             const ActivationOptions& act);
 // `units`: the rank's unit count (step_scalars); z: zero_sizes of its units.
-MemoryReport memory_plan_bytes(const ZeroSizes& z, int zero, DType compute, const ActivationTableBytes& t,
+// gemm: the linear layers' input dtype (ActivationOptions::gemm).
+MemoryReport memory_plan_bytes(const ZeroSizes& z, int zero, DType compute, DType gemm, const ActivationTableBytes& t,
                                Recompute recompute, const StagePlan& stage, int slots, int64_t units);
 // The set of chunk kinds of a stage (ActivationTableBytes::boundary's index)
 // and its largest chunk's layers.

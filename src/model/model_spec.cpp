@@ -361,6 +361,14 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
     t.push_back({"lnf_shard", {B, Ts, C}, d, true});  // LN_f output on this rank's tokens
     t.push_back({"full", {B, T, C}, d});        // gathered LN outputs, partial sums, full-token gradients
   }
+  if (o.gemm == DType::bf16) {
+    // A linear layer's inputs rounded to bf16 (ops.h LinearForwardBf16Fn):
+    // x [N, I] and dy [N, O] of the widest block linear (qkv, proj, fc and
+    // gate, down), and of the LM head (I = C, O = Vl).
+    const int64_t widest = std::max({divide(cfg_.qkv_width(), tp), divide(C, tp), divide(cfg_.ffn(), tp)});
+    t.push_back({"gemm_cast", {B, T, C + widest}, DType::bf16});
+    t.push_back({"gemm_cast_head", {B, T, C + Vl}, DType::bf16, true});
+  }
   return t;
 }
 

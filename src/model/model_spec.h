@@ -143,7 +143,10 @@ struct BufferInfo {
 // attention-score buffers (recomputed from q, k in backward), full keeps only
 // each block's input and recomputes the block. flash_attention keeps the
 // softmax statistics [B,H,T] instead of the T x T probabilities; dropout adds
-// the 1-byte masks (and the dropped probabilities) Megatron keeps.
+// the 1-byte masks (and the dropped probabilities) Megatron keeps. gemm =
+// bf16 (tera's train.precision = "bf16" on the CPU): the linear layers take
+// bf16 inputs, rounded from the fp32 activations into the workspace's cast
+// buffers (dtype stays the activations' own).
 struct ActivationOptions {
   int64_t tp = 1;
   bool sequence_parallel = false;
@@ -151,6 +154,7 @@ struct ActivationOptions {
   DType dtype = DType::f32;
   bool flash_attention = false;
   bool dropout = false;
+  DType gemm = DType::f32;  // the linear layers' input dtype: f32 or bf16
 };
 
 class ModelSpec {

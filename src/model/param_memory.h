@@ -12,7 +12,10 @@
 //   backward, release(root, B), grads_done(root). [eval] release(root, F).
 // A unit's parameters are laid out as in the table: tensor e of unit u is at
 // acquire(u) + (e.offset - unit.begin); gradients likewise. Every pointer is
-// device memory of the backend.
+// device memory of the backend. With bf16 GEMMs (the plan's compute_weights
+// / gathered_compute_weights) compute_weights(u), between acquire and
+// release, is the same layout in bf16: the weights rounded to nearest even,
+// remade whenever the parameters change.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,9 @@ class ParamMemory {
   virtual ~ParamMemory() = default;
   virtual const float* acquire(int unit, Pass pass) = 0;
   virtual void release(int unit, Pass pass) {}
+  // The bf16 copy of an acquired unit's parameters; null when the plan has
+  // none (fp32 GEMMs).
+  virtual const uint16_t* compute_weights(int unit) { return nullptr; }
   // Gradient contributions of this micro-batch are added (+=) here.
   virtual float* grads(int unit) = 0;
   virtual void grads_done(int unit) {}
@@ -44,6 +50,12 @@ class LocalParamMemory final : public ParamMemory {
   LocalParamMemory(const ParamTable& table, const Backend& be, RankMemory& memory);
   const float* acquire(int unit, Pass) override { return params_ + table_.units()[static_cast<size_t>(unit)].begin; }
   float* grads(int unit) override { return grads_ + table_.units()[static_cast<size_t>(unit)].begin; }
+  const uint16_t* compute_weights(int unit) override {
+    return compute_ == nullptr ? nullptr : compute_ + table_.units()[static_cast<size_t>(unit)].begin;
+  }
+  // Remakes the bf16 copy from the parameters (a no-op without one); whoever
+  // writes the parameters calls it.
+  void refresh_compute_weights();
 
   // Device memory: the whole table's parameters and gradients.
   float* params() { return params_; }
@@ -55,6 +67,7 @@ class LocalParamMemory final : public ParamMemory {
   const Backend& be_;
   float* params_;
   float* grads_;
+  uint16_t* compute_;  // bf16 GEMMs: the bf16 copy of params_, else null
 };
 
 }  // namespace tera

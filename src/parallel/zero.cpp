@@ -67,6 +67,10 @@ ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp_host, Communica
   staging_ = bind(MemoryClass::zero_staging, "grad_staging", sizes_.staging);
   temps_ = bind(MemoryClass::comm_buckets, "reduce_scatter_out", sizes_.temps);
   gathered_ = bind(MemoryClass::zero_gather, "gathered_params", sizes_.gathered);
+  compute_ = memory.arena(MemoryClass::parameters).get<uint16_t>("compute_weights");
+  gathered_compute_ = memory.arena(MemoryClass::zero_gather).get<uint16_t>("gathered_compute_weights");
+  TERA_ASSERT(compute_ == nullptr || memory.arena(MemoryClass::parameters).count("compute_weights") == sizes_.params,
+              "the memory plan's compute_weights do not match params");
   if (zero_ >= 2) {
     float* next = staging_;
     for (size_t u = 0; u < units.size(); ++u) {
@@ -128,12 +132,34 @@ void ZeroMemory::init_parameters(uint64_t seed) {
     float* dst = zero_ < 3 ? params_ + unit.begin : shard_ptr(params_, ui);
     be_.copy(dst, host.data(), n * 4, CopyKind::host_to_device);
   }
+  refresh_compute_weights();
+}
+
+void ZeroMemory::refresh_compute_weights() {
+  if (compute_ != nullptr) be_.cast(compute_, DType::bf16, params_, DType::f32, sizes_.params);
+}
+
+const uint16_t* ZeroMemory::compute_weights(int unit) {
+  if (zero_ < 3) return compute_ == nullptr ? nullptr : compute_ + table_.units()[static_cast<size_t>(unit)].begin;
+  if (gathered_compute_ == nullptr) return nullptr;
+  Gather* g = dedicated(unit) ? &dedicated_gather_[static_cast<size_t>(unit)] : nullptr;
+  for (Gather& b : block_gathers_) {
+    if (g == nullptr && b.unit == unit && b.in_use) g = &b;
+  }
+  TERA_ASSERT(g != nullptr && g->in_use, "compute_weights of a unit that is not acquired");
+  uint16_t* twin = gathered_compute_ + (g->buf - gathered_);
+  if (!g->rounded) {
+    be_.cast(twin, DType::bf16, g->buf, DType::f32, table_.units()[static_cast<size_t>(unit)].size());
+    g->rounded = true;
+  }
+  return twin;
 }
 
 // ---- parameters -------------------------------------------------------------
 
 void ZeroMemory::start_gather(int unit, Gather& g) {
   g.unit = unit;
+  g.rounded = false;
   g.req = dp_.iall_gather(shard_ptr(params_, unit), g.buf, chunk(unit), CommType::f32);
 }
 
@@ -374,6 +400,7 @@ void ZeroMemory::shards_updated() {
     }
     for (auto& r : reqs) dp_.wait(r);
   }
+  refresh_compute_weights();
 }
 
 void ZeroMemory::gather_parameters(float* out) {
@@ -397,6 +424,7 @@ void ZeroMemory::load_parameters(const float* full) {
   }
   if (zero_ < 3) {
     be_.copy(params_, full, table_.total_floats() * 4, CopyKind::host_to_device);
+    refresh_compute_weights();
     return;
   }
   for (size_t u = 0; u < table_.units().size(); ++u) {

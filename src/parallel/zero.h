@@ -57,6 +57,10 @@ class ZeroMemory final : public ParamMemory {
   // ParamMemory
   const float* acquire(int unit, Pass pass) override;
   void release(int unit, Pass pass) override;
+  // bf16 GEMMs: zero 0-2 keep a bf16 copy of params, remade when they
+  // change (shards_updated, init, load); zero 3 rounds each gathered unit
+  // into the twin of its gather buffer on first use after the gather.
+  const uint16_t* compute_weights(int unit) override;
   float* grads(int unit) override;
   void grads_done(int unit) override;
   void poll() override;
@@ -125,7 +129,9 @@ class ZeroMemory final : public ParamMemory {
     Request req;
     float* buf = nullptr;
     bool in_use = false;
+    bool rounded = false;  // bf16 GEMMs: its twin holds this gather's bf16 copy
   };
+  void refresh_compute_weights();  // zero 0-2: compute_ from params_
   bool dedicated(int unit) const { return table_.dedicated(unit); }
   int64_t chunk(int unit) const { return table_.units()[static_cast<size_t>(unit)].size() / dp_.size(); }
   int64_t chunk_begin(int unit) const {
@@ -163,6 +169,8 @@ class ZeroMemory final : public ParamMemory {
   float* staging_ = nullptr;     // zero 2/3: root staging + 2 block staging buffers
   float* temps_ = nullptr;       // zero 2/3: reduce-scatter outputs, one per staging buffer
   float* gathered_ = nullptr;    // zero 3: root + 2 block gather buffers
+  uint16_t* compute_ = nullptr;           // bf16 GEMMs, zero 0-2: the bf16 copy of params_
+  uint16_t* gathered_compute_ = nullptr;  // bf16 GEMMs, zero 3: the bf16 twin of gathered_
   ZeroSizes sizes_;
   std::vector<float*> free_staging_;         // zero 2/3: block staging buffers not in use
   std::vector<float*> staging_of_unit_;      // zero 2/3: the buffer a unit accumulates into now

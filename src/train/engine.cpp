@@ -38,6 +38,7 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
                                   *memory_);
   Gpt::Options options;
   options.recompute = cfg.parallel.recompute;
+  options.gemm = cfg.train.precision;
   options.plan = plan_;
   options.slots = schedule_.max_in_flight(g_.coord.pp);
   model_ = std::make_unique<Gpt>(spec_, backend, cfg.parallel.micro_batch, *table_, *zero_, *tp_, options, *memory_);

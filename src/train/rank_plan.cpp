@@ -33,7 +33,8 @@ MemoryPlan rank_memory_plan(const RunConfig& cfg, const ParallelLayout& layout, 
   in.act = ActivationOptions{.tp = layout.tp,
                              .sequence_parallel = cfg.parallel.sequence_parallel,  // as the model takes it (tp_comm.h)
                              .recompute = cfg.parallel.recompute,
-                             .flash_attention = cfg.model.attention == AttentionKind::flash};
+                             .flash_attention = cfg.model.attention == AttentionKind::flash,
+                             .gemm = cfg.train.precision};
   in.stage = *plan;
   in.slots = sched->max_in_flight(coord.pp);
   return plan_memory(spec, in);

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -116,6 +117,104 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmBf16,
                                            Case{true, true, 64, 48, 96, 1, 1.0f, 0.25f},
                                            Case{false, true, 1, 301, 768, 0, 1.0f, 0.0f},
                                            Case{false, false, 129, 3, 1, 2, -2.0f, 1.0f}));
+
+// The cast the bf16 linear layers round their activations with: exactly
+// the reference rounding (nearest even) on ties, subnormals, the largest
+// finite values (which round to infinity), infinities and NaNs.
+TEST(CastToBf16, RoundsToNearestEvenLikeTheReference) {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie: stays 1 */, 1.01171875f /* tie: rounds up */,
+                          -3.14159f, 1e-40f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::infinity(),
+                          65504.0f, 1.0f / 3.0f};
+  std::mt19937_64 gen(7);
+  std::normal_distribution<float> d(0.0f, 100.0f);
+  for (int i = 0; i < 1000; ++i) x.push_back(d(gen));
+  std::vector<uint16_t> got(x.size());
+  cpu::cast_to_bf16(got.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], to_bf16(x[i])) << "x = " << x[i];
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  uint16_t n = 0;
+  cpu::cast_to_bf16(&n, &nan, 1);
+  EXPECT_TRUE(std::isnan(from_bf16(n)));
+}
+
+// The linear layers with bf16 GEMM inputs (ops.h LinearForwardBf16Fn) against
+// the fp64 reference on the fp32 inputs: the weights W are given as the bf16
+// copy of fp32 values w, the activations are rounded inside, so each output
+// carries bound 2 above: |err| <= ((2 u_bf16 + u_bf16^2) + (K + 2) u_32) *
+// sum|terms| (+ beta's term), K the reduction length (I forward, O for dx, N
+// for dW); db sums the fp32 dy in fp32: (N + 1) u_32 sum |dy| (+ the initial db).
+TEST(LinearBf16, ForwardAndBackwardMatchFp64WithinTheDerivedBound) {
+  const int64_t N = 37, I = 53, O = 29;
+  std::mt19937_64 gen(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  auto randv = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& e : v) e = d(gen);
+    return v;
+  };
+  const std::vector<float> x = randv(N * I), w = randv(O * I), b = randv(O), dy = randv(N * O);
+  std::vector<uint16_t> wb(w.size()), cast(static_cast<size_t>(N * (I + O)));
+  for (size_t i = 0; i < w.size(); ++i) wb[i] = to_bf16(w[i]);
+  const double rel = 2 * kUbf16 + kUbf16 * kUbf16;
+  auto bound = [&](double mag, int64_t K) { return (rel + static_cast<double>(K + 2) * kU32) * mag; };
+  // y = x @ w^T + b
+  std::vector<float> y(static_cast<size_t>(N * O), 123.0f);
+  cpu::linear_forward_bf16(y.data(), x.data(), wb.data(), b.data(), N, I, O, cast.data());
+  double worst = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t o = 0; o < O; ++o) {
+      double ref = b[static_cast<size_t>(o)], mag = std::abs(ref);
+      for (int64_t i = 0; i < I; ++i) {
+        const double t = static_cast<double>(x[static_cast<size_t>(n * I + i)]) * w[static_cast<size_t>(o * I + i)];
+        ref += t;
+        mag += std::abs(t);
+      }
+      const double err = std::abs(y[static_cast<size_t>(n * O + o)] - ref);
+      ASSERT_LE(err, bound(mag, I)) << "y(" << n << ", " << o << ")";
+      worst = std::max(worst, err / bound(mag, I));
+    }
+  }
+  EXPECT_GT(worst, 0.01) << "y looks like an fp32 product";
+  // dx = dy @ w (accumulated onto dx0), dW += dy^T @ x, db += colsum(dy)
+  const std::vector<float> dx0 = randv(N * I), dW0 = randv(O * I), db0 = randv(O);
+  std::vector<float> dx = dx0, dW = dW0, db = db0;
+  cpu::linear_backward_bf16(dx.data(), dW.data(), db.data(), dy.data(), x.data(), wb.data(), N, I, O, true,
+                            cast.data());
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t i = 0; i < I; ++i) {
+      double ref = dx0[static_cast<size_t>(n * I + i)], mag = std::abs(ref);
+      for (int64_t o = 0; o < O; ++o) {
+        const double t = static_cast<double>(dy[static_cast<size_t>(n * O + o)]) * w[static_cast<size_t>(o * I + i)];
+        ref += t;
+        mag += std::abs(t);
+      }
+      ASSERT_LE(std::abs(dx[static_cast<size_t>(n * I + i)] - ref), bound(mag, O)) << "dx(" << n << ", " << i << ")";
+    }
+  }
+  for (int64_t o = 0; o < O; ++o) {
+    for (int64_t i = 0; i < I; ++i) {
+      double ref = dW0[static_cast<size_t>(o * I + i)], mag = std::abs(ref);
+      for (int64_t n = 0; n < N; ++n) {
+        const double t = static_cast<double>(dy[static_cast<size_t>(n * O + o)]) * x[static_cast<size_t>(n * I + i)];
+        ref += t;
+        mag += std::abs(t);
+      }
+      ASSERT_LE(std::abs(dW[static_cast<size_t>(o * I + i)] - ref), bound(mag, N)) << "dW(" << o << ", " << i << ")";
+    }
+    double ref = db0[static_cast<size_t>(o)], mag = std::abs(ref);
+    for (int64_t n = 0; n < N; ++n) {
+      ref += dy[static_cast<size_t>(n * O + o)];
+      mag += std::abs(dy[static_cast<size_t>(n * O + o)]);
+    }
+    ASSERT_LE(std::abs(db[static_cast<size_t>(o)] - ref), static_cast<double>(N + 1) * kU32 * mag) << "db(" << o << ")";
+  }
+  // Without accumulate_dx, dx is overwritten; a null dx and db are skipped.
+  std::vector<float> dx2(dx0.size(), 1e30f), dW2 = dW0;
+  cpu::linear_backward_bf16(dx2.data(), dW2.data(), nullptr, dy.data(), x.data(), wb.data(), N, I, O, false,
+                            cast.data());
+  for (size_t k = 0; k < dx2.size(); ++k) ASSERT_LT(std::abs(dx2[k] - (dx[k] - dx0[k])), 1e-3) << k;
+  cpu::linear_backward_bf16(nullptr, dW2.data(), nullptr, dy.data(), x.data(), wb.data(), N, I, O, false, cast.data());
+}
 
 TEST(GemmBf16Path, IsReported) { EXPECT_NE(std::string(cpu::gemm_bf16_path()).size(), 0u); }
 

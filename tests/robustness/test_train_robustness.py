@@ -363,6 +363,12 @@ class TrainRobustness(RobustnessCase):
         self.assert_refused(self.train(cfg, "model.mlp=gated"), ["model.mlp", "model.arch = \"llama\""])
         self.assertFalse(os.path.exists(self.path("out")), "nothing is written before a refusal")
 
+    def test_precision_refused_naming_the_choices(self):
+        cfg = self.config()
+        self.assert_refused(self.train(cfg, "train.precision=fp16"),
+                            ["train.precision = \"fp16\"", "\"fp32\", \"bf16\""])
+        self.assertFalse(os.path.exists(self.path("out")), "nothing is written before a refusal")
+
 
 if __name__ == "__main__":
     main()

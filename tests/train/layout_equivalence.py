@@ -5,7 +5,11 @@ losses within a relative 1e-5, same data, same seed. Gradient norms are
 checked too, within 1e-4: a sum of squares dominated by a few entries, the
 norm carries reduction-order noise further than the loss does.
 
-usage: layout_equivalence.py TERA CONFIG CORPUS LAYOUT [LAYOUT ...]
+usage: layout_equivalence.py [--all KEY=VALUE ...] [--tol loss=X,grad_norm=Y] TERA CONFIG CORPUS LAYOUT [LAYOUT ...]
+--all settings apply to the control and every layout (train.precision=bf16:
+the bf16 matrix, each layout against the single-process bf16 run); --tol
+replaces the default bounds (a bf16 run's bound is derived in
+docs/precision.md).
 With TERA_TEST_BACKEND set (cpu-guarded in CI), every layout runs on that
 kernel backend against the control on the cpu backend.
 A LAYOUT is comma-separated settings: the short keys tp, pp, dp, zero, sp,
@@ -57,13 +61,27 @@ def rel(a, b):
 
 
 def main():
-    tera, config, corpus, layouts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    argv, common = sys.argv[1:], []
+    while argv and argv[0] in ("--all", "--tol"):
+        flag, value, argv = argv[0], argv[1], argv[2:]
+        if flag == "--all":
+            common.append(value)
+        else:
+            for item in value.split(","):
+                key, bound = item.split("=")
+                TOL[key] = float(bound)
+                if key == "loss":
+                    TOL["val_loss"] = float(bound)
+    tera, config, corpus, layouts = argv[0], argv[1], argv[2], argv[3:]
     failures = []
     with tempfile.TemporaryDirectory() as work:
-        control = run(tera, config, corpus, [], 0, work, "control")
+        control = run(tera, config, corpus, common, 0, work, "control")
+        if common:
+            print("every run with " + " ".join(common))
         print(f"control: {len(control)} steps, loss {control[0]['loss']:.6f} -> {control[-1]['loss']:.6f}")
         for i, layout in enumerate(layouts):
             sets, n = parse_layout(layout)
+            sets = common + sets
             try:
                 got = run(tera, config, corpus, sets, n, work, f"layout{i}")
             except RuntimeError as e:
@@ -87,7 +105,8 @@ def main():
     if failures:
         print(f"{len(failures)} layout(s) differ from the single-process run: {failures}")
         sys.exit(1)
-    print(f"all {len(layouts)} layouts match the single-process run (loss within 1e-5, grad norm within 1e-4)")
+    print(f"all {len(layouts)} layouts match the single-process run (loss within {TOL['loss']:g}, grad norm within "
+          f"{TOL['grad_norm']:g})")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ struct Case {
   std::vector<int64_t> stage_layers = {};
   AttentionKind attention = AttentionKind::naive;
   bool llama = false;
+  DType precision = DType::f32;  // train.precision
 };
 
 std::string describe(const Case& c) {
@@ -48,6 +49,7 @@ std::string describe(const Case& c) {
                               schedule_kind_name(c.vpp > 1 ? ScheduleKind::interleaved : c.schedule),
                               attention_kind_name(c.attention));
   if (c.llama) s += " llama";
+  if (c.precision == DType::bf16) s += " bf16";
   if (!c.stage_layers.empty()) s += fmt::format(" stage_layers {}", fmt::join(c.stage_layers, " "));
   return s;
 }
@@ -69,6 +71,7 @@ RunConfig config_for(const Case& c) {
   cfg.parallel.recompute = c.recompute;
   cfg.parallel.stage_layers = c.stage_layers;
   cfg.model.attention = c.attention;
+  cfg.train.precision = c.precision;
   if (c.llama) {  // the same with Llama's block: 2 key/value heads, SwiGLU width 40, untied head
     cfg.model.arch = Arch::llama;
     cfg.model.mlp = MlpKind::gated;
@@ -117,6 +120,15 @@ std::vector<Case> sweep() {
   // tp 4 over 2 key/value heads: each head replicated on 2 ranks.
   cases.push_back({4, 1, 2, 1, 3, true, full, ScheduleKind::one_f_one_b, {}, flash, true});
   cases.push_back({4, 2, 1, 1, 1, false, none, ScheduleKind::one_f_one_b, {}, AttentionKind::naive, true});
+  // bf16 GEMMs: the bf16 copy of the weights (gathered units' twins under
+  // ZeRO-3) and the cast workspace, every ZeRO stage.
+  const DType bf16 = DType::bf16;
+  for (int zero = 0; zero <= 3; ++zero) {
+    cases.push_back({2, 2, 2, 1, zero, zero % 2 == 1, full, ScheduleKind::one_f_one_b, {}, flash, false, bf16});
+  }
+  cases.push_back({1, 1, 1, 1, 0, false, none, ScheduleKind::one_f_one_b, {}, AttentionKind::naive, false, bf16});
+  cases.push_back({1, 2, 2, 3, 3, false, none, ScheduleKind::interleaved, {}, flash, true, bf16});
+  cases.push_back({4, 1, 2, 1, 1, true, full, ScheduleKind::one_f_one_b, {}, flash, true, bf16});
   return cases;
 }
 
@@ -137,11 +149,12 @@ const Backend& recording_backend() {
   return b;
 }
 
-// The planner's view of the run: fp32, the runtime's stack (its attention
-// kind, no dropout), no allowances.
-Cluster runtime_cluster(AttentionKind attention) {
+// The planner's view of the run: fp32 pricing, the runtime's stack (its attention and bf16 GEMM inputs,
+// no dropout), no allowances.
+Cluster runtime_cluster(AttentionKind attention, DType precision) {
   Cluster cl;
   cl.stack.flash_attention = attention == AttentionKind::flash;
+  cl.stack.bf16_gemm_inputs = precision == DType::bf16;
   cl.stack.dropout = false;
   cl.memory.fragmentation = 0;
   cl.memory.reserved_bytes = 0;
@@ -162,7 +175,7 @@ TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
     const ParallelLayout layout = with_world_size(cfg.parallel, world_size);
     const ModelSpec spec(cfg.model);
     const Workload w{cfg.model, cfg.train.global_batch, Precision::fp32};
-    MemoryTables planner(spec, w, runtime_cluster(c.attention));
+    MemoryTables planner(spec, w, runtime_cluster(c.attention, c.precision));
     std::mutex mu;
     InProcessWorld::run(layout.world(), [&](Communicator& world) {
       omp_set_num_threads(1);

@@ -8,13 +8,17 @@
 namespace tera {
 
 namespace {
-bool cpu_supports(KernelOp, DType dtype) { return dtype == DType::f32; }
+bool cpu_supports(KernelOp op, DType dtype) {
+  if (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16) return dtype == DType::bf16;
+  return dtype == DType::f32;
+}
 }  // namespace
 
 const Backend& cpu_backend() {
   static const Backend backend = {
       .name = "cpu",
       .gemm_library = "oneDNN dnnl_sgemm",
+      .gemm_bf16_path = cpu::gemm_bf16_path,
       .addressing = DeviceAddressing{DeviceAddressing::Kind::host, nullptr},
       .alloc = cpu::alloc,
       .release = cpu::release,
@@ -23,6 +27,8 @@ const Backend& cpu_backend() {
       .gemm = cpu::gemm<float>,
       .linear_forward = cpu::linear_forward<float>,
       .linear_backward = cpu::linear_backward<float>,
+      .linear_forward_bf16 = cpu::linear_forward_bf16,
+      .linear_backward_bf16 = cpu::linear_backward_bf16,
       .layernorm_forward = cpu::layernorm_forward<float>,
       .layernorm_backward = cpu::layernorm_backward<float>,
       .rmsnorm_forward = cpu::rmsnorm_forward<float>,

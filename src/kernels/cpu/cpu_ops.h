@@ -124,4 +124,16 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
                int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // The path gemm_bf16 takes on this CPU, in words (for start-up lines and benchmarks).
 const char* gemm_bf16_path();
+// dst[i] = src[i] rounded to bf16, nearest even (NaN stays NaN).
+void cast_to_bf16(uint16_t* dst, const float* src, int64_t n);
+// db[O] += the column sums of dy[N,O]; y[n,:] = b for every row n (matmul.cpp).
+template <typename T>
+void add_column_sums(T* db, const T* dy, int64_t N, int64_t O);
+template <typename T>
+void fill_rows(T* y, const T* b, int64_t N, int64_t O);
+// ops.h's LinearForwardBf16Fn / LinearBackwardBf16Fn (linear_bf16.cpp).
+void linear_forward_bf16(float* y, const float* x, const uint16_t* W, const float* b, int64_t N, int64_t I, int64_t O,
+                         uint16_t* cast);
+void linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x, const uint16_t* W,
+                          int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast);
 }  // namespace tera::cpu

@@ -42,16 +42,34 @@ const char* gemm_isa_name() {
 }
 
 template <typename T>
-void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t I, int64_t O) {
-  // y[N,O] = x[N,I] @ W[O,I]^T (+ b)
-  if (b != nullptr) {
+void add_column_sums(T* db, const T* dy, int64_t N, int64_t O) {
+  // db[O] += column sums of dy[N,O]; parallel over column blocks, rows summed in order.
+  constexpr int64_t kBlock = 256;
 #pragma omp parallel for schedule(static)
+  for (int64_t o0 = 0; o0 < O; o0 += kBlock) {
+    const int64_t o1 = o0 + kBlock < O ? o0 + kBlock : O;
     for (int64_t n = 0; n < N; ++n) {
-      T* row = y + n * O;
+      const T* row = dy + n * O;
 #pragma omp simd
-      for (int64_t o = 0; o < O; ++o) row[o] = b[o];
+      for (int64_t o = o0; o < o1; ++o) db[o] += row[o];
     }
   }
+}
+
+template <typename T>
+void fill_rows(T* y, const T* b, int64_t N, int64_t O) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    T* row = y + n * O;
+#pragma omp simd
+    for (int64_t o = 0; o < O; ++o) row[o] = b[o];
+  }
+}
+
+template <typename T>
+void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t I, int64_t O) {
+  // y[N,O] = x[N,I] @ W[O,I]^T (+ b)
+  if (b != nullptr) fill_rows(y, b, N, O);
   gemm<T>(false, true, N, O, I, T(1), x, I, W, I, b != nullptr ? T(1) : T(0), y, O);
 }
 
@@ -61,21 +79,11 @@ void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, i
   // dx[N,I] (+)= dy[N,O] @ W[O,I]
   if (dx != nullptr) gemm<T>(false, false, N, I, O, T(1), dy, O, W, I, accumulate_dx ? T(1) : T(0), dx, I);
   gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dW, I);                        // dW[O,I] += dy^T @ x
-  if (db != nullptr) {
-    // db[O] += column sums of dy[N,O]; parallel over column blocks, rows summed in order.
-    constexpr int64_t kBlock = 256;
-#pragma omp parallel for schedule(static)
-    for (int64_t o0 = 0; o0 < O; o0 += kBlock) {
-      const int64_t o1 = o0 + kBlock < O ? o0 + kBlock : O;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* row = dy + n * O;
-#pragma omp simd
-        for (int64_t o = o0; o < o1; ++o) db[o] += row[o];
-      }
-    }
-  }
+  if (db != nullptr) add_column_sums(db, dy, N, O);
 }
 
+template void add_column_sums<float>(float*, const float*, int64_t, int64_t);
+template void fill_rows<float>(float*, const float*, int64_t, int64_t);
 template void linear_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t);
 template void linear_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t,
                                      int64_t);

@@ -123,6 +123,7 @@ Backend make_guarded() {
   Backend b;
   b.name = "cpu-guarded";
   b.gemm_library = cpu.gemm_library;
+  b.gemm_bf16_path = cpu.gemm_bf16_path;
   b.addressing = DeviceAddressing{DeviceAddressing::Kind::mapped_host, to_host};
   // The model's ops: the CPU kernels with every pointer untagged (and checked).
 #define TERA_GUARD_OP(op, Fn, need)                                   \
