@@ -296,8 +296,8 @@ Gpt::Weights Gpt::acquire_wte_io(Pass pass) {
   auto acquire = [&](int unit) { return unit < 0 ? nullptr : mem_.acquire(unit, pass); };
   Weights w = wte_io(acquire(table_.wte_unit()), acquire(table_.io_unit()), acquire(table_.head_unit()));
   if (opts_.gemm == DType::bf16 && plan().has_head()) {
-    // The head's matrix in bf16: the untied lm_head's unit, else the tied wte's.
-    const bool untied = table_.head_unit() >= 0 && wte_io_offsets_[4] >= 0;
+    // The head's matrix in bf16: the untied lm_head's unit, else the tied wte's (as wte_io chose).
+    const bool untied = wte_io_offsets_[4] >= 0;
     const int unit = untied ? table_.head_unit() : table_.wte_unit();
     const uint16_t* base = mem_.compute_weights(unit);
     TERA_ASSERT(base != nullptr, "bf16 GEMMs without a bf16 copy of the LM head");

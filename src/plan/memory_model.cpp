@@ -117,7 +117,7 @@ MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int dp_
   // Slots: the micro-batches the schedule keeps in flight on the stage
   // (promised_in_flight: the tests hold it equal to the built schedule's).
   const int slots = promised_in_flight(l.schedule, l.pp, static_cast<int>(micro_batches(l, w_)), l.vpp, stage);
-  return memory_plan_bytes(z, l.zero, precision_bytes(w_.precision).act, cl_.stack.bf16_gemm_inputs ? DType::bf16 : DType::f32,
+  return memory_plan_bytes(z, l.zero, precision_bytes(w_.precision).act, activation_options(l, w_, cl_).gemm,
                            tables(l), l.recompute, plan, slots,
                            unit_count);
 }

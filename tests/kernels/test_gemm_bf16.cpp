@@ -180,27 +180,31 @@ TEST(LinearBf16, ForwardAndBackwardMatchFp64WithinTheDerivedBound) {
   std::vector<float> dx = dx0, dW = dW0, db = db0;
   cpu::linear_backward_bf16(dx.data(), dW.data(), db.data(), dy.data(), x.data(), wb.data(), N, I, O, true,
                             cast.data());
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t i = 0; i < I; ++i) {
-      double ref = dx0[static_cast<size_t>(n * I + i)], mag = std::abs(ref);
-      for (int64_t o = 0; o < O; ++o) {
-        const double t = static_cast<double>(dy[static_cast<size_t>(n * O + o)]) * w[static_cast<size_t>(o * I + i)];
-        ref += t;
-        mag += std::abs(t);
+  // got[r, c] against init[r, c] + sum_k a(r, k) b(k, c) over k < K, within bound(sum |terms|, K).
+  auto check_product = [&](const std::vector<float>& got, const std::vector<float>& init, int64_t R, int64_t Cc,
+                           int64_t K, auto a, auto b, const char* what) {
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t c = 0; c < Cc; ++c) {
+        double ref = init[static_cast<size_t>(r * Cc + c)], mag = std::abs(ref);
+        for (int64_t k = 0; k < K; ++k) {
+          const double t = a(r, k) * b(k, c);
+          ref += t;
+          mag += std::abs(t);
+        }
+        ASSERT_LE(std::abs(got[static_cast<size_t>(r * Cc + c)] - ref), bound(mag, K))
+            << what << "(" << r << ", " << c << ")";
       }
-      ASSERT_LE(std::abs(dx[static_cast<size_t>(n * I + i)] - ref), bound(mag, O)) << "dx(" << n << ", " << i << ")";
     }
-  }
+  };
+  auto at = [](const std::vector<float>& v, int64_t ld) {
+    return [&v, ld](int64_t r, int64_t c) { return static_cast<double>(v[static_cast<size_t>(r * ld + c)]); };
+  };
+  auto at_t = [](const std::vector<float>& v, int64_t ld) {  // the transpose of a row-major [.., ld] matrix
+    return [&v, ld](int64_t r, int64_t c) { return static_cast<double>(v[static_cast<size_t>(c * ld + r)]); };
+  };
+  check_product(dx, dx0, N, I, O, at(dy, O), at(w, I), "dx");     // dx[N,I] = dx0 + dy[N,O] @ w[O,I]
+  check_product(dW, dW0, O, I, N, at_t(dy, O), at(x, I), "dW");   // dW[O,I] = dW0 + dy^T @ x[N,I]
   for (int64_t o = 0; o < O; ++o) {
-    for (int64_t i = 0; i < I; ++i) {
-      double ref = dW0[static_cast<size_t>(o * I + i)], mag = std::abs(ref);
-      for (int64_t n = 0; n < N; ++n) {
-        const double t = static_cast<double>(dy[static_cast<size_t>(n * O + o)]) * x[static_cast<size_t>(n * I + i)];
-        ref += t;
-        mag += std::abs(t);
-      }
-      ASSERT_LE(std::abs(dW[static_cast<size_t>(o * I + i)] - ref), bound(mag, N)) << "dW(" << o << ", " << i << ")";
-    }
     double ref = db0[static_cast<size_t>(o)], mag = std::abs(ref);
     for (int64_t n = 0; n < N; ++n) {
       ref += dy[static_cast<size_t>(n * O + o)];

@@ -13,12 +13,14 @@ namespace tera::cpu {
 
 namespace {
 
-uint16_t to_bf16(float f) {
+// Round to nearest, ties to even; a NaN keeps its upper half with the quiet
+// bit set. Without branches, so that loops over it vectorize.
+inline uint16_t to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
-  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);  // stays a (quiet) NaN
-  u += 0x7fff + ((u >> 16) & 1);                                     // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 float from_bf16(uint16_t b) {
@@ -52,16 +54,8 @@ void store(void* dst, DType t, int64_t i, double v) {
 }  // namespace
 
 void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) {
-  // to_bf16 without branches, so that the loop vectorizes: a NaN keeps its
-  // upper half with the quiet bit set; anything else rounds to nearest even.
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &src[i], sizeof u);
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t nan = (u >> 16) | 0x40u;
-    dst[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 
 void* alloc(int64_t bytes) {
