@@ -35,4 +35,14 @@ std::string missing_required_ops(const Backend& b) {
   return out;
 }
 
+bool has_op(const Backend& b, KernelOp op) {
+  switch (op) {
+#define TERA_KERNEL_OP_HAS(o, Fn, need) \
+  case KernelOp::o: return b.o != nullptr;
+    TERA_BACKEND_OPS(TERA_KERNEL_OP_HAS)
+#undef TERA_KERNEL_OP_HAS
+  }
+  return false;
+}
+
 }  // namespace tera

@@ -98,6 +98,8 @@ struct Backend {
 
 // The required ops a backend leaves null, comma-separated ("" when complete).
 std::string missing_required_ops(const Backend& b);
+// Whether the backend fills op (a non-null entry).
+bool has_op(const Backend& b, KernelOp op);
 
 const Backend& cpu_backend();
 // The CPU kernels over device memory that host code cannot touch: every

@@ -1,0 +1,252 @@
+// The cuda backend (backend_cuda.h): device memory from cudaMalloc, every
+// launch and copy on one compute stream, GEMMs through cuBLASLt (fp32, or
+// bf16 inputs with fp32 accumulation; the bias added by the GEMM's epilogue),
+// and the dialect kernels of kernels/gpu/ops_launch.h.
+//
+// Row-major products on a column-major library: a row-major [R, C] matrix is
+// the column-major [C, R] matrix, its transpose, so C = op(A) op(B) row-major
+// is C^T = op(B)^T op(A)^T column-major: the library is called with the
+// operands swapped and m, n exchanged (gemm_rm below).
+#include "kernels/gpu/cuda/backend_cuda.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/gpu/ops_launch.h"
+
+namespace tera {
+
+namespace {
+
+[[noreturn]] void cuda_fail(const char* what, const char* detail) {
+  std::fprintf(stderr, "tera: cuda backend: %s: %s\n", what, detail);
+  std::fflush(stderr);
+  std::abort();
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) cuda_fail(what, cudaGetErrorString(e));
+}
+
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) cuda_fail(what, ("cuBLASLt status " + std::to_string(static_cast<int>(s))).c_str());
+}
+
+struct Context {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = size_t{32} << 20;  // cuBLASLt's workspace: 32 MiB covers Hopper's kernels
+  void* scratch = nullptr;
+  int64_t scratch_bytes = 0;
+  Context() {
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasLtCreate(&lt), "cublasLtCreate");
+    check(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
+  }
+};
+
+Context& ctx() {
+  static Context c;
+  return c;
+}
+
+// C (col-major m x n, ldc) = alpha op(A) op(B) + beta C (+ bias[m] per column
+// when bias != null); A and B of type ab (fp32 or bf16), C fp32, fp32 compute.
+void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* A, int64_t lda,
+             const void* B, int64_t ldb, float beta, float* C, int64_t ldc, cudaDataType_t ab, const float* bias) {
+  if (m <= 0 || n <= 0) return;
+  Context& c = ctx();
+  cublasLtMatmulDesc_t desc;
+  check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "TRANSA");
+  check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "TRANSB");
+  if (bias != nullptr) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
+    const cudaDataType_t bt = CUDA_R_32F;
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "BIAS_DATA_TYPE");
+  }
+  cublasLtMatrixLayout_t la, lb, lc;
+  check(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda), "layout A");
+  check(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb), "layout B");
+  check(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc), "layout C");
+  cublasLtMatmulPreference_t pref;
+  check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c.workspace_bytes,
+                                             sizeof c.workspace_bytes),
+        "workspace preference");
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  check(cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found), "heuristic");
+  if (found == 0) cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
+  check(cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &heur.algo, c.workspace,
+                       c.workspace_bytes, c.stream),
+        "cublasLtMatmul");
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatmulDescDestroy(desc);
+}
+
+// Row-major C[M,N] = alpha op(A) op(B) + beta C (+ bias[N] on every row).
+void gemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda, const void* B,
+             int64_t ldb, float beta, float* C, int64_t ldc, cudaDataType_t ab, const float* bias) {
+  lt_gemm(tb, ta, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc, ab, bias);
+}
+
+void* cuda_alloc(int64_t bytes) {
+  if (bytes <= 0) return nullptr;
+  void* p = nullptr;
+  if (cudaMalloc(&p, static_cast<size_t>(bytes)) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the out-of-memory error: the caller reports it
+    return nullptr;
+  }
+  return p;
+}
+
+void cuda_release(void* p) {
+  if (p == nullptr) return;
+  check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize (release)");
+  check(cudaFree(p), "cudaFree");
+}
+
+void cuda_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
+  if (bytes <= 0 || dst == src) return;
+  const cudaMemcpyKind k = kind == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
+                           : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
+                                                              : cudaMemcpyDeviceToDevice;
+  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), k, ctx().stream), "cudaMemcpyAsync");
+  // A host buffer may be read or freed as soon as the call returns.
+  if (kind != CopyKind::device_to_device) check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize (copy)");
+}
+
+void cuda_fill(void* dst, DType t, double value, int64_t n) {
+  if (!gpu::launch::fill(dst, t, value, n)) cuda_fail("fill", "a dtype tera keeps no tensor in");
+}
+
+void cuda_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+  if (!gpu::launch::cast(dst, dst_t, src, src_t, n)) cuda_fail("cast", "a pair of dtypes it does not convert");
+}
+
+void cuda_synchronize() { check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize"); }
+
+void cuda_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, CUDA_R_32F, nullptr);
+}
+
+void cuda_linear_forward(float* y, const float* x, const float* W, const float* b, int64_t N, int64_t I, int64_t O) {
+  gemm_rm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O, CUDA_R_32F, b);
+}
+
+void cuda_linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W, int64_t N,
+                          int64_t I, int64_t O, bool accumulate_dx) {
+  if (dx != nullptr) gemm_rm(false, false, N, I, O, 1.0f, dy, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_32F, nullptr);
+  gemm_rm(true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dW, I, CUDA_R_32F, nullptr);
+  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
+}
+
+void cuda_linear_forward_bf16(float* y, const float* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
+                              int64_t O, uint16_t* cast) {
+  cuda_cast(cast, DType::bf16, x, DType::f32, N * I);
+  gemm_rm(false, true, N, O, I, 1.0f, cast, I, W, I, 0.0f, y, O, CUDA_R_16BF, b);
+}
+
+void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x, const uint16_t* W,
+                               int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+  uint16_t* dyb = cast;         // [N, O]
+  uint16_t* xb = cast + N * O;  // [N, I]
+  cuda_cast(dyb, DType::bf16, dy, DType::f32, N * O);
+  cuda_cast(xb, DType::bf16, x, DType::f32, N * I);
+  if (dx != nullptr) {
+    gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_16BF, nullptr);
+  }
+  gemm_rm(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
+  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
+}
+
+const char* cuda_gemm_bf16_path() { return "cuBLASLt: bf16 inputs, fp32 accumulation (tensor cores)"; }
+
+bool cuda_supports(KernelOp op, DType dtype) {
+  if (dtype == DType::f32) return true;
+  return dtype == DType::bf16 && (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
+                                  op == KernelOp::cast || op == KernelOp::fill);
+}
+
+}  // namespace
+}  // namespace tera
+
+TERA_GPU_BEGIN
+
+Stream current_stream() { return ctx().stream; }
+
+void* scratch(int64_t bytes) {
+  Context& c = ctx();
+  if (bytes > c.scratch_bytes) {
+    if (c.scratch != nullptr) cuda_release(c.scratch);
+    check(cudaMalloc(&c.scratch, static_cast<size_t>(bytes)), "cudaMalloc (reduction scratch)");
+    c.scratch_bytes = bytes;
+  }
+  return c.scratch;
+}
+
+TERA_GPU_END
+
+namespace tera {
+
+std::string cuda_device_status() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) return std::string("no usable GPU: ") + cudaGetErrorString(e);
+  if (n == 0) return "no usable GPU: the driver reports no CUDA device";
+  return "";
+}
+
+std::string cuda_device_name() {
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "?";
+  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         std::to_string(p.multiProcessorCount) + " SMs)";
+}
+
+const Backend& cuda_backend() {
+  static const Backend backend{
+      .name = "cuda",
+      .gemm_library = "cuBLASLt",
+      .gemm_bf16_path = cuda_gemm_bf16_path,
+      .addressing = {DeviceAddressing::Kind::device, nullptr},
+      .alloc = cuda_alloc,
+      .release = cuda_release,
+      .fill = cuda_fill,
+      .copy = cuda_copy,
+      .synchronize = cuda_synchronize,
+      .gemm = cuda_gemm,
+      .linear_forward = cuda_linear_forward,
+      .linear_backward = cuda_linear_backward,
+      .linear_forward_bf16 = cuda_linear_forward_bf16,
+      .linear_backward_bf16 = cuda_linear_backward_bf16,
+      .layernorm_forward = gpu::launch::layernorm_forward,
+      .layernorm_backward = gpu::launch::layernorm_backward,
+      .gelu_forward = gpu::launch::gelu_forward,
+      .gelu_backward = gpu::launch::gelu_backward,
+      .residual_forward = gpu::launch::residual_forward,
+      .bias_residual = gpu::launch::bias_residual,
+      .accumulate_sum = gpu::launch::accumulate_sum,
+      .sum_squares = gpu::launch::sum_squares,
+      .count_nonfinite = gpu::launch::count_nonfinite,
+      .adamw = gpu::launch::adamw,
+      .cast = cuda_cast,
+      .supports = cuda_supports,
+  };
+  return backend;
+}
+
+}  // namespace tera

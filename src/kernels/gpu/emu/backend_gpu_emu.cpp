@@ -1,0 +1,142 @@
+// The gpu-emu backend table (backend_gpu_emu.h): device memory with the
+// emulator's device bit, the dialect kernels of ops_launch.h launched on the
+// emulator, host GEMMs for the linear ops.
+#include "kernels/gpu/emu/backend_gpu_emu.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/gpu/emu/emulator.h"
+#include "kernels/gpu/ops_launch.h"
+
+namespace tera {
+
+}  // namespace tera
+
+TERA_GPU_BEGIN
+
+// Partial results of the reductions: device memory, grown as needed.
+void* scratch(int64_t bytes) {
+  static thread_local void* buf = nullptr;
+  static thread_local int64_t size = 0;
+  if (bytes > size) {
+    if (buf != nullptr) cpu::release(emu::kernel_address(buf, "scratch"));
+    buf = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(cpu::alloc(bytes)) | emu::kDeviceBit);
+    size = bytes;
+  }
+  return buf;
+}
+
+TERA_GPU_END
+
+namespace tera {
+
+namespace {
+
+bool is_device(const void* p) { return (reinterpret_cast<uintptr_t>(p) & gpu::emu::kDeviceBit) != 0; }
+
+template <typename T>
+T* host_of(T* p, const char* op) {
+  if (p == nullptr) return nullptr;
+  TERA_ASSERT(is_device(p), std::string("gpu-emu: ") + op + " was given a host pointer where device memory is expected");
+  return static_cast<T*>(gpu::emu::kernel_address(p, op));
+}
+
+void* to_host(const void* p) { return p == nullptr ? nullptr : host_of(const_cast<void*>(p), "the device communicator"); }
+
+void* emu_alloc(int64_t bytes) {
+  void* p = cpu::alloc(bytes);
+  if (p == nullptr) return nullptr;
+  TERA_ASSERT(!is_device(p), "gpu-emu: the host allocator returned an address with the device bit set");
+  // Fresh device memory holds garbage on a GPU: NaN bytes here, so a kernel
+  // that reads before writing shows it.
+  std::memset(p, 0xff, static_cast<size_t>(bytes));
+  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | gpu::emu::kDeviceBit);
+}
+
+void emu_release(void* p) { cpu::release(host_of(p, "release")); }
+
+void emu_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
+  const bool dst_dev = kind != CopyKind::device_to_host, src_dev = kind != CopyKind::host_to_device;
+  TERA_ASSERT(is_device(dst) == dst_dev && is_device(src) == src_dev,
+              "gpu-emu: copy given memory of the wrong side for its CopyKind");
+  void* d = dst_dev ? host_of(dst, "copy") : dst;
+  const void* s = src_dev ? host_of(src, "copy") : src;
+  if (bytes > 0 && d != s) std::memcpy(d, s, static_cast<size_t>(bytes));
+}
+
+void emu_fill(void* dst, DType t, double value, int64_t n) {
+  TERA_ASSERT(gpu::launch::fill(dst, t, value, n), "gpu-emu: fill of a dtype tera keeps no tensor in");
+}
+
+void emu_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+  TERA_ASSERT(gpu::launch::cast(dst, dst_t, src, src_t, n), "gpu-emu: cast between dtypes it does not convert");
+}
+
+// GEMMs: host libraries over the memory behind the device pointers.
+void emu_linear_forward(float* y, const float* x, const float* W, const float* b, int64_t N, int64_t I, int64_t O) {
+  cpu::linear_forward<float>(host_of(y, "linear_forward"), host_of(x, "linear_forward"),
+                             host_of(W, "linear_forward"), host_of(b, "linear_forward"), N, I, O);
+}
+void emu_linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W, int64_t N,
+                         int64_t I, int64_t O, bool accumulate_dx) {
+  const char* op = "linear_backward";
+  cpu::linear_backward<float>(host_of(dx, op), host_of(dW, op), host_of(db, op), host_of(dy, op), host_of(x, op),
+                              host_of(W, op), N, I, O, accumulate_dx);
+}
+void emu_linear_forward_bf16(float* y, const float* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
+                             int64_t O, uint16_t* cast) {
+  const char* op = "linear_forward_bf16";
+  cpu::linear_forward_bf16(host_of(y, op), host_of(x, op), host_of(W, op), host_of(b, op), N, I, O, host_of(cast, op));
+}
+void emu_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x, const uint16_t* W,
+                              int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+  const char* op = "linear_backward_bf16";
+  cpu::linear_backward_bf16(host_of(dx, op), host_of(dW, op), host_of(db, op), host_of(dy, op), host_of(x, op),
+                            host_of(W, op), N, I, O, accumulate_dx, host_of(cast, op));
+}
+
+const char* emu_gemm_bf16_path() { return "gpu-emu: host GEMM, bf16 inputs, fp32 accumulation"; }
+
+bool emu_supports(KernelOp op, DType dtype) {
+  if (dtype == DType::f32) return true;
+  return dtype == DType::bf16 && (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
+                                  op == KernelOp::cast || op == KernelOp::fill);
+}
+
+}  // namespace
+
+const Backend& gpu_emu_backend() {
+  static const Backend backend{
+      .name = "gpu-emu",
+      .gemm_library = "host GEMM (gpu-emu)",
+      .gemm_bf16_path = emu_gemm_bf16_path,
+      .addressing = {DeviceAddressing::Kind::mapped_host, to_host},
+      .alloc = emu_alloc,
+      .release = emu_release,
+      .fill = emu_fill,
+      .copy = emu_copy,
+      .linear_forward = emu_linear_forward,
+      .linear_backward = emu_linear_backward,
+      .linear_forward_bf16 = emu_linear_forward_bf16,
+      .linear_backward_bf16 = emu_linear_backward_bf16,
+      .layernorm_forward = gpu::launch::layernorm_forward,
+      .layernorm_backward = gpu::launch::layernorm_backward,
+      .gelu_forward = gpu::launch::gelu_forward,
+      .gelu_backward = gpu::launch::gelu_backward,
+      .residual_forward = gpu::launch::residual_forward,
+      .bias_residual = gpu::launch::bias_residual,
+      .accumulate_sum = gpu::launch::accumulate_sum,
+      .sum_squares = gpu::launch::sum_squares,
+      .count_nonfinite = gpu::launch::count_nonfinite,
+      .adamw = gpu::launch::adamw,
+      .cast = emu_cast,
+      .supports = emu_supports,
+  };
+  return backend;
+}
+
+}  // namespace tera

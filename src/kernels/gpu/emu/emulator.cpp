@@ -1,0 +1,263 @@
+// The gpu-emu scheduler (emulator.h): one block at a time, each thread a
+// ucontext fiber, run round robin until it waits at a barrier or a shuffle or
+// returns.
+#include "kernels/gpu/emu/emulator.h"
+
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tera::gpu::emu {
+
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;  // per thread: kernels keep small register arrays
+constexpr int kMaxBlock = 1024;
+
+enum class Wait { ready, barrier, shuffle, done };
+
+struct Fiber {
+  ucontext_t ctx{};
+  ThreadState state;
+  Wait wait = Wait::ready;
+  std::source_location where;  // the barrier or shuffle it waits at
+};
+
+struct WarpExchange {
+  int arrived = 0;
+  int mask = 0;
+  std::source_location where;
+  uint64_t in[64] = {};
+  uint64_t out[64] = {};
+};
+
+struct Block {
+  const char* kernel = "";
+  int n = 0;
+  Fiber* fibers = nullptr;
+  int barrier_arrived = 0;
+  std::source_location barrier_where;
+  std::vector<WarpExchange> warps;
+  std::map<const void*, size_t> shared_offsets;  // TERA_SHARED site -> offset
+  std::vector<unsigned char> shared_bytes;
+  size_t shared_used = 0;
+  const std::function<void()>* body = nullptr;
+};
+
+int g_warp = 32;
+thread_local Block* g_block = nullptr;
+thread_local Fiber* g_current = nullptr;
+thread_local ucontext_t g_scheduler;
+thread_local std::vector<std::unique_ptr<char[]>> g_stacks;
+thread_local std::vector<Fiber> g_fibers;
+
+std::string where_str(const std::source_location& w) {
+  const char* f = w.file_name();
+  const char* slash = std::strrchr(f, '/');
+  return std::string(slash != nullptr ? slash + 1 : f) + ":" + std::to_string(w.line());
+}
+
+[[noreturn]] void report(const std::string& what) {
+  const ThreadState& s = g_current != nullptr ? g_current->state : g_block->fibers[0].state;
+  std::fprintf(stderr, "gpu-emu: %s in kernel '%s', block (%d,%d) of %d threads (warp %d)\n", what.c_str(),
+               g_block->kernel, s.block_x, s.block_y, g_block->n, g_warp);
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Stops the running fiber until the scheduler resumes it.
+void yield() { swapcontext(&g_current->ctx, &g_scheduler); }
+
+void trampoline() {
+  (*g_block->body)();
+  g_current->wait = Wait::done;
+  // Returning threads that leave others waiting at a barrier are found by
+  // the scheduler when nothing is ready any more.
+  swapcontext(&g_current->ctx, &g_scheduler);
+}
+
+// A fiber that starts in trampoline on its own stack (getcontext returns
+// only once here: the fiber's first switch enters trampoline, not this).
+[[gnu::noinline]] void start_fiber(Fiber& f, char* stack) {
+  getcontext(&f.ctx);
+  f.ctx.uc_stack.ss_sp = stack;
+  f.ctx.uc_stack.ss_size = kStackBytes;
+  f.ctx.uc_link = nullptr;
+  makecontext(&f.ctx, trampoline, 0);
+}
+
+// Why nothing can run: one line per group of waiting threads.
+[[noreturn]] void report_deadlock() {
+  std::map<std::string, int> groups;
+  bool divergent_warp = false;
+  for (int t = 0; t < g_block->n; ++t) {
+    const Fiber& f = g_block->fibers[t];
+    std::string key;
+    switch (f.wait) {
+      case Wait::done: key = "returned"; break;
+      case Wait::barrier: key = "wait at the barrier at " + where_str(f.where); break;
+      case Wait::shuffle: key = "wait at the shuffle at " + where_str(f.where); divergent_warp = true; break;
+      case Wait::ready: key = "ready"; break;
+    }
+    ++groups[key];
+  }
+  std::string msg = divergent_warp ? "deadlock: a full-warp shuffle in divergent code (some lanes of a warp never reach it)"
+                                   : "deadlock: a barrier not reached by every thread of the block";
+  for (const auto& [k, c] : groups) msg += "\n  " + std::to_string(c) + " thread(s) " + k;
+  g_current = nullptr;
+  report(msg);
+}
+
+}  // namespace
+
+const ThreadState& self() { return g_current->state; }
+int warp_size() { return g_warp; }
+void set_warp_size(int w) {
+  if (w != 32 && w != 64) {
+    std::fprintf(stderr, "gpu-emu: warp size %d is not 32 or 64\n", w);
+    std::abort();
+  }
+  g_warp = w;
+}
+
+void barrier(std::source_location where) {
+  Block& b = *g_block;
+  if (b.barrier_arrived == 0) {
+    b.barrier_where = where;
+  } else if (b.barrier_where.line() != where.line() ||
+             std::strcmp(b.barrier_where.file_name(), where.file_name()) != 0) {
+    report("threads of one block wait at two different barriers (" + where_str(b.barrier_where) + " and " +
+           where_str(where) + ")");
+  }
+  if (++b.barrier_arrived == b.n) {  // the last one releases the others and goes on
+    b.barrier_arrived = 0;
+    for (int t = 0; t < b.n; ++t) {
+      if (b.fibers[t].wait == Wait::barrier) b.fibers[t].wait = Wait::ready;
+    }
+    return;
+  }
+  g_current->wait = Wait::barrier;
+  g_current->where = where;
+  yield();
+}
+
+uint64_t shfl_xor_bits(uint64_t bits, int mask, std::source_location where) {
+  Block& b = *g_block;
+  const int t = g_current->state.thread;
+  const int w = t / g_warp, lane = t % g_warp;
+  const int lanes = std::min(g_warp, b.n - w * g_warp);
+  if (lanes != g_warp) {
+    report("a shuffle at " + where_str(where) + " in a partial warp (" + std::to_string(lanes) + " of " +
+           std::to_string(g_warp) + " lanes): launch whole warps");
+  }
+  if (mask <= 0 || mask >= g_warp) {
+    report("shfl_xor mask " + std::to_string(mask) + " at " + where_str(where) + " outside the warp");
+  }
+  WarpExchange& x = b.warps[w];
+  if (x.arrived == 0) {
+    x.mask = mask;
+    x.where = where;
+  } else if (x.mask != mask || x.where.line() != where.line()) {
+    report("lanes of warp " + std::to_string(w) + " shuffle at two places or masks (" + where_str(x.where) + " mask " +
+           std::to_string(x.mask) + ", " + where_str(where) + " mask " + std::to_string(mask) + ")");
+  }
+  x.in[lane] = bits;
+  if (++x.arrived == lanes) {
+    for (int l = 0; l < lanes; ++l) x.out[l] = x.in[l ^ mask];
+    x.arrived = 0;
+    for (int l = 0; l < lanes; ++l) {
+      Fiber& f = b.fibers[w * g_warp + l];
+      if (f.wait == Wait::shuffle) f.wait = Wait::ready;
+    }
+    return x.out[lane];
+  }
+  g_current->wait = Wait::shuffle;
+  g_current->where = where;
+  yield();
+  return x.out[lane];
+}
+
+void* shared(const void* site, size_t bytes, size_t align) {
+  Block& b = *g_block;
+  auto it = b.shared_offsets.find(site);
+  if (it == b.shared_offsets.end()) {
+    const size_t off = (b.shared_used + align - 1) / align * align;
+    if (off + bytes > b.shared_bytes.capacity()) {
+      report("shared memory of " + std::to_string(off + bytes) + " bytes, more than the " +
+             std::to_string(b.shared_bytes.capacity()) + " a block may hold");
+    }
+    if (off + bytes > b.shared_bytes.size()) b.shared_bytes.resize(off + bytes, 0xff);  // within capacity: no move
+    b.shared_used = off + bytes;
+    it = b.shared_offsets.emplace(site, off).first;
+  }
+  return b.shared_bytes.data() + it->second;
+}
+
+void* kernel_address(const void* p, const char* kernel) {
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  if ((u & kDeviceBit) == 0) {
+    std::fprintf(stderr, "gpu-emu: kernel '%s' was given a host pointer (%p) where device memory is expected\n",
+                 kernel, p);
+    std::abort();
+  }
+  return reinterpret_cast<void*>(u & ~kDeviceBit);
+}
+
+void run(const char* kernel, Dim grid, int block, size_t shared_bytes, const std::function<void()>& body) {
+  if (block <= 0 || block > kMaxBlock || grid.x == 0 || grid.y == 0) {
+    std::fprintf(stderr, "gpu-emu: kernel '%s' launched with grid (%u,%u) and block %d (1..%d threads)\n", kernel,
+                 grid.x, grid.y, block, kMaxBlock);
+    std::abort();
+  }
+  if (g_block != nullptr) {
+    std::fprintf(stderr, "gpu-emu: kernel '%s' launched from inside kernel '%s'\n", kernel, g_block->kernel);
+    std::abort();
+  }
+  while (static_cast<int>(g_stacks.size()) < block) g_stacks.push_back(std::make_unique<char[]>(kStackBytes));
+  g_fibers.resize(static_cast<size_t>(block));
+  // Shared memory is reserved up front so pointers handed out stay valid.
+  const size_t reserve = shared_bytes + 64 * 1024;
+  for (unsigned by = 0; by < grid.y; ++by) {
+    for (unsigned bx = 0; bx < grid.x; ++bx) {
+      Block b;
+      b.kernel = kernel;
+      b.n = block;
+      b.fibers = g_fibers.data();
+      b.warps.resize(static_cast<size_t>((block + g_warp - 1) / g_warp));
+      b.shared_bytes.reserve(reserve);
+      b.body = &body;
+      g_block = &b;
+      for (int t = 0; t < block; ++t) {
+        Fiber& f = g_fibers[static_cast<size_t>(t)];
+        f.state = ThreadState{t, static_cast<int>(bx), static_cast<int>(by), block, grid};
+        f.wait = Wait::ready;
+        start_fiber(f, g_stacks[static_cast<size_t>(t)].get());
+      }
+      int done = 0;
+      while (done < block) {
+        bool ran = false;
+        done = 0;
+        for (int t = 0; t < block; ++t) {
+          Fiber& f = g_fibers[static_cast<size_t>(t)];
+          if (f.wait == Wait::ready) {
+            g_current = &f;
+            swapcontext(&g_scheduler, &f.ctx);
+            g_current = nullptr;
+            ran = true;
+          }
+          if (f.wait == Wait::done) ++done;
+        }
+        if (!ran && done < block) report_deadlock();
+      }
+      g_block = nullptr;
+    }
+  }
+}
+
+}  // namespace tera::gpu::emu

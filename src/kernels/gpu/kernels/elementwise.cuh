@@ -1,0 +1,87 @@
+// Elementwise kernels in the kernel dialect: GELU (tanh form) forward and
+// backward, residual add, bias + residual, fill and dtype casts. One thread
+// per element over a grid-stride loop; the arithmetic is that of the CPU
+// kernels (kernels/cpu/gelu.cpp, elementwise.cpp, memory.cpp) in fp32.
+#pragma once
+
+#include "kernels/gpu/dialect.h"
+
+TERA_GPU_BEGIN
+
+// The index range of this thread in a grid-stride loop over n elements.
+TERA_DEVICE int64_t grid_first() { return static_cast<int64_t>(block_x()) * block_dim_x() + thread_x(); }
+TERA_DEVICE int64_t grid_stride() { return static_cast<int64_t>(grid_dim_x()) * block_dim_x(); }
+
+// GELU, tanh approximation: y = 0.5 x (1 + tanh(k (x + a x^3))).
+TERA_KERNEL gelu_forward_k(float* out, const float* x, int64_t n) {
+  const float k = 0.7978845608028654f, a = 0.044715f;
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
+    const float xi = x[i];
+    const float u = k * (xi + a * xi * xi * xi);
+    out[i] = 0.5f * xi * (1.0f + tanhf(u));
+  }
+}
+
+// dx = dout * (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 a x^2)), overwritten.
+TERA_KERNEL gelu_backward_k(float* dx, const float* x, const float* dout, int64_t n) {
+  const float k = 0.7978845608028654f, a = 0.044715f;
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
+    const float xi = x[i];
+    const float t = tanhf(k * (xi + a * xi * xi * xi));
+    const float dudx = k * (1.0f + 3.0f * a * xi * xi);
+    dx[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * dudx);
+  }
+}
+
+TERA_KERNEL residual_forward_k(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+}
+
+// out[N,C] = a + bias[C] (if given) + residual[N,C] (if given); added in that order.
+TERA_KERNEL bias_residual_k(float* out, const float* a, const float* bias, const float* residual, int64_t N,
+                            int64_t C) {
+  for (int64_t i = grid_first(); i < N * C; i += grid_stride()) {
+    float v = a[i];
+    if (bias != nullptr) v += bias[i % C];
+    if (residual != nullptr) v += residual[i];
+    out[i] = v;
+  }
+}
+
+TERA_KERNEL fill_f32_k(float* dst, float value, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = value;
+}
+TERA_KERNEL fill_f64_k(double* dst, double value, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = value;
+}
+TERA_KERNEL fill_u16_k(uint16_t* dst, uint16_t value, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = value;
+}
+TERA_KERNEL fill_i32_k(int32_t* dst, int32_t value, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = value;
+}
+
+TERA_KERNEL cast_f32_bf16_k(uint16_t* dst, const float* src, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = float_to_bf16(src[i]);
+}
+TERA_KERNEL cast_bf16_f32_k(float* dst, const uint16_t* src, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = bf16_to_float(src[i]);
+}
+TERA_KERNEL cast_f32_f64_k(double* dst, const float* src, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = static_cast<double>(src[i]);
+}
+TERA_KERNEL cast_f64_f32_k(float* dst, const double* src, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = static_cast<float>(src[i]);
+}
+
+// db[c] += sum over rows n of dy[n, c] (a linear layer's bias gradient): one
+// thread per column, rows added in order (deterministic); grid ceil(O / block).
+TERA_KERNEL column_sums_k(float* db, const float* dy, int64_t N, int64_t O) {
+  const int64_t c = static_cast<int64_t>(block_x()) * block_dim_x() + thread_x();
+  if (c >= O) return;
+  float s = 0.0f;
+  for (int64_t n = 0; n < N; ++n) s += dy[n * O + c];
+  db[c] += s;
+}
+
+TERA_GPU_END

@@ -1,0 +1,179 @@
+// The ops.h entries of the GPU backends, written once as launches of the
+// kernel dialect: the cuda backend (nvcc), the HIP compile check (hipcc) and
+// gpu-emu (g++) include this in one translation unit each. The includer
+// defines, in namespace tera::gpu:
+//   void* scratch(int64_t bytes);   device memory for partial results, valid
+//                                   until the next call (launches are ordered)
+// and, on CUDA/HIP, current_stream(). Every pointer an entry receives is
+// device memory; segment lists (SumSquaresFn, AdamWFn) are host arrays of
+// device pointers, one launch per segment.
+//
+// Ops written in the dialect so far: fill, cast, GELU, residual, bias +
+// residual, LayerNorm, the step's reductions and AdamW. The others stay null
+// in the GPU backends' tables (docs/gpu.md lists them).
+#pragma once
+
+#include <cmath>
+
+#include "kernels/gpu/dialect.h"
+#include "kernels/gpu/kernels/adamw.cuh"
+#include "kernels/gpu/kernels/elementwise.cuh"
+#include "kernels/gpu/kernels/layernorm.cuh"
+#include "kernels/gpu/kernels/reduce.cuh"
+#include "kernels/ops.h"
+
+TERA_GPU_BEGIN
+
+void* scratch(int64_t bytes);
+
+namespace launch {
+
+constexpr int kThreads = 256;
+
+// Launch grids (a function, not braces: a brace list's comma splits a macro argument).
+inline Dim grid_x(unsigned x) { return Dim{x, 1}; }
+inline Dim grid_xy(unsigned x, unsigned y) { return Dim{x, y}; }
+
+// Blocks for a grid-stride loop over n elements (at least 1, at most 4096).
+inline unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 4096 ? 4096 : b));
+}
+
+// false for a dtype no tensor of tera's has (f16, u8).
+inline bool fill(void* dst, DType t, double value, int64_t n) {
+  if (n <= 0) return true;
+  const Dim g{blocks_for(n), 1};
+  switch (t) {
+    case DType::f32: TERA_LAUNCH(fill_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<float>(value), n); return true;
+    case DType::f64: TERA_LAUNCH(fill_f64_k, g, kThreads, 0, static_cast<double*>(dst), value, n); return true;
+    case DType::bf16:
+      TERA_LAUNCH(fill_u16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), float_to_bf16(static_cast<float>(value)), n);
+      return true;
+    case DType::i32:
+      TERA_LAUNCH(fill_i32_k, g, kThreads, 0, static_cast<int32_t*>(dst), static_cast<int32_t>(value), n);
+      return true;
+    default: return false;
+  }
+}
+
+// f32 <-> bf16 (nearest even), f32 <-> f64; false for any other pair.
+inline bool cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+  if (n <= 0) return true;
+  const Dim g{blocks_for(n), 1};
+  if (dst_t == DType::bf16 && src_t == DType::f32) {
+    TERA_LAUNCH(cast_f32_bf16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), static_cast<const float*>(src), n);
+  } else if (dst_t == DType::f32 && src_t == DType::bf16) {
+    TERA_LAUNCH(cast_bf16_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const uint16_t*>(src), n);
+  } else if (dst_t == DType::f64 && src_t == DType::f32) {
+    TERA_LAUNCH(cast_f32_f64_k, g, kThreads, 0, static_cast<double*>(dst), static_cast<const float*>(src), n);
+  } else if (dst_t == DType::f32 && src_t == DType::f64) {
+    TERA_LAUNCH(cast_f64_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const double*>(src), n);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+inline void gelu_forward(float* out, const float* x, int64_t n) {
+  if (n > 0) TERA_LAUNCH(gelu_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, x, n);
+}
+inline void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
+  if (n > 0) TERA_LAUNCH(gelu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
+}
+inline void residual_forward(float* out, const float* a, const float* b, int64_t n) {
+  if (n > 0) TERA_LAUNCH(residual_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, a, b, n);
+}
+inline void bias_residual(float* out, const float* a, const float* bias, const float* residual, int64_t N, int64_t C) {
+  if (N * C > 0) TERA_LAUNCH(bias_residual_k, grid_x(blocks_for(N * C)), kThreads, 0, out, a, bias, residual, N, C);
+}
+
+// db[O] += the column sums of dy[N,O] (the linear layers' bias gradient).
+inline void column_sums(float* db, const float* dy, int64_t N, int64_t O) {
+  if (O > 0) TERA_LAUNCH(column_sums_k, grid_x(static_cast<unsigned>((O + kThreads - 1) / kThreads)), kThreads, 0, db, dy, N, O);
+}
+
+inline void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
+                              int64_t N, int64_t C) {
+  if (N <= 0) return;
+  TERA_LAUNCH(layernorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, mean, rstd, x, g, b, C);
+}
+
+inline void layernorm_backward(float* dx, float* dg, float* db, const float* dout, const float* x, const float* g,
+                               const float* mean, const float* rstd, int64_t N, int64_t C) {
+  if (N <= 0) return;
+  TERA_LAUNCH(layernorm_backward_dx_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, dx, dout, x, g, mean,
+              rstd, C);
+  const int64_t chunks = (N + kLayerNormRowsPerChunk - 1) / kLayerNormRowsPerChunk;
+  auto* part = static_cast<float*>(scratch(chunks * 2 * C * static_cast<int64_t>(sizeof(float))));
+  const unsigned cblocks = static_cast<unsigned>((C + kThreads - 1) / kThreads);
+  TERA_LAUNCH(layernorm_backward_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dout, x,
+              mean, rstd, N, C);
+  TERA_LAUNCH(layernorm_backward_sum_k, grid_x(cblocks), kThreads, 0, dg, db, static_cast<const float*>(part), chunks,
+              C);
+}
+
+// out (+)= reduction of x[0, n): partials from a fixed grid, then one block.
+inline void reduce_into(double* out, const float* x, int64_t n, Reduce what, bool accumulate) {
+  const unsigned blocks = n <= 0 ? 1u
+                                 : static_cast<unsigned>(std::min<int64_t>((n + kReduceThreads - 1) / kReduceThreads,
+                                                                           kReduceMaxBlocks));
+  auto* part = static_cast<double*>(scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
+  TERA_LAUNCH(reduce_partials_k, grid_x(blocks), kReduceThreads, 0, part, x, n, static_cast<int>(what));
+  TERA_LAUNCH(reduce_finish_k, grid_x(1), kReduceThreads, 0, out, static_cast<const double*>(part),
+              static_cast<int>(blocks), accumulate ? 1 : 0);
+}
+
+inline void accumulate_sum(double* acc, const float* x, int64_t n) { reduce_into(acc, x, n, Reduce::sum, true); }
+
+// out[g] = the reduction over group g's segments, added in segment order.
+inline void reduce_segments(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups, Reduce what) {
+  fill(out, DType::f64, 0.0, groups);
+  for (int64_t k = 0; k < nsegs; ++k) reduce_into(out + segs[k].group, segs[k].data, segs[k].n, what, true);
+}
+inline void sum_squares(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+  reduce_segments(out, segs, nsegs, groups, Reduce::sum_squares);
+}
+inline void count_nonfinite(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+  reduce_segments(out, segs, nsegs, groups, Reduce::nonfinite);
+}
+
+// The per-call scalars, as kernels/cpu/elementwise.cpp computes them.
+inline AdamWScalars adamw_scalars(const AdamWArgs& a, float wd) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.step));
+  AdamWScalars k{};
+  k.decay = static_cast<float>(1.0 - static_cast<double>(a.lr) * wd);
+  k.step_size = static_cast<float>(a.lr / bc1);
+  k.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  k.b1 = a.beta1;
+  k.b2 = a.beta2;
+  k.eps = a.eps;
+  k.gs = a.grad_scale;
+  k.omb1 = 1.0f - k.b1;
+  k.omb2 = 1.0f - k.b2;
+  return k;
+}
+
+inline void adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
+  if (nonfinite != nullptr) fill(nonfinite, DType::f64, 0.0, 1);
+  for (int64_t s = 0; s < nsegs; ++s) {
+    const AdamWSegment& seg = segs[s];
+    if (seg.n <= 0) continue;
+    const AdamWScalars k = adamw_scalars(a, seg.weight_decay);
+    if (nonfinite == nullptr) {
+      TERA_LAUNCH(adamw_k, grid_x(blocks_for(seg.n)), kThreads, 0, seg.param, seg.grad, seg.m, seg.v,
+                  static_cast<uint16_t*>(nullptr), seg.n, k);
+    } else {
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(seg.n), kReduceMaxBlocks));
+      auto* part = static_cast<double*>(scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
+      TERA_LAUNCH(adamw_nonfinite_k, grid_x(blocks), kThreads, 0, part, static_cast<const float*>(seg.param), seg.grad,
+                  static_cast<const float*>(seg.m), static_cast<const float*>(seg.v), seg.n, k);
+      TERA_LAUNCH(reduce_finish_k, grid_x(1), kReduceThreads, 0, nonfinite, static_cast<const double*>(part),
+                  static_cast<int>(blocks), 1);
+    }
+  }
+}
+
+}  // namespace launch
+TERA_GPU_END
