@@ -310,6 +310,13 @@ int run_train(const TrainArgs& args) {
                             cfg->train.backend, backend_names()));
     return kExitBadInput;
   }
+  if (chosen->unavailable != nullptr) {
+    if (const std::string why = chosen->unavailable(); !why.empty()) {
+      print_error(fmt::format("{}: train.backend = \"{}\" cannot run on this machine: {}", cfg->source,
+                              cfg->train.backend, why));
+      return kExitBadInput;
+    }
+  }
   if (cfg->train.precision == DType::bf16 &&
       (chosen->linear_forward_bf16 == nullptr || chosen->linear_backward_bf16 == nullptr || chosen->cast == nullptr)) {
     print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "

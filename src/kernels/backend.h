@@ -86,6 +86,9 @@ struct Backend {
   // What executes bf16 GEMMs on this machine, in words (optional: with the
   // bf16 linear ops); tera train prints it once at start-up.
   const char* (*gemm_bf16_path)() = nullptr;
+  // optional: "" when the backend can run here, else why not in the
+  // driver's words (cuda without a usable GPU); tera train exits 2 with it.
+  std::string (*unavailable)() = nullptr;
   // How host code reaches this backend's memory: what the device
   // communicator of each process group is (core/device_memory.h).
   DeviceAddressing addressing;
@@ -108,10 +111,10 @@ const Backend& cpu_backend();
 // trainer on it to prove that nothing outside kernels/ touches tensor memory.
 const Backend& cpu_guarded_backend();
 
-// Looks a backend up by name ("cpu", "cpu-guarded"); nullptr if unknown or
-// not built into this binary.
+// Looks a backend up by name ("cpu", "cpu-guarded", "gpu-emu", and "cuda"
+// where it is built); nullptr if unknown or not built into this binary.
 const Backend* find_backend(std::string_view name);
-// The names find_backend knows, comma-separated ("cpu, cpu-guarded").
+// The names find_backend knows, comma-separated ("cpu, cpu-guarded, gpu-emu").
 std::string backend_names();
 
 }  // namespace tera

@@ -784,10 +784,20 @@ TEST(BackendTable, IsComplete) {
   EXPECT_EQ(find_backend("cpu"), &be);
   EXPECT_EQ(find_backend("cpu-guarded"), &cpu_guarded_backend());
   EXPECT_EQ(find_backend("tpu"), nullptr);
-  EXPECT_EQ(backend_names(), "cpu, cpu-guarded");
-  EXPECT_EQ(missing_required_ops(cpu_guarded_backend()), "");
+  EXPECT_EQ(find_backend("gpu-emu"), &gpu_emu_backend());
+  // Every name listed is found, and every table it finds is complete.
+  std::string names = backend_names() + ", ";
+  for (size_t at = 0, comma; (comma = names.find(", ", at)) != std::string::npos; at = comma + 2) {
+    const std::string name = names.substr(at, comma - at);
+    const Backend* b = find_backend(name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_STREQ(b->name, name.c_str());
+    EXPECT_EQ(missing_required_ops(*b), "") << name;
+  }
+  EXPECT_EQ(backend_names().rfind("cpu, cpu-guarded, gpu-emu", 0), 0u) << backend_names();
   EXPECT_EQ(be.addressing.kind, DeviceAddressing::Kind::host);
   EXPECT_EQ(cpu_guarded_backend().addressing.kind, DeviceAddressing::Kind::mapped_host);
+  EXPECT_EQ(gpu_emu_backend().addressing.kind, DeviceAddressing::Kind::mapped_host);
 }
 
 TEST(BackendTable, OneOpListGivesFieldsNamesAndTheProfiler) {

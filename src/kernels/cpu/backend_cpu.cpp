@@ -4,6 +4,10 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/gpu/emu/backend_gpu_emu.h"
+#if defined(TERA_HAVE_CUDA)
+#include "kernels/gpu/cuda/backend_cuda.h"
+#endif
 
 namespace tera {
 
@@ -67,9 +71,19 @@ const Backend& cpu_backend() {
 const Backend* find_backend(std::string_view name) {
   if (name == "cpu") return &cpu_backend();
   if (name == "cpu-guarded") return &cpu_guarded_backend();
+  if (name == "gpu-emu") return &gpu_emu_backend();
+#if defined(TERA_HAVE_CUDA)
+  if (name == "cuda") return &cuda_backend();
+#endif
   return nullptr;
 }
 
-std::string backend_names() { return "cpu, cpu-guarded"; }
+std::string backend_names() {
+#if defined(TERA_HAVE_CUDA)
+  return "cpu, cpu-guarded, gpu-emu, cuda";
+#else
+  return "cpu, cpu-guarded, gpu-emu";
+#endif
+}
 
 }  // namespace tera

@@ -209,6 +209,24 @@ TERA_DEVICE T block_sum(T v, T* scratch) {
   return total;
 }
 
+// The maximum over the block, returned to every thread (as block_sum).
+template <typename T>
+TERA_DEVICE T block_max(T v, T* scratch) {
+  v = warp_max(v);
+  const int warps = block_dim_x() / warp_size();
+  if (lane_id() == 0) scratch[warp_id()] = v;
+  block_sync();
+  if (warp_id() == 0) {
+    T m = lane_id() < warps ? scratch[lane_id()] : scratch[0];
+    m = warp_max(m);
+    if (lane_id() == 0) scratch[0] = m;
+  }
+  block_sync();
+  const T m = scratch[0];
+  block_sync();
+  return m;
+}
+
 // bf16 storage: the upper 16 bits of an fp32 pattern.
 TERA_HOST_DEVICE float bf16_to_float(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 // Round to nearest even; NaN stays a (quiet) NaN.

@@ -8,17 +8,20 @@
 // device memory; segment lists (SumSquaresFn, AdamWFn) are host arrays of
 // device pointers, one launch per segment.
 //
-// Ops written in the dialect so far: fill, cast, GELU, residual, bias +
-// residual, LayerNorm, the step's reductions and AdamW. The others stay null
-// in the GPU backends' tables (docs/gpu.md lists them).
+// Every op of ops.h but the GEMMs (library calls: cuBLASLt on cuda, a host
+// GEMM on gpu-emu) is written here.
 #pragma once
 
 #include <cmath>
 
 #include "kernels/gpu/dialect.h"
 #include "kernels/gpu/kernels/adamw.cuh"
+#include "kernels/gpu/kernels/attention.cuh"
+#include "kernels/gpu/kernels/cross_entropy.cuh"
 #include "kernels/gpu/kernels/elementwise.cuh"
+#include "kernels/gpu/kernels/embedding.cuh"
 #include "kernels/gpu/kernels/layernorm.cuh"
+#include "kernels/gpu/kernels/llama.cuh"
 #include "kernels/gpu/kernels/reduce.cuh"
 #include "kernels/ops.h"
 
@@ -40,9 +43,15 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > 4096 ? 4096 : b));
 }
 
-// false for a dtype no tensor of tera's has (f16, u8).
+// false for a non-zero f16 value (no tensor of tera's is f16).
 inline bool fill(void* dst, DType t, double value, int64_t n) {
   if (n <= 0) return true;
+  if (t == DType::u8 || (value == 0.0 && !std::signbit(value))) {  // every dtype's zero is all-zero bytes
+    const int64_t bytes = t == DType::u8 ? n : n * dtype_bytes(t);
+    TERA_LAUNCH(fill_u8_k, grid_x(blocks_for(bytes)), kThreads, 0, static_cast<uint8_t*>(dst),
+                static_cast<uint8_t>(value), bytes);
+    return true;
+  }
   const Dim g{blocks_for(n), 1};
   switch (t) {
     case DType::f32: TERA_LAUNCH(fill_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<float>(value), n); return true;
@@ -111,6 +120,129 @@ inline void layernorm_backward(float* dx, float* dg, float* db, const float* dou
               mean, rstd, N, C);
   TERA_LAUNCH(layernorm_backward_sum_k, grid_x(cblocks), kThreads, 0, dg, db, static_cast<const float*>(part), chunks,
               C);
+}
+
+inline void rmsnorm_forward(float* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C, float eps) {
+  if (N > 0) TERA_LAUNCH(rmsnorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, rstd, x, g, C, eps);
+}
+
+inline void rmsnorm_backward(float* dx, float* dg, const float* dout, const float* x, const float* g, const float* rstd,
+                             int64_t N, int64_t C) {
+  if (N <= 0) return;
+  TERA_LAUNCH(rmsnorm_backward_dx_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, dx, dout, x, g, rstd, C);
+  const int64_t chunks = (N + kLayerNormRowsPerChunk - 1) / kLayerNormRowsPerChunk;
+  auto* part = static_cast<float*>(scratch(chunks * C * static_cast<int64_t>(sizeof(float))));
+  const unsigned cblocks = static_cast<unsigned>((C + kThreads - 1) / kThreads);
+  TERA_LAUNCH(rmsnorm_backward_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dout, x,
+              rstd, N, C);
+  TERA_LAUNCH(rmsnorm_backward_sum_k, grid_x(cblocks), kThreads, 0, dg, static_cast<const float*>(part), chunks, C);
+}
+
+inline void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
+  if (n > 0) TERA_LAUNCH(swiglu_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, gate, up, n);
+}
+inline void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dout, int64_t n) {
+  if (n > 0) TERA_LAUNCH(swiglu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
+}
+
+inline void rope(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta, double sign) {
+  const int64_t n = N * (H + KV) * (hs / 2);
+  if (n > 0) {
+    TERA_LAUNCH(rope_k, grid_x(blocks_for(n)), kThreads, 0, qkv, N, T, H, KV, hs, static_cast<double>(theta), sign);
+  }
+}
+inline void rope_forward(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
+  rope(qkv, N, T, H, KV, hs, theta, 1.0);
+}
+inline void rope_backward(float* dqkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
+  rope(dqkv, N, T, H, KV, hs, theta, -1.0);
+}
+
+inline float attention_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
+
+inline void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
+                              int64_t hs) {
+  const AttnShape a{B, T, H, KV, hs};
+  if (B * H * T > 0) {
+    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, probs, static_cast<float*>(nullptr),
+                qkv, a, attention_scale(hs));
+  }
+}
+inline void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+                                    int64_t KV, int64_t hs) {
+  const AttnShape a{B, T, H, KV, hs};
+  if (B * H * T > 0) {
+    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, static_cast<float*>(nullptr), lse,
+                qkv, a, attention_scale(hs));
+  }
+}
+
+// Both backwards: D[B,H,T] in scratch, the query side, then the key side.
+inline void attention_backward_any(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                   const float* probs, const float* lse, const AttnShape& a) {
+  if (a.B * a.H * a.T <= 0) return;
+  auto* D = static_cast<float*>(scratch(a.B * a.H * a.T * static_cast<int64_t>(sizeof(float))));
+  TERA_LAUNCH(attention_backward_q_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, dqkv, D, dout, qkv, out, probs,
+              lse, a, attention_scale(a.hs));
+  TERA_LAUNCH(attention_backward_kv_k, grid_x(blocks_for(a.B * a.KV * a.T)), kThreads, 0, dqkv,
+              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs));
+}
+inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int64_t B,
+                               int64_t T, int64_t H, int64_t KV, int64_t hs) {
+  attention_backward_any(dqkv, dout, qkv, static_cast<const float*>(nullptr), probs, static_cast<const float*>(nullptr),
+                         AttnShape{B, T, H, KV, hs});
+}
+inline void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                     const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
+  attention_backward_any(dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs});
+}
+
+inline void ce_max(float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld) {
+  if (N > 0) TERA_LAUNCH(ce_max_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, rowmax, logits, valid, ld);
+}
+inline void ce_exp_sum(float* sums, float* target_logit, float* logits, const int32_t* targets, const float* rowmax,
+                       int64_t N, int64_t valid, int64_t ld, int64_t v0) {
+  if (N > 0) {
+    TERA_LAUNCH(ce_exp_sum_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, sums, target_logit, logits, targets,
+                rowmax, valid, ld, v0);
+  }
+}
+inline void ce_finalize(float* losses, float* logits, const int32_t* targets, const float* rowmax, const float* sums,
+                        const float* target_logit, int64_t N, int64_t valid, int64_t ld, int64_t v0, float dloss) {
+  if (N > 0) {
+    TERA_LAUNCH(ce_finalize_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, losses, logits, targets, rowmax, sums,
+                target_logit, valid, ld, v0, dloss);
+  }
+}
+// The fused loss: the three phases on one rank, their row statistics in scratch.
+inline void cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
+                          float dloss) {
+  if (N <= 0) return;
+  auto* stats = static_cast<float*>(scratch(3 * N * static_cast<int64_t>(sizeof(float))));
+  ce_max(stats, logits, N, V, Vp);
+  ce_exp_sum(stats + N, stats + 2 * N, logits, targets, stats, N, V, Vp, 0);
+  ce_finalize(losses, logits, targets, stats, stats + N, stats + 2 * N, N, V, Vp, 0, dloss);
+}
+inline void softmax_row(float* probs, const float* logits, int64_t V, float temperature) {
+  if (V > 0) TERA_LAUNCH(softmax_row_k, grid_x(1), kCeThreads, 0, probs, logits, V, temperature);
+}
+
+inline void embedding_lookup(float* out, const int32_t* tokens, const float* wte_local, int64_t v0, int64_t v1,
+                             int64_t N, int64_t C) {
+  if (N * C > 0) TERA_LAUNCH(embedding_lookup_k, grid_x(blocks_for(N * C)), kThreads, 0, out, tokens, wte_local, v0, v1, N, C);
+}
+inline void embedding_lookup_backward(float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
+                                      int64_t v1, int64_t N, int64_t C) {
+  if (C > 0) {
+    TERA_LAUNCH(embedding_backward_k, grid_x(static_cast<unsigned>((C + kThreads - 1) / kThreads)), kThreads, 0,
+                dwte_local, dout, tokens, v0, v1, N, C);
+  }
+}
+inline void position_add(float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C) {
+  if (N * C > 0) TERA_LAUNCH(position_add_k, grid_x(blocks_for(N * C)), kThreads, 0, out, wpe, n0, N, T, C);
+}
+inline void position_add_backward(float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C) {
+  if (T * C > 0) TERA_LAUNCH(position_add_backward_k, grid_x(blocks_for(T * C)), kThreads, 0, dwpe, dout, n0, N, T, C);
 }
 
 // out (+)= reduction of x[0, n): partials from a fixed grid, then one block.

@@ -129,7 +129,7 @@ void cuda_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
 }
 
 void cuda_fill(void* dst, DType t, double value, int64_t n) {
-  if (!gpu::launch::fill(dst, t, value, n)) cuda_fail("fill", "a dtype tera keeps no tensor in");
+  if (!gpu::launch::fill(dst, t, value, n)) cuda_fail("fill", "f16 with a non-zero value");
 }
 
 void cuda_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
@@ -222,6 +222,7 @@ const Backend& cuda_backend() {
       .name = "cuda",
       .gemm_library = "cuBLASLt",
       .gemm_bf16_path = cuda_gemm_bf16_path,
+      .unavailable = cuda_device_status,
       .addressing = {DeviceAddressing::Kind::device, nullptr},
       .alloc = cuda_alloc,
       .release = cuda_release,
@@ -235,10 +236,29 @@ const Backend& cuda_backend() {
       .linear_backward_bf16 = cuda_linear_backward_bf16,
       .layernorm_forward = gpu::launch::layernorm_forward,
       .layernorm_backward = gpu::launch::layernorm_backward,
+      .rmsnorm_forward = gpu::launch::rmsnorm_forward,
+      .rmsnorm_backward = gpu::launch::rmsnorm_backward,
       .gelu_forward = gpu::launch::gelu_forward,
       .gelu_backward = gpu::launch::gelu_backward,
+      .swiglu_forward = gpu::launch::swiglu_forward,
+      .swiglu_backward = gpu::launch::swiglu_backward,
+      .rope_forward = gpu::launch::rope_forward,
+      .rope_backward = gpu::launch::rope_backward,
+      .attention_forward = gpu::launch::attention_forward,
+      .attention_backward = gpu::launch::attention_backward,
+      .flash_attention_forward = gpu::launch::flash_attention_forward,
+      .flash_attention_backward = gpu::launch::flash_attention_backward,
       .residual_forward = gpu::launch::residual_forward,
+      .cross_entropy = gpu::launch::cross_entropy,
+      .softmax_row = gpu::launch::softmax_row,
+      .embedding_lookup = gpu::launch::embedding_lookup,
+      .embedding_lookup_backward = gpu::launch::embedding_lookup_backward,
+      .position_add = gpu::launch::position_add,
+      .position_add_backward = gpu::launch::position_add_backward,
       .bias_residual = gpu::launch::bias_residual,
+      .ce_max = gpu::launch::ce_max,
+      .ce_exp_sum = gpu::launch::ce_exp_sum,
+      .ce_finalize = gpu::launch::ce_finalize,
       .accumulate_sum = gpu::launch::accumulate_sum,
       .sum_squares = gpu::launch::sum_squares,
       .count_nonfinite = gpu::launch::count_nonfinite,

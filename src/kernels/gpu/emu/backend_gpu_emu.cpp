@@ -3,6 +3,7 @@
 // emulator, host GEMMs for the linear ops.
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -69,7 +70,7 @@ void emu_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
 }
 
 void emu_fill(void* dst, DType t, double value, int64_t n) {
-  TERA_ASSERT(gpu::launch::fill(dst, t, value, n), "gpu-emu: fill of a dtype tera keeps no tensor in");
+  TERA_ASSERT(gpu::launch::fill(dst, t, value, n), "gpu-emu: fill of f16 with a non-zero value");
 }
 
 void emu_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
@@ -77,6 +78,11 @@ void emu_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
 }
 
 // GEMMs: host libraries over the memory behind the device pointers.
+void emu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cpu::gemm<float>(ta, tb, M, N, K, alpha, host_of(A, "gemm"), lda, host_of(B, "gemm"), ldb, beta, host_of(C, "gemm"),
+                   ldc);
+}
 void emu_linear_forward(float* y, const float* x, const float* W, const float* b, int64_t N, int64_t I, int64_t O) {
   cpu::linear_forward<float>(host_of(y, "linear_forward"), host_of(x, "linear_forward"),
                              host_of(W, "linear_forward"), host_of(b, "linear_forward"), N, I, O);
@@ -110,6 +116,13 @@ bool emu_supports(KernelOp op, DType dtype) {
 }  // namespace
 
 const Backend& gpu_emu_backend() {
+  // TERA_GPU_EMU_WARP=64 gives kernels AMD's warp width (gfx90a); 32 otherwise.
+  static const bool warp_set = [] {
+    const char* w = std::getenv("TERA_GPU_EMU_WARP");
+    if (w != nullptr && std::string(w) == "64") gpu::emu::set_warp_size(64);
+    return true;
+  }();
+  (void)warp_set;
   static const Backend backend{
       .name = "gpu-emu",
       .gemm_library = "host GEMM (gpu-emu)",
@@ -119,16 +132,36 @@ const Backend& gpu_emu_backend() {
       .release = emu_release,
       .fill = emu_fill,
       .copy = emu_copy,
+      .gemm = emu_gemm,
       .linear_forward = emu_linear_forward,
       .linear_backward = emu_linear_backward,
       .linear_forward_bf16 = emu_linear_forward_bf16,
       .linear_backward_bf16 = emu_linear_backward_bf16,
       .layernorm_forward = gpu::launch::layernorm_forward,
       .layernorm_backward = gpu::launch::layernorm_backward,
+      .rmsnorm_forward = gpu::launch::rmsnorm_forward,
+      .rmsnorm_backward = gpu::launch::rmsnorm_backward,
       .gelu_forward = gpu::launch::gelu_forward,
       .gelu_backward = gpu::launch::gelu_backward,
+      .swiglu_forward = gpu::launch::swiglu_forward,
+      .swiglu_backward = gpu::launch::swiglu_backward,
+      .rope_forward = gpu::launch::rope_forward,
+      .rope_backward = gpu::launch::rope_backward,
+      .attention_forward = gpu::launch::attention_forward,
+      .attention_backward = gpu::launch::attention_backward,
+      .flash_attention_forward = gpu::launch::flash_attention_forward,
+      .flash_attention_backward = gpu::launch::flash_attention_backward,
       .residual_forward = gpu::launch::residual_forward,
+      .cross_entropy = gpu::launch::cross_entropy,
+      .softmax_row = gpu::launch::softmax_row,
+      .embedding_lookup = gpu::launch::embedding_lookup,
+      .embedding_lookup_backward = gpu::launch::embedding_lookup_backward,
+      .position_add = gpu::launch::position_add,
+      .position_add_backward = gpu::launch::position_add_backward,
       .bias_residual = gpu::launch::bias_residual,
+      .ce_max = gpu::launch::ce_max,
+      .ce_exp_sum = gpu::launch::ce_exp_sum,
+      .ce_finalize = gpu::launch::ce_finalize,
       .accumulate_sum = gpu::launch::accumulate_sum,
       .sum_squares = gpu::launch::sum_squares,
       .count_nonfinite = gpu::launch::count_nonfinite,

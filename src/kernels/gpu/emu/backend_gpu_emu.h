@@ -4,9 +4,8 @@
 // cuBLASLt computes them: fp32 for the fp32 linear ops, bf16-rounded inputs
 // with fp32 accumulation for the bf16 ones.
 //
-// Not yet complete: the ops not yet written in the dialect are null in its
-// table (missing_required_ops names them), so it is not offered to
-// train.backend; the kernel conformance suite runs it op by op.
+// train.backend = "gpu-emu" trains on it (slowly: every GPU thread is a
+// fiber); TERA_GPU_EMU_WARP=64 runs the kernels at AMD's warp width.
 #pragma once
 
 #include "kernels/backend.h"
@@ -14,7 +13,7 @@
 namespace tera {
 
 // The table; the warp width the emulator gives kernels is gpu::emu::
-// set_warp_size's (32 unless set).
+// set_warp_size's (32 unless set, or TERA_GPU_EMU_WARP=64 at first use).
 const Backend& gpu_emu_backend();
 
 }  // namespace tera

@@ -1,9 +1,11 @@
 // The gpu-emu scheduler (emulator.h): one block at a time, each thread a
-// ucontext fiber, run round robin until it waits at a barrier or a shuffle or
+// fiber (Boost.Context: a switch is a few register moves, no system call,
+// where ucontext's swapcontext makes one for the signal mask and ran 100x
+// slower), run round robin until it waits at a barrier or a shuffle or
 // returns.
 #include "kernels/gpu/emu/emulator.h"
 
-#include <ucontext.h>
+#include <boost/context/fiber.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -22,8 +24,24 @@ constexpr int kMaxBlock = 1024;
 
 enum class Wait { ready, barrier, shuffle, done };
 
+namespace ctx = boost::context;
+
+// Hands a fiber one of the emulator's preallocated stacks (reused by every block).
+struct PoolStack {
+  char* base;
+  size_t size;
+  ctx::stack_context allocate() {
+    ctx::stack_context sc;
+    sc.sp = base + size;  // stacks grow down
+    sc.size = size;
+    return sc;
+  }
+  void deallocate(ctx::stack_context&) noexcept {}
+};
+
 struct Fiber {
-  ucontext_t ctx{};
+  ctx::fiber self;  // resumed by the scheduler (empty once the thread returned)
+  ctx::fiber sink;  // the scheduler, resumed by the thread to wait
   ThreadState state;
   Wait wait = Wait::ready;
   std::source_location where;  // the barrier or shuffle it waits at
@@ -53,7 +71,6 @@ struct Block {
 int g_warp = 32;
 thread_local Block* g_block = nullptr;
 thread_local Fiber* g_current = nullptr;
-thread_local ucontext_t g_scheduler;
 thread_local std::vector<std::unique_ptr<char[]>> g_stacks;
 thread_local std::vector<Fiber> g_fibers;
 
@@ -72,24 +89,21 @@ std::string where_str(const std::source_location& w) {
 }
 
 // Stops the running fiber until the scheduler resumes it.
-void yield() { swapcontext(&g_current->ctx, &g_scheduler); }
-
-void trampoline() {
-  (*g_block->body)();
-  g_current->wait = Wait::done;
-  // Returning threads that leave others waiting at a barrier are found by
-  // the scheduler when nothing is ready any more.
-  swapcontext(&g_current->ctx, &g_scheduler);
+void yield() {
+  Fiber* f = g_current;
+  f->sink = std::move(f->sink).resume();
 }
 
-// A fiber that starts in trampoline on its own stack (getcontext returns
-// only once here: the fiber's first switch enters trampoline, not this).
-[[gnu::noinline]] void start_fiber(Fiber& f, char* stack) {
-  getcontext(&f.ctx);
-  f.ctx.uc_stack.ss_sp = stack;
-  f.ctx.uc_stack.ss_size = kStackBytes;
-  f.ctx.uc_link = nullptr;
-  makecontext(&f.ctx, trampoline, 0);
+// A suspended fiber that runs the block's body on its own stack when first
+// resumed. Returning threads that leave others waiting at a barrier are
+// found by the scheduler when nothing is ready any more.
+void start_fiber(Fiber& f, char* stack) {
+  f.self = ctx::fiber(std::allocator_arg, PoolStack{stack, kStackBytes}, [&f](ctx::fiber&& sink) {
+    f.sink = std::move(sink);
+    (*g_block->body)();
+    f.wait = Wait::done;
+    return std::move(f.sink);
+  });
 }
 
 // Why nothing can run: one line per group of waiting threads.
@@ -247,7 +261,7 @@ void run(const char* kernel, Dim grid, int block, size_t shared_bytes, const std
           Fiber& f = g_fibers[static_cast<size_t>(t)];
           if (f.wait == Wait::ready) {
             g_current = &f;
-            swapcontext(&g_scheduler, &f.ctx);
+            f.self = std::move(f.self).resume();
             g_current = nullptr;
             ran = true;
           }

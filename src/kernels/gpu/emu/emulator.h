@@ -3,7 +3,7 @@
 // nvcc and hipcc compile are tested, unchanged, where no GPU is attached.
 //
 // A launch runs its blocks one after another. Within a block every thread is
-// a fiber (ucontext) with its own stack; a fiber runs until it reaches
+// a fiber (Boost.Context) with its own stack; a fiber runs until it reaches
 // block_sync or shfl_xor, where it waits for the rest of its block or warp:
 //   - block_sync releases when every thread of the block has reached it, the
 //     same call site; a thread that returns while others wait, or threads at

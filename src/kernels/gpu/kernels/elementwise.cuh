@@ -57,6 +57,9 @@ TERA_KERNEL fill_f64_k(double* dst, double value, int64_t n) {
 TERA_KERNEL fill_u16_k(uint16_t* dst, uint16_t value, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = value;
 }
+TERA_KERNEL fill_u8_k(uint8_t* dst, uint8_t value, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = value;
+}
 TERA_KERNEL fill_i32_k(int32_t* dst, int32_t value, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = value;
 }

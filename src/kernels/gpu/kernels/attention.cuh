@@ -1,0 +1,156 @@
+// Causal self-attention in the kernel dialect, naive and flash, in scalar
+// form: one thread per query row (forward and the query gradient) or per key
+// row (the key and value gradients), so every sum is added by one thread in a
+// fixed order (deterministic, no atomics). The arithmetic is that of
+// kernels/cpu/attention.cpp (ops.h has the layout: qkv[B,T,(H+2KV)*hs], query
+// head h reads key/value head h / (H/KV), scale 1/sqrt(hs)):
+//   naive forward:  scores into probs[B,H,T,T], softmax in place, y = P v;
+//   flash forward:  the keys walked once with an online softmax (running
+//                   max m and sum l, the output rescaled by exp(m_old - m));
+//                   lse = m + log l saved, no T x T matrix;
+//   backward:       dq_t = scale sum_s P (dP - D_t) k_s with D_t = rowsum(P dP)
+//                   (naive, from probs) or dout_t . y_t (flash, P recomputed
+//                   as exp(scale q.k - lse)); dk_s, dv_s from the key side.
+// Accumulators live in the output rows each thread owns (no per-thread
+// arrays, no head-size limit). The tensor-core form (tiles through a tile
+// MMA primitive) is not written yet.
+#pragma once
+
+#include "kernels/gpu/dialect.h"
+#include "kernels/gpu/kernels/elementwise.cuh"
+
+TERA_GPU_BEGIN
+
+struct AttnShape {
+  int64_t B, T, H, KV, hs;
+  TERA_HOST_DEVICE int64_t width() const { return (H + 2 * KV) * hs; }
+  TERA_HOST_DEVICE int64_t group() const { return H / KV; }
+  TERA_HOST_DEVICE int64_t q(int64_t h) const { return h * hs; }
+  TERA_HOST_DEVICE int64_t k(int64_t g) const { return (H + g) * hs; }
+  TERA_HOST_DEVICE int64_t v(int64_t g) const { return (H + KV + g) * hs; }
+};
+
+TERA_DEVICE float dot_n(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// One thread per (b, h, t). probs != null: naive (probs written); else
+// flash (lse[B,H,T] written).
+TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const float* qkv, AttnShape a, float scale) {
+  const int64_t rows = a.B * a.H * a.T, W = a.width(), C = a.H * a.hs;
+  for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
+    const int64_t t = r % a.T, h = (r / a.T) % a.H, b = r / (a.T * a.H);
+    const int64_t g = h / a.group();
+    const float* base = qkv + b * a.T * W;
+    const float* q = base + t * W + a.q(h);
+    float* y = out + (b * a.T + t) * C + h * a.hs;
+    for (int64_t i = 0; i < a.hs; ++i) y[i] = 0.0f;
+    if (probs != nullptr) {
+      float* prow = probs + ((b * a.H + h) * a.T + t) * a.T;
+      float mx = -INFINITY;
+      for (int64_t s = 0; s <= t; ++s) {
+        prow[s] = dot_n(q, base + s * W + a.k(g), a.hs) * scale;
+        mx = prow[s] > mx ? prow[s] : mx;
+      }
+      float sum = 0.0f;
+      for (int64_t s = 0; s <= t; ++s) {
+        prow[s] = expf(prow[s] - mx);
+        sum += prow[s];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t s = 0; s <= t; ++s) prow[s] *= inv;
+      for (int64_t s = t + 1; s < a.T; ++s) prow[s] = 0.0f;
+      for (int64_t s = 0; s <= t; ++s) {
+        const float* v = base + s * W + a.v(g);
+        for (int64_t i = 0; i < a.hs; ++i) y[i] += prow[s] * v[i];
+      }
+    } else {
+      float m = -INFINITY, l = 0.0f;
+      for (int64_t s = 0; s <= t; ++s) {
+        const float sc = dot_n(q, base + s * W + a.k(g), a.hs) * scale;
+        const float m_new = sc > m ? sc : m;
+        const float alpha = expf(m - m_new), p = expf(sc - m_new);
+        const float* v = base + s * W + a.v(g);
+        for (int64_t i = 0; i < a.hs; ++i) y[i] = y[i] * alpha + p * v[i];
+        l = l * alpha + p;
+        m = m_new;
+      }
+      const float inv = 1.0f / l;
+      for (int64_t i = 0; i < a.hs; ++i) y[i] *= inv;
+      lse[(b * a.H + h) * a.T + t] = m + logf(l);
+    }
+  }
+}
+
+// P[t, s] from the saved probabilities or recomputed from lse.
+TERA_DEVICE float attention_p(const float* probs, const float* lse, const float* base, AttnShape a, int64_t b,
+                              int64_t h, int64_t t, int64_t s, float scale) {
+  if (probs != nullptr) return probs[((b * a.H + h) * a.T + t) * a.T + s];
+  const int64_t W = a.width(), g = h / a.group();
+  const float sc = dot_n(base + t * W + a.q(h), base + s * W + a.k(g), a.hs) * scale;
+  return expf(sc - lse[(b * a.H + h) * a.T + t]);
+}
+
+// The query side, one thread per (b, h, t): D[b,h,t] (naive: sum_s P dP;
+// flash: dout_t . y_t) and dq (overwritten).
+TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
+                                   const float* probs, const float* lse, AttnShape a, float scale) {
+  const int64_t rows = a.B * a.H * a.T, W = a.width(), C = a.H * a.hs;
+  for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
+    const int64_t t = r % a.T, h = (r / a.T) % a.H, b = r / (a.T * a.H);
+    const int64_t g = h / a.group();
+    const float* base = qkv + b * a.T * W;
+    const float* dy = dout + (b * a.T + t) * C + h * a.hs;
+    float d = 0.0f;
+    if (probs != nullptr) {
+      for (int64_t s = 0; s <= t; ++s) {
+        d += attention_p(probs, lse, base, a, b, h, t, s, scale) * dot_n(dy, base + s * W + a.v(g), a.hs);
+      }
+    } else {
+      d = dot_n(dy, out + (b * a.T + t) * C + h * a.hs, a.hs);
+    }
+    D[(b * a.H + h) * a.T + t] = d;
+    float* dq = dqkv + (b * a.T + t) * W + a.q(h);
+    for (int64_t i = 0; i < a.hs; ++i) dq[i] = 0.0f;
+    for (int64_t s = 0; s <= t; ++s) {
+      const float p = attention_p(probs, lse, base, a, b, h, t, s, scale);
+      const float ds = p * (dot_n(dy, base + s * W + a.v(g), a.hs) - d) * scale;
+      const float* k = base + s * W + a.k(g);
+      for (int64_t i = 0; i < a.hs; ++i) dq[i] += ds * k[i];
+    }
+  }
+}
+
+// The key side, one thread per (b, g, s): dk_s and dv_s (overwritten) summed
+// over the group's query heads and the queries t >= s, in that order.
+TERA_KERNEL attention_backward_kv_k(float* dqkv, const float* D, const float* dout, const float* qkv,
+                                    const float* probs, const float* lse, AttnShape a, float scale) {
+  const int64_t rows = a.B * a.KV * a.T, W = a.width(), C = a.H * a.hs;
+  for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
+    const int64_t s = r % a.T, g = (r / a.T) % a.KV, b = r / (a.T * a.KV);
+    const float* base = qkv + b * a.T * W;
+    float* dk = dqkv + (b * a.T + s) * W + a.k(g);
+    float* dv = dqkv + (b * a.T + s) * W + a.v(g);
+    for (int64_t i = 0; i < a.hs; ++i) {
+      dk[i] = 0.0f;
+      dv[i] = 0.0f;
+    }
+    const float* v = base + s * W + a.v(g);
+    for (int64_t h = g * a.group(); h < (g + 1) * a.group(); ++h) {
+      for (int64_t t = s; t < a.T; ++t) {
+        const float p = attention_p(probs, lse, base, a, b, h, t, s, scale);
+        const float* dy = dout + (b * a.T + t) * C + h * a.hs;
+        const float ds = p * (dot_n(dy, v, a.hs) - D[(b * a.H + h) * a.T + t]) * scale;
+        const float* q = base + t * W + a.q(h);
+        for (int64_t i = 0; i < a.hs; ++i) {
+          dk[i] += ds * q[i];
+          dv[i] += p * dy[i];
+        }
+      }
+    }
+  }
+}
+
+TERA_GPU_END

@@ -1,0 +1,103 @@
+// The Llama-family kernels in the kernel dialect, with the arithmetic of the
+// CPU kernels (kernels/cpu/rmsnorm.cpp, swiglu.cpp, rope.cpp):
+//   RMSNorm:  one block per row (block sums); dg from row-chunk partials
+//             added in order (deterministic, as LayerNorm's).
+//   SwiGLU:   elementwise, out = silu(gate) up.
+//   RoPE:     one thread per (row, head, pair), the angle in double as the
+//             CPU computes it, rotated in place (backward: the inverse angle).
+#pragma once
+
+#include "kernels/gpu/dialect.h"
+#include "kernels/gpu/kernels/elementwise.cuh"
+#include "kernels/gpu/kernels/layernorm.cuh"
+
+TERA_GPU_BEGIN
+
+// out[N,C] = x rstd g, rstd[N] = 1 / sqrt(mean(x^2) + eps); grid (N), block 256.
+TERA_KERNEL rmsnorm_forward_k(float* out, float* rstd, const float* x, const float* g, int64_t C, float eps) {
+  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+  const int64_t n = block_x();
+  const float* xr = x + n * C;
+  float sq = 0.0f;
+  for (int64_t c = thread_x(); c < C; c += block_dim_x()) sq += xr[c] * xr[c];
+  sq = block_sum(sq, scratch);
+  const float rs = static_cast<float>(1.0 / sqrt(static_cast<double>(sq / static_cast<float>(C)) + static_cast<double>(eps)));
+  float* yr = out + n * C;
+  for (int64_t c = thread_x(); c < C; c += block_dim_x()) yr[c] = xr[c] * rs * g[c];
+  if (thread_x() == 0) rstd[n] = rs;
+}
+
+// dx[N,C] += rstd (dxhat - xhat mean(dxhat xhat)); grid (N), block 256.
+TERA_KERNEL rmsnorm_backward_dx_k(float* dx, const float* dout, const float* x, const float* g, const float* rstd,
+                                  int64_t C) {
+  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+  const int64_t n = block_x();
+  const float* xr = x + n * C;
+  const float* dyr = dout + n * C;
+  const float rs = rstd[n];
+  float a = 0.0f;
+  for (int64_t c = thread_x(); c < C; c += block_dim_x()) a += dyr[c] * g[c] * xr[c] * rs;
+  const float m = block_sum(a, scratch) / static_cast<float>(C);
+  float* dxr = dx + n * C;
+  for (int64_t c = thread_x(); c < C; c += block_dim_x()) dxr[c] += rs * (dyr[c] * g[c] - xr[c] * rs * m);
+}
+
+// part[chunk, c] = sum over the chunk's rows of dout x rstd; grid (ceil(C/block), chunks).
+TERA_KERNEL rmsnorm_backward_partials_k(float* part, const float* dout, const float* x, const float* rstd, int64_t N,
+                                        int64_t C) {
+  const int64_t c = static_cast<int64_t>(block_x()) * block_dim_x() + thread_x();
+  const int64_t chunk = block_y();
+  if (c >= C) return;
+  const int64_t n0 = chunk * kLayerNormRowsPerChunk;
+  const int64_t n1 = n0 + kLayerNormRowsPerChunk < N ? n0 + kLayerNormRowsPerChunk : N;
+  float s = 0.0f;
+  for (int64_t n = n0; n < n1; ++n) s += dout[n * C + c] * x[n * C + c] * rstd[n];
+  part[chunk * C + c] = s;
+}
+
+// dg[c] += the chunk partials in chunk order.
+TERA_KERNEL rmsnorm_backward_sum_k(float* dg, const float* part, int64_t chunks, int64_t C) {
+  const int64_t c = static_cast<int64_t>(block_x()) * block_dim_x() + thread_x();
+  if (c >= C) return;
+  float s = 0.0f;
+  for (int64_t k = 0; k < chunks; ++k) s += part[k * C + c];
+  dg[c] += s;
+}
+
+TERA_KERNEL swiglu_forward_k(float* out, const float* gate, const float* up, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
+    const float z = gate[i];
+    const float s = 1.0f / (1.0f + expf(-z));
+    out[i] = z * s * up[i];
+  }
+}
+
+TERA_KERNEL swiglu_backward_k(float* dgate, float* dup, const float* gate, const float* up, const float* dout,
+                              int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
+    const float z = gate[i];
+    const float s = 1.0f / (1.0f + expf(-z));
+    const float d = dout[i];
+    dup[i] = d * z * s;
+    dgate[i] = d * up[i] * s * (1.0f + z * (1.0f - s));
+  }
+}
+
+// Rotates the q and k heads of qkv[N, (H+2KV) hs] in place by the angles of
+// row n's position (n mod T); sign -1 undoes it (the backward). One thread per
+// (row, q-or-k head, pair index i < hs/2).
+TERA_KERNEL rope_k(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, double theta, double sign) {
+  const int64_t half = hs / 2, heads = H + KV, width = (H + 2 * KV) * hs;
+  const int64_t total = N * heads * half;
+  for (int64_t idx = grid_first(); idx < total; idx += grid_stride()) {
+    const int64_t i = idx % half, h = (idx / half) % heads, n = idx / (half * heads);
+    const double a = static_cast<double>(n % T) * pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hs));
+    const float c = static_cast<float>(cos(a)), s = static_cast<float>(sign * sin(a));
+    float* x = qkv + n * width + h * hs;
+    const float x1 = x[i], x2 = x[half + i];
+    x[i] = x1 * c - x2 * s;
+    x[half + i] = x2 * c + x1 * s;
+  }
+}
+
+TERA_GPU_END
