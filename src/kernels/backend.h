@@ -65,7 +65,8 @@ namespace tera {
   X(sum_squares, SumSquaresFn, required)                      \
   X(count_nonfinite, CountNonfiniteFn, required)              \
   X(adamw, AdamWFn, required)                                 \
-  X(cast, CastFn, optional) /* required with bf16 GEMMs */
+  X(cast, CastFn, optional) /* required with bf16 GEMMs */      \
+  X(tile_gemm_bf16, TileGemmBf16Fn, optional) /* GPU backends: the tile primitive's check */
 
 enum class KernelOp {
 #define TERA_KERNEL_OP_ENUM(op, Fn, need) op,

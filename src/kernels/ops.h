@@ -216,6 +216,12 @@ struct AdamWSegment {  // every pointer device memory
 // updated p, m or v would be non-finite.
 using AdamWFn = void (*)(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite);
 
+// C[M,N] = A[M,K] B[K,N] with bf16 A and B, fp32 accumulation and C,
+// row-major, M, N and K multiples of 16: the GPU backends' tile
+// multiply-accumulate primitive (kernels/gpu/mma.h) over a whole product, its
+// conformance check; the model's GEMMs go through the linear ops.
+using TileGemmBf16Fn = void (*)(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K);
+
 // dst[0, n) = src[0, n) converted from src_t to dst_t (f32, f64, bf16;
 // to bf16: round to nearest even).
 using CastFn = void (*)(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);

@@ -333,6 +333,33 @@ void check_linear(const Backend& be, int64_t N, int64_t I, int64_t O, bool bf16)
   compare((tag + "db").c_str(), dbf.host(), db, [&](size_t i) { return (N + 2) * kEps32 * adb[i] + 1e-30; });
 }
 
+// The tile primitive (tensor cores on cuda) over a whole product: bf16
+// inputs, so products are exact and the bound is fp32 accumulation alone.
+void check_tile_gemm(const Backend& be, int64_t M, int64_t N, int64_t K) {
+  auto a = normal(M * K), b = normal(K * N);
+  std::vector<uint16_t> ah(M * K), bh(K * N);
+  cpu::cast(ah.data(), DType::bf16, a.data(), DType::f32, M * K);
+  cpu::cast(bh.data(), DType::bf16, b.data(), DType::f32, K * N);
+  cpu::cast(a.data(), DType::f32, ah.data(), DType::bf16, M * K);
+  cpu::cast(b.data(), DType::f32, bh.data(), DType::bf16, K * N);
+  std::vector<double> want(M * N), mag(M * N);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0, m = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        s += static_cast<double>(a[i * K + k]) * b[k * N + j];
+        m += std::abs(static_cast<double>(a[i * K + k]) * b[k * N + j]);
+      }
+      want[i * N + j] = s;
+      mag[i * N + j] = m;
+    }
+  Buf<uint16_t> A(be, ah), B(be, bh);
+  Buf<float> C(be, M * N);
+  be.tile_gemm_bf16(C.p, A.p, B.p, M, N, K);
+  compare("tile_gemm_bf16 (mma primitive)", C.host(), want, [&](size_t i) { return (K + 1) * kEps32 * mag[i] + 1e-30; });
+}
+
 // ---------------------------------------------------------------- benchmarks
 
 struct Bench {
@@ -398,6 +425,7 @@ int run(const Backend& be, bool small, bool with_bench, const std::string& devic
     check_cast(be, 1001);
     check_linear(be, 7, 19, 11, false);
     check_linear(be, 7, 19, 11, true);
+    check_tile_gemm(be, 32, 48, 64);
   } else {
     check_layernorm(be, 4096, 768);
     check_layernorm(be, 33, 1601);
@@ -409,6 +437,7 @@ int run(const Backend& be, bool small, bool with_bench, const std::string& devic
     check_linear(be, 512, 768, 2304, false);
     check_linear(be, 512, 768, 2304, true);
     check_linear(be, 77, 131, 59, true);
+    check_tile_gemm(be, 512, 768, 1024);
   }
   if (with_bench) bench(be);
   int failed = 0;

@@ -769,6 +769,41 @@ TEST_P(Conformance, AdamWFirstStepClosedFormOverSegments) {
   be().release(bad);
 }
 
+TEST_P(Conformance, TileGemmBf16) {
+  NEED_OPS(KernelOp::tile_gemm_bf16);
+  // bf16 inputs: their products are exact in fp32, so the only error is the
+  // fp32 accumulation of K terms: |err| <= (K + 1) eps32 sum |a b|.
+  Inputs in;
+  const int64_t M = 32, N = 48, K = 64;
+  auto a = in.normal(M * K), b = in.normal(K * N);
+  std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
+  std::vector<uint16_t> ah(M * K), bh(K * N);
+  cpu::cast(ah.data(), DType::bf16, af.data(), DType::f32, M * K);
+  cpu::cast(bh.data(), DType::bf16, bf.data(), DType::f32, K * N);
+  cpu::cast(af.data(), DType::f32, ah.data(), DType::bf16, M * K);  // the values the product sees
+  cpu::cast(bf.data(), DType::f32, bh.data(), DType::bf16, K * N);
+  std::vector<double> want(M * N), tol(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        s += static_cast<double>(af[i * K + k]) * bf[k * N + j];
+        mag += std::abs(static_cast<double>(af[i * K + k]) * bf[k * N + j]);
+      }
+      want[i * N + j] = s;
+      tol[i * N + j] = (K + 1) * kEps32 * mag + 1e-30;
+    }
+  auto* A = static_cast<uint16_t*>(be().alloc(M * K * 2));
+  auto* B = static_cast<uint16_t*>(be().alloc(K * N * 2));
+  be().copy(A, ah.data(), M * K * 2, CopyKind::host_to_device);
+  be().copy(B, bh.data(), K * N * 2, CopyKind::host_to_device);
+  F32 C(be(), static_cast<size_t>(M * N));
+  be().tile_gemm_bf16(C.p, A, B, M, N, K);
+  expect_within(C.host(), want, tol, "tile gemm bf16");
+  be().release(A);
+  be().release(B);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values("cpu", "cpu-guarded", "gpu-emu-w32", "gpu-emu-w64"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n = i.param;

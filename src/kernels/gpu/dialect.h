@@ -14,7 +14,9 @@
 //   lane_id() warp_id()
 //   shfl_xor(v, m)              a full-warp butterfly exchange (float, double, int)
 //   warp_sum(v) warp_max(v)     full-warp reductions built on shfl_xor
-//   TERA_SHARED(T, name, n)     a block's shared array T name[n]
+//   TERA_SHARED(T, name, n)     a block's shared array T name[n], 32-byte aligned
+//   warp_sync()                 __syncwarp: the warp's lanes meet (shared-memory order)
+//   mma_16x16x16_bf16(...)      the tile multiply-accumulate (kernels/gpu/mma.h)
 //   bf16_to_float, float_to_bf16   bf16 kept as uint16_t (the upper half of
 //                               an fp32 pattern), rounded to nearest even
 //   TERA_LAUNCH(kernel, grid, block, shared_bytes, args...)
@@ -65,7 +67,7 @@
 #define TERA_KERNEL __global__ void
 #define TERA_DEVICE __device__ __forceinline__
 #define TERA_HOST_DEVICE __host__ __device__ inline
-#define TERA_SHARED(T, name, n) __shared__ T name[n]
+#define TERA_SHARED(T, name, n) alignas(32) __shared__ T name[n]
 
 TERA_GPU_BEGIN
 
@@ -85,6 +87,7 @@ struct Dim {
 };
 
 TERA_DEVICE int warp_size() { return kWarpSize; }
+inline int host_warp_size() { return kWarpSize; }  // for launches of one warp per block
 TERA_DEVICE int thread_x() { return static_cast<int>(threadIdx.x); }
 TERA_DEVICE int block_x() { return static_cast<int>(blockIdx.x); }
 TERA_DEVICE int block_y() { return static_cast<int>(blockIdx.y); }
@@ -92,6 +95,11 @@ TERA_DEVICE int block_dim_x() { return static_cast<int>(blockDim.x); }
 TERA_DEVICE int grid_dim_x() { return static_cast<int>(gridDim.x); }
 TERA_DEVICE int grid_dim_y() { return static_cast<int>(gridDim.y); }
 TERA_DEVICE void block_sync() { __syncthreads(); }
+#if defined(TERA_GPU_CUDA)
+TERA_DEVICE void warp_sync() { __syncwarp(); }
+#else
+TERA_DEVICE void warp_sync() { __builtin_amdgcn_wave_barrier(); }  // a wave runs in lockstep; this orders it
+#endif
 
 #if defined(TERA_GPU_CUDA)
 TERA_DEVICE float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
@@ -133,13 +141,14 @@ TERA_GPU_END
 #define TERA_HOST_DEVICE inline
 #define TERA_SHARED(T, name, n)                                                             \
   static const char name##_site_ = 0;                                                       \
-  T* name = static_cast<T*>(::tera::gpu::emu::shared(&name##_site_, sizeof(T) * (n), alignof(T)))
+  T* name = static_cast<T*>(::tera::gpu::emu::shared(&name##_site_, sizeof(T) * (n), 32))
 
 TERA_GPU_BEGIN
 
 using emu::Dim;
 using std::isfinite;
 inline int warp_size() { return emu::warp_size(); }
+inline int host_warp_size() { return emu::warp_size(); }
 inline int thread_x() { return emu::self().thread; }
 inline int block_x() { return emu::self().block_x; }
 inline int block_y() { return emu::self().block_y; }
@@ -147,6 +156,10 @@ inline int block_dim_x() { return emu::self().block_dim; }
 inline int grid_dim_x() { return static_cast<int>(emu::self().grid.x); }
 inline int grid_dim_y() { return static_cast<int>(emu::self().grid.y); }
 inline void block_sync(std::source_location where = std::source_location::current()) { emu::barrier(where); }
+// Every lane of the warp meets here (a shuffle's rendezvous, no data).
+inline void warp_sync(std::source_location where = std::source_location::current()) {
+  (void)emu::shfl_xor_bits(0, 1, where);
+}
 inline float shfl_xor(float v, int m, std::source_location where = std::source_location::current()) {
   return emu::shfl_xor(v, m, where);
 }

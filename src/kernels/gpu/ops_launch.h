@@ -23,6 +23,7 @@
 #include "kernels/gpu/kernels/layernorm.cuh"
 #include "kernels/gpu/kernels/llama.cuh"
 #include "kernels/gpu/kernels/reduce.cuh"
+#include "kernels/gpu/kernels/tile_gemm.cuh"
 #include "kernels/ops.h"
 
 TERA_GPU_BEGIN
@@ -243,6 +244,12 @@ inline void position_add(float* out, const float* wpe, int64_t n0, int64_t N, in
 }
 inline void position_add_backward(float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C) {
   if (T * C > 0) TERA_LAUNCH(position_add_backward_k, grid_x(blocks_for(T * C)), kThreads, 0, dwpe, dout, n0, N, T, C);
+}
+
+inline void tile_gemm_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K) {
+  if (M <= 0 || N <= 0) return;
+  TERA_LAUNCH(tile_gemm_bf16_k, grid_xy(static_cast<unsigned>(N / 16), static_cast<unsigned>(M / 16)), host_warp_size(),
+              0, C, A, B, N, K);
 }
 
 // out (+)= reduction of x[0, n): partials from a fixed grid, then one block.

@@ -178,7 +178,8 @@ const char* cuda_gemm_bf16_path() { return "cuBLASLt: bf16 inputs, fp32 accumula
 bool cuda_supports(KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
   return dtype == DType::bf16 && (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
-                                  op == KernelOp::cast || op == KernelOp::fill);
+                                  op == KernelOp::cast || op == KernelOp::fill ||
+                                  op == KernelOp::tile_gemm_bf16);
 }
 
 }  // namespace
@@ -264,6 +265,7 @@ const Backend& cuda_backend() {
       .count_nonfinite = gpu::launch::count_nonfinite,
       .adamw = gpu::launch::adamw,
       .cast = cuda_cast,
+      .tile_gemm_bf16 = gpu::launch::tile_gemm_bf16,
       .supports = cuda_supports,
   };
   return backend;

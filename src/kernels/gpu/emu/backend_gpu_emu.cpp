@@ -110,7 +110,8 @@ const char* emu_gemm_bf16_path() { return "gpu-emu: host GEMM, bf16 inputs, fp32
 bool emu_supports(KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
   return dtype == DType::bf16 && (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
-                                  op == KernelOp::cast || op == KernelOp::fill);
+                                  op == KernelOp::cast || op == KernelOp::fill ||
+                                  op == KernelOp::tile_gemm_bf16);
 }
 
 }  // namespace
@@ -167,6 +168,7 @@ const Backend& gpu_emu_backend() {
       .count_nonfinite = gpu::launch::count_nonfinite,
       .adamw = gpu::launch::adamw,
       .cast = emu_cast,
+      .tile_gemm_bf16 = gpu::launch::tile_gemm_bf16,
       .supports = emu_supports,
   };
   return backend;

@@ -82,6 +82,7 @@ Backend hip_kernel_ops() {
   b.sum_squares = gpu::launch::sum_squares;
   b.count_nonfinite = gpu::launch::count_nonfinite;
   b.adamw = gpu::launch::adamw;
+  b.tile_gemm_bf16 = gpu::launch::tile_gemm_bf16;
   return b;
 }
 
