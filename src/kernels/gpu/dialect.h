@@ -155,19 +155,22 @@ inline int block_y() { return emu::self().block_y; }
 inline int block_dim_x() { return emu::self().block_dim; }
 inline int grid_dim_x() { return static_cast<int>(emu::self().grid.x); }
 inline int grid_dim_y() { return static_cast<int>(emu::self().grid.y); }
-inline void block_sync(std::source_location where = std::source_location::current()) { emu::barrier(where); }
+// The call site's file and line name the barrier or shuffle in reports.
+inline void block_sync(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  emu::barrier({file, line});
+}
 // Every lane of the warp meets here (a shuffle's rendezvous, no data).
-inline void warp_sync(std::source_location where = std::source_location::current()) {
-  (void)emu::shfl_xor_bits(0, 1, where);
+inline void warp_sync(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  (void)emu::shfl_xor_bits(0, 1, {file, line});
 }
-inline float shfl_xor(float v, int m, std::source_location where = std::source_location::current()) {
-  return emu::shfl_xor(v, m, where);
+inline float shfl_xor(float v, int m, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  return emu::shfl_xor(v, m, {file, line});
 }
-inline double shfl_xor(double v, int m, std::source_location where = std::source_location::current()) {
-  return emu::shfl_xor(v, m, where);
+inline double shfl_xor(double v, int m, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  return emu::shfl_xor(v, m, {file, line});
 }
-inline int shfl_xor(int v, int m, std::source_location where = std::source_location::current()) {
-  return emu::shfl_xor(v, m, where);
+inline int shfl_xor(int v, int m, const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  return emu::shfl_xor(v, m, {file, line});
 }
 inline uint32_t float_bits(float f) { return std::bit_cast<uint32_t>(f); }
 inline float bits_float(uint32_t u) { return std::bit_cast<float>(u); }

@@ -24,6 +24,7 @@
 #include "kernels/gpu/kernels/llama.cuh"
 #include "kernels/gpu/kernels/reduce.cuh"
 #include "kernels/gpu/kernels/tile_gemm.cuh"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 TERA_GPU_BEGIN
@@ -312,6 +313,41 @@ inline void adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, d
                   static_cast<int>(blocks), 1);
     }
   }
+}
+
+// Fills every entry of b that the dialect provides (all but memory,
+// ordering, GEMMs and cast, which each backend gives its own way).
+inline void set_dialect_ops(Backend& b) {
+  b.layernorm_forward = layernorm_forward;
+  b.layernorm_backward = layernorm_backward;
+  b.rmsnorm_forward = rmsnorm_forward;
+  b.rmsnorm_backward = rmsnorm_backward;
+  b.gelu_forward = gelu_forward;
+  b.gelu_backward = gelu_backward;
+  b.swiglu_forward = swiglu_forward;
+  b.swiglu_backward = swiglu_backward;
+  b.rope_forward = rope_forward;
+  b.rope_backward = rope_backward;
+  b.attention_forward = attention_forward;
+  b.attention_backward = attention_backward;
+  b.flash_attention_forward = flash_attention_forward;
+  b.flash_attention_backward = flash_attention_backward;
+  b.residual_forward = residual_forward;
+  b.cross_entropy = cross_entropy;
+  b.softmax_row = softmax_row;
+  b.embedding_lookup = embedding_lookup;
+  b.embedding_lookup_backward = embedding_lookup_backward;
+  b.position_add = position_add;
+  b.position_add_backward = position_add_backward;
+  b.bias_residual = bias_residual;
+  b.ce_max = ce_max;
+  b.ce_exp_sum = ce_exp_sum;
+  b.ce_finalize = ce_finalize;
+  b.accumulate_sum = accumulate_sum;
+  b.sum_squares = sum_squares;
+  b.count_nonfinite = count_nonfinite;
+  b.adamw = adamw;
+  b.tile_gemm_bf16 = tile_gemm_bf16;
 }
 
 }  // namespace launch

@@ -124,53 +124,27 @@ const Backend& gpu_emu_backend() {
     return true;
   }();
   (void)warp_set;
-  static const Backend backend{
-      .name = "gpu-emu",
-      .gemm_library = "host GEMM (gpu-emu)",
-      .gemm_bf16_path = emu_gemm_bf16_path,
-      .addressing = {DeviceAddressing::Kind::mapped_host, to_host},
-      .alloc = emu_alloc,
-      .release = emu_release,
-      .fill = emu_fill,
-      .copy = emu_copy,
-      .gemm = emu_gemm,
-      .linear_forward = emu_linear_forward,
-      .linear_backward = emu_linear_backward,
-      .linear_forward_bf16 = emu_linear_forward_bf16,
-      .linear_backward_bf16 = emu_linear_backward_bf16,
-      .layernorm_forward = gpu::launch::layernorm_forward,
-      .layernorm_backward = gpu::launch::layernorm_backward,
-      .rmsnorm_forward = gpu::launch::rmsnorm_forward,
-      .rmsnorm_backward = gpu::launch::rmsnorm_backward,
-      .gelu_forward = gpu::launch::gelu_forward,
-      .gelu_backward = gpu::launch::gelu_backward,
-      .swiglu_forward = gpu::launch::swiglu_forward,
-      .swiglu_backward = gpu::launch::swiglu_backward,
-      .rope_forward = gpu::launch::rope_forward,
-      .rope_backward = gpu::launch::rope_backward,
-      .attention_forward = gpu::launch::attention_forward,
-      .attention_backward = gpu::launch::attention_backward,
-      .flash_attention_forward = gpu::launch::flash_attention_forward,
-      .flash_attention_backward = gpu::launch::flash_attention_backward,
-      .residual_forward = gpu::launch::residual_forward,
-      .cross_entropy = gpu::launch::cross_entropy,
-      .softmax_row = gpu::launch::softmax_row,
-      .embedding_lookup = gpu::launch::embedding_lookup,
-      .embedding_lookup_backward = gpu::launch::embedding_lookup_backward,
-      .position_add = gpu::launch::position_add,
-      .position_add_backward = gpu::launch::position_add_backward,
-      .bias_residual = gpu::launch::bias_residual,
-      .ce_max = gpu::launch::ce_max,
-      .ce_exp_sum = gpu::launch::ce_exp_sum,
-      .ce_finalize = gpu::launch::ce_finalize,
-      .accumulate_sum = gpu::launch::accumulate_sum,
-      .sum_squares = gpu::launch::sum_squares,
-      .count_nonfinite = gpu::launch::count_nonfinite,
-      .adamw = gpu::launch::adamw,
-      .cast = emu_cast,
-      .tile_gemm_bf16 = gpu::launch::tile_gemm_bf16,
-      .supports = emu_supports,
-  };
+  static const Backend backend = [] {
+    Backend b{
+        .name = "gpu-emu",
+        .gemm_library = "host GEMM (gpu-emu)",
+        .gemm_bf16_path = emu_gemm_bf16_path,
+        .addressing = {DeviceAddressing::Kind::mapped_host, to_host},
+        .alloc = emu_alloc,
+        .release = emu_release,
+        .fill = emu_fill,
+        .copy = emu_copy,
+        .gemm = emu_gemm,
+        .linear_forward = emu_linear_forward,
+        .linear_backward = emu_linear_backward,
+        .linear_forward_bf16 = emu_linear_forward_bf16,
+        .linear_backward_bf16 = emu_linear_backward_bf16,
+        .cast = emu_cast,
+        .supports = emu_supports,
+    };
+    gpu::launch::set_dialect_ops(b);
+    return b;
+  }();
   return backend;
 }
 

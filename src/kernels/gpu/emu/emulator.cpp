@@ -44,13 +44,13 @@ struct Fiber {
   ctx::fiber sink;  // the scheduler, resumed by the thread to wait
   ThreadState state;
   Wait wait = Wait::ready;
-  std::source_location where;  // the barrier or shuffle it waits at
+  Where where;  // the barrier or shuffle it waits at
 };
 
 struct WarpExchange {
   int arrived = 0;
   int mask = 0;
-  std::source_location where;
+  Where where;
   uint64_t in[64] = {};
   uint64_t out[64] = {};
 };
@@ -60,7 +60,7 @@ struct Block {
   int n = 0;
   Fiber* fibers = nullptr;
   int barrier_arrived = 0;
-  std::source_location barrier_where;
+  Where barrier_where;
   std::vector<WarpExchange> warps;
   std::map<const void*, size_t> shared_offsets;  // TERA_SHARED site -> offset
   std::vector<unsigned char> shared_bytes;
@@ -74,10 +74,10 @@ thread_local Fiber* g_current = nullptr;
 thread_local std::vector<std::unique_ptr<char[]>> g_stacks;
 thread_local std::vector<Fiber> g_fibers;
 
-std::string where_str(const std::source_location& w) {
-  const char* f = w.file_name();
+std::string where_str(const Where& w) {
+  const char* f = w.file;
   const char* slash = std::strrchr(f, '/');
-  return std::string(slash != nullptr ? slash + 1 : f) + ":" + std::to_string(w.line());
+  return std::string(slash != nullptr ? slash + 1 : f) + ":" + std::to_string(w.line);
 }
 
 [[noreturn]] void report(const std::string& what) {
@@ -140,12 +140,13 @@ void set_warp_size(int w) {
   g_warp = w;
 }
 
-void barrier(std::source_location where) {
+bool Where::operator==(const Where& o) const { return line == o.line && std::strcmp(file, o.file) == 0; }
+
+void barrier(Where where) {
   Block& b = *g_block;
   if (b.barrier_arrived == 0) {
     b.barrier_where = where;
-  } else if (b.barrier_where.line() != where.line() ||
-             std::strcmp(b.barrier_where.file_name(), where.file_name()) != 0) {
+  } else if (!(b.barrier_where == where)) {
     report("threads of one block wait at two different barriers (" + where_str(b.barrier_where) + " and " +
            where_str(where) + ")");
   }
@@ -161,7 +162,7 @@ void barrier(std::source_location where) {
   yield();
 }
 
-uint64_t shfl_xor_bits(uint64_t bits, int mask, std::source_location where) {
+uint64_t shfl_xor_bits(uint64_t bits, int mask, Where where) {
   Block& b = *g_block;
   const int t = g_current->state.thread;
   const int w = t / g_warp, lane = t % g_warp;
@@ -177,7 +178,7 @@ uint64_t shfl_xor_bits(uint64_t bits, int mask, std::source_location where) {
   if (x.arrived == 0) {
     x.mask = mask;
     x.where = where;
-  } else if (x.mask != mask || x.where.line() != where.line()) {
+  } else if (x.mask != mask || !(x.where == where)) {
     report("lanes of warp " + std::to_string(w) + " shuffle at two places or masks (" + where_str(x.where) + " mask " +
            std::to_string(x.mask) + ", " + where_str(where) + " mask " + std::to_string(mask) + ")");
   }

@@ -21,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <source_location>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -46,10 +45,19 @@ const ThreadState& self();
 int warp_size();
 void set_warp_size(int w);
 
-void barrier(std::source_location where);
-uint64_t shfl_xor_bits(uint64_t bits, int mask, std::source_location where);
+// Where a thread waits: the kernel source's file and line (the dialect's
+// block_sync and shfl_xor take them as __builtin_FILE() / __builtin_LINE()
+// default arguments, which GCC and Clang evaluate at the call site).
+struct Where {
+  const char* file = "";
+  unsigned line = 0;
+  bool operator==(const Where& o) const;
+};
+
+void barrier(Where where);
+uint64_t shfl_xor_bits(uint64_t bits, int mask, Where where);
 template <typename T>
-T shfl_xor(T v, int mask, std::source_location where) {
+T shfl_xor(T v, int mask, Where where) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
   uint64_t b = 0;
   __builtin_memcpy(&b, &v, sizeof(T));

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "kernels/backend.h"
 #include "kernels/gpu/ops_launch.h"
 
 namespace {
@@ -53,36 +52,7 @@ namespace tera {
 Backend hip_kernel_ops() {
   Backend b;
   b.name = "hip (kernels only)";
-  b.layernorm_forward = gpu::launch::layernorm_forward;
-  b.layernorm_backward = gpu::launch::layernorm_backward;
-  b.rmsnorm_forward = gpu::launch::rmsnorm_forward;
-  b.rmsnorm_backward = gpu::launch::rmsnorm_backward;
-  b.gelu_forward = gpu::launch::gelu_forward;
-  b.gelu_backward = gpu::launch::gelu_backward;
-  b.swiglu_forward = gpu::launch::swiglu_forward;
-  b.swiglu_backward = gpu::launch::swiglu_backward;
-  b.rope_forward = gpu::launch::rope_forward;
-  b.rope_backward = gpu::launch::rope_backward;
-  b.attention_forward = gpu::launch::attention_forward;
-  b.attention_backward = gpu::launch::attention_backward;
-  b.flash_attention_forward = gpu::launch::flash_attention_forward;
-  b.flash_attention_backward = gpu::launch::flash_attention_backward;
-  b.residual_forward = gpu::launch::residual_forward;
-  b.cross_entropy = gpu::launch::cross_entropy;
-  b.softmax_row = gpu::launch::softmax_row;
-  b.embedding_lookup = gpu::launch::embedding_lookup;
-  b.embedding_lookup_backward = gpu::launch::embedding_lookup_backward;
-  b.position_add = gpu::launch::position_add;
-  b.position_add_backward = gpu::launch::position_add_backward;
-  b.bias_residual = gpu::launch::bias_residual;
-  b.ce_max = gpu::launch::ce_max;
-  b.ce_exp_sum = gpu::launch::ce_exp_sum;
-  b.ce_finalize = gpu::launch::ce_finalize;
-  b.accumulate_sum = gpu::launch::accumulate_sum;
-  b.sum_squares = gpu::launch::sum_squares;
-  b.count_nonfinite = gpu::launch::count_nonfinite;
-  b.adamw = gpu::launch::adamw;
-  b.tile_gemm_bf16 = gpu::launch::tile_gemm_bf16;
+  gpu::launch::set_dialect_ops(b);
   return b;
 }
 
