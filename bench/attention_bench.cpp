@@ -3,7 +3,11 @@
 // 64, micro-batch 4 by default) at several sequence lengths, and the bytes
 // each keeps per layer for backward (naive: the probabilities [B,H,T,T];
 // flash: the row log-sum-exp [B,H,T]). Both run on the cpu backend in fp32,
-// on the same inputs; the report names the CPU. Median of --repeats runs after
+// on the same inputs, and flash also with bf16 operands (train.precision =
+// "bf16": flash_attention_*_bf16); the report names the CPU and the bf16
+// tile-product path. GFLOP/s count the causal products that flash computes:
+// 2 in the forward, 5 in the backward (S recomputed, dP, dV, dK, dQ), each
+// 2 hs FLOPs per (query, key <= query) pair. Median of --repeats runs after
 // one warm-up. Prints a table, then one JSON line.
 #include <omp.h>
 
@@ -18,6 +22,7 @@
 
 #include "bench_common.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/tile_mac.h"
 #include "kernels/device_buffer.h"
 
 using namespace tera;
@@ -37,9 +42,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const Backend& be = cpu_backend();
-  fmt::print("{}, {} threads; B {}, {} heads of {}, fp32, forward + backward\n", cpu_model(), omp_get_max_threads(), B,
-             H, hs);
-  fmt::print("{:>6} {:>12} {:>12} {:>8} {:>14} {:>12}\n", "T", "naive ms", "flash ms", "ratio", "naive saved", "flash saved");
+  fmt::print("{}, {} threads; B {}, {} heads of {}, forward + backward; bf16 tile products: {}\n", cpu_model(),
+             omp_get_max_threads(), B, H, hs, cpu::tile_mac_bf16_path());
+  fmt::print("{:>6} {:>10} {:>10} {:>11} {:>12} {:>12} {:>12} {:>14} {:>12}\n", "T", "naive ms", "flash ms",
+             "flash/naive", "flash bf16 ms", "bf16 speedup", "GFLOP/s f/b", "naive saved", "flash saved");
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t T : seqs) {
     const int64_t W = 3 * H * hs, C = H * hs;
@@ -60,13 +66,20 @@ int main(int argc, char** argv) {
       be.flash_attention_forward(out.get(), lse.get(), qkv.get(), B, T, H, H, hs);
       be.flash_attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), B, T, H, H, hs);
     });
+    const double bf16_s = median_seconds(repeats, [&] {
+      be.flash_attention_forward_bf16(out.get(), lse.get(), qkv.get(), B, T, H, H, hs);
+      be.flash_attention_backward_bf16(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), B, T, H, H, hs);
+    });
+    const double flops = 7.0 * 2.0 * hs * static_cast<double>(B * H) * static_cast<double>(T * (T + 1) / 2);
     const int64_t naive_bytes = B * H * T * T * 4, flash_bytes = B * H * T * 4;
-    fmt::print("{:>6} {:>12.1f} {:>12.1f} {:>8.2f} {:>11.1f} MiB {:>8.1f} KiB\n", T, naive_s * 1e3, flash_s * 1e3,
-               flash_s / naive_s, naive_bytes / 1048576.0, flash_bytes / 1024.0);
-    rows.push_back({{"T", T}, {"naive_ms", naive_s * 1e3}, {"flash_ms", flash_s * 1e3},
+    fmt::print("{:>6} {:>10.1f} {:>10.1f} {:>11.2f} {:>12.1f} {:>11.2f}x {:>5.0f}/{:<6.0f} {:>10.1f} MiB {:>8.1f} KiB\n", T,
+               naive_s * 1e3, flash_s * 1e3, flash_s / naive_s, bf16_s * 1e3, flash_s / bf16_s, flops / flash_s * 1e-9,
+               flops / bf16_s * 1e-9, naive_bytes / 1048576.0, flash_bytes / 1024.0);
+    rows.push_back({{"T", T}, {"naive_ms", naive_s * 1e3}, {"flash_ms", flash_s * 1e3}, {"flash_bf16_ms", bf16_s * 1e3},
+                    {"flash_gflops", flops / flash_s * 1e-9}, {"flash_bf16_gflops", flops / bf16_s * 1e-9},
                     {"naive_saved_bytes", naive_bytes}, {"flash_saved_bytes", flash_bytes}});
   }
   fmt::print("{}\n", nlohmann::json{{"cpu", cpu_model()}, {"threads", omp_get_max_threads()}, {"B", B}, {"H", H},
-                                    {"hs", hs}, {"rows", rows}}.dump());
+                                    {"hs", hs}, {"bf16_path", cpu::tile_mac_bf16_path()}, {"rows", rows}}.dump());
   return 0;
 }

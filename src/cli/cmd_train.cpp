@@ -318,7 +318,8 @@ int run_train(const TrainArgs& args) {
     }
   }
   if (cfg->train.precision == DType::bf16 &&
-      (chosen->linear_forward_bf16 == nullptr || chosen->linear_backward_bf16 == nullptr || chosen->cast == nullptr)) {
+      (chosen->linear_forward_bf16 == nullptr || chosen->linear_backward_bf16 == nullptr || chosen->cast == nullptr ||
+       chosen->flash_attention_forward_bf16 == nullptr || chosen->flash_attention_backward_bf16 == nullptr)) {
     print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
                             "use train.precision = \"fp32\"", cfg->source, chosen->name));
     return kExitBadInput;

@@ -49,6 +49,8 @@ namespace tera {
   X(attention_backward, AttentionBackwardFn, required)        \
   X(flash_attention_forward, FlashAttentionForwardFn, required) \
   X(flash_attention_backward, FlashAttentionBackwardFn, required) \
+  X(flash_attention_forward_bf16, FlashAttentionForwardFn, optional) /* required with bf16 GEMMs */ \
+  X(flash_attention_backward_bf16, FlashAttentionBackwardFn, optional) \
   X(residual_forward, ResidualForwardFn, required)            \
   X(cross_entropy, CrossEntropyFn, optional) /* fused; training uses ce_* */ \
   X(softmax_row, SoftmaxRowFn, required)                      \

@@ -103,6 +103,10 @@ using FlashAttentionForwardFn = void (*)(float* out, float* lse, const float* qk
                                          int64_t KV, int64_t hs);
 // dqkv (overwrite) from dout, recomputing each probability from qkv and lse;
 // out gives D_t = dout_t . out_t.
+// The _bf16 forms (train.precision = "bf16") take and give the same fp32
+// buffers but round the operands of every product to bf16 (q, k, v, dout,
+// and the probabilities and score gradients before they multiply) with fp32
+// accumulation; softmax statistics, lse and D stay fp32.
 using FlashAttentionBackwardFn = void (*)(float* dqkv, const float* dout, const float* qkv, const float* out,
                                           const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
 

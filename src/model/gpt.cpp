@@ -187,6 +187,9 @@ void Gpt::bind_workspace(const DeviceArena& work) {
   ws_.cast_head = work.get<uint16_t>("gemm_cast_head");
   TERA_ASSERT(opts_.gemm != DType::bf16 || (ws_.cast != nullptr && (!plan().has_head() || ws_.cast_head != nullptr)),
               "the workspace plan lacks the bf16 GEMM cast buffers");
+  TERA_ASSERT(opts_.gemm != DType::bf16 || !opts_.flash_attention ||
+                  (be_.flash_attention_forward_bf16 != nullptr && be_.flash_attention_backward_bf16 != nullptr),
+              "bf16 GEMMs on a backend without bf16 flash attention");
   TERA_ASSERT(ws_.dres != nullptr && ws_.dwide != nullptr && ws_.dnarrow != nullptr, "the workspace plan lacks buffers");
   TERA_ASSERT(!plan().has_head() || (ws_.lnf != nullptr && ws_.logits != nullptr && ws_.ce_stats != nullptr),
               "the workspace plan lacks the head's buffers");
@@ -381,7 +384,9 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   linear_fwd(a.qkv, gathered(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, Ql_, ws_.cast);
   if (llama_) be_.rope_forward(a.qkv, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
   if (opts_.flash_attention) {
-    be_.flash_attention_forward(a.atty, a.lse, a.qkv, B, T, Hl_, KVl_, hs_);
+    // Its products take bf16 operands with the linear layers' (the naive kernel stays fp32).
+    const auto flash = opts_.gemm == DType::bf16 ? be_.flash_attention_forward_bf16 : be_.flash_attention_forward;
+    flash(a.atty, a.lse, a.qkv, B, T, Hl_, KVl_, hs_);
   } else {
     be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Hl_, KVl_, hs_);
   }
@@ -447,7 +452,8 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   linear_bwd(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, w.bf16(w.proj_w), N, Cl_, C, false,
              ws_.cast);
   if (opts_.flash_attention) {
-    be_.flash_attention_backward(dwide, dnarrow, a.qkv, a.atty, a.lse, B, T, Hl_, KVl_, hs_);
+    const auto flash = opts_.gemm == DType::bf16 ? be_.flash_attention_backward_bf16 : be_.flash_attention_backward;
+    flash(dwide, dnarrow, a.qkv, a.atty, a.lse, B, T, Hl_, KVl_, hs_);
   } else {
     be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, Hl_, KVl_, hs_);
   }

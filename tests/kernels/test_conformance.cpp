@@ -395,9 +395,11 @@ TEST_P(Conformance, Gelu) {
 }
 
 // Attention shapes {B, T, H, KV, hs}: multi-head, one head, grouped-query,
-// and T = 70, which spans more than one flash tile of queries (32) and keys (64).
-constexpr std::array<std::array<int64_t, 5>, 4> kAttentionShapes = {
-    {{2, 7, 3, 3, 4}, {1, 13, 1, 1, 10}, {2, 9, 4, 2, 3}, {1, 70, 2, 1, 5}}};
+// T = 70 and T = 131 with a head size of 67 span more than one flash tile of
+// queries and keys (64 each) and more than one 64-column block of the tile
+// products, with remainders everywhere.
+constexpr std::array<std::array<int64_t, 5>, 5> kAttentionShapes = {
+    {{2, 7, 3, 3, 4}, {1, 13, 1, 1, 10}, {2, 9, 4, 2, 3}, {1, 70, 2, 1, 5}, {1, 131, 4, 2, 67}}};
 
 TEST_P(Conformance, Attention) {
   NEED_OPS(KernelOp::attention_forward, KernelOp::attention_backward);
@@ -489,6 +491,101 @@ TEST_P(Conformance, FlashAttentionMatchesTheReferenceAndFiniteDifferences) {
     be().flash_attention_backward(dqf.p, Rf.p, qf.p, yf.p, lf.p, B, T, H, KV, hs);
     expect_within(dqf.host(), dnaive, uniform_tol(dnaive.size(), T * 16 * t), "flash dqkv fp32");
   }
+}
+
+// The bf16 flash kernels (train.precision = "bf16") against fp64 on the
+// same fp32 inputs, with a first-order bound per element derived from where
+// they round (u = 2^-8 per bf16 rounding, e = 2^-24 per fp32 operation), in
+// the exact fp64 quantities p (probabilities), dP = dy.v, D = dy.y, dS:
+//   scores   eps_ts = scale ((2u + u^2) + (hs + 2) e) sum_i |q_ti k_si|  (q, k rounded)
+//   lse      d_t   = max_s eps_ts + (T + 16) e (1 + |lse_t|)
+//   y        sum_s p_ts (eps_ts + max_s eps_ts + 2u + (T + 16) e) |v_si|  (P, v rounded)
+//   p        rel. error rho_ts = eps_ts + d_t + 4e  (recomputed from lse)
+//   dS       scale (rho p |dP - D| + p (|ddP| + |dD|)) + (u + 4e) |dS|  (then rounded)
+//            with |ddP| <= ((2u + u^2) + (hs + 2) e) sum_i |dy v|, |dD| <= sum_i |dy| tol_y
+//   dq       sum_s (|ddS| + (u + (T + 2) e) |dS|) |k|       (k rounded)
+//   dk       sum over the group's heads and t of the same with q
+//   dv       sum (rho + 2u + (T + 2) e) p |dy|               (P, dy rounded)
+// times 1.25 for the second-order terms. The worst error must also reach 1%
+// of its bound, so fp32 products would fail the test.
+TEST_P(Conformance, FlashAttentionBf16MatchesFp64WithinTheDerivedBound) {
+  NEED_OPS(KernelOp::flash_attention_forward_bf16, KernelOp::flash_attention_backward_bf16);
+  constexpr double u = 1.0 / 256, e = kEps32, slack = 1.25;
+  Inputs in;
+  double worst_y = 0, worst_d = 0;
+  for (auto [B, T, H, KV, hs] : kAttentionShapes) {
+    const int64_t C = H * hs, W = (H + 2 * KV) * hs, grp = H / KV;
+    auto qkv = in.normal(B * T * W), R = in.normal(B * T * C);
+    std::vector<double> y(B * T * C), lse(B * H * T), dqkv(qkv.size());
+    cpu::flash_attention_forward<double>(y.data(), lse.data(), qkv.data(), B, T, H, KV, hs);
+    cpu::flash_attention_backward<double>(dqkv.data(), R.data(), qkv.data(), y.data(), lse.data(), B, T, H, KV, hs);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+    const double prod = 2 * u + u * u + (hs + 2) * e;
+    std::vector<double> tol_y(y.size()), tol_l(lse.size()), tol_d(qkv.size(), 0.0);
+    auto at = [&](int64_t b, int64_t t, int64_t col) { return qkv[(b * T + t) * W + col]; };
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t g = h / grp;
+        for (int64_t t = 0; t < T; ++t) {
+          const int64_t row = (b * H + h) * T + t;
+          std::vector<double> eps(t + 1), p(t + 1);
+          double eps_max = 0;
+          for (int64_t s = 0; s <= t; ++s) {
+            double a = 0, sc = 0;
+            for (int64_t i = 0; i < hs; ++i) {
+              a += std::abs(at(b, t, h * hs + i) * at(b, s, (H + g) * hs + i));
+              sc += at(b, t, h * hs + i) * at(b, s, (H + g) * hs + i);
+            }
+            eps[s] = scale * prod * a;
+            eps_max = std::max(eps_max, eps[s]);
+            p[s] = std::exp(sc * scale - lse[row]);
+          }
+          tol_l[row] = slack * (eps_max + (T + 16) * e * (1 + std::abs(lse[row])));
+          const double* dy = &R[(b * T + t) * C + h * hs];
+          double dD = 0, dyy = 0;
+          for (int64_t i = 0; i < hs; ++i) {
+            double m = 0;
+            for (int64_t s = 0; s <= t; ++s) m += p[s] * (eps[s] + eps_max + 2 * u + (T + 16) * e) * std::abs(at(b, s, (H + KV + g) * hs + i));
+            tol_y[(b * T + t) * C + h * hs + i] = slack * m;
+            dD += std::abs(dy[i]) * slack * m;
+            dyy += std::abs(dy[i] * y[(b * T + t) * C + h * hs + i]);
+          }
+          dD += (hs + 2) * e * dyy;
+          double Dt = 0;
+          for (int64_t i = 0; i < hs; ++i) Dt += dy[i] * y[(b * T + t) * C + h * hs + i];
+          for (int64_t s = 0; s <= t; ++s) {
+            double dP = 0, dPa = 0;
+            for (int64_t i = 0; i < hs; ++i) {
+              dP += dy[i] * at(b, s, (H + KV + g) * hs + i);
+              dPa += std::abs(dy[i] * at(b, s, (H + KV + g) * hs + i));
+            }
+            const double rho = eps[s] + tol_l[row] + 4 * e;
+            const double dS = p[s] * (dP - Dt) * scale;
+            const double ddS = scale * (rho * p[s] * std::abs(dP - Dt) + p[s] * (prod * dPa + dD)) + (u + 4 * e) * std::abs(dS);
+            const double w = ddS + (u + (T + 2) * e) * std::abs(dS);
+            for (int64_t i = 0; i < hs; ++i) {
+              tol_d[(b * T + t) * W + h * hs + i] += slack * w * std::abs(at(b, s, (H + g) * hs + i));
+              tol_d[(b * T + s) * W + (H + g) * hs + i] += slack * w * std::abs(at(b, t, h * hs + i));
+              tol_d[(b * T + s) * W + (H + KV + g) * hs + i] += slack * (rho + 2 * u + (T + 2) * e) * p[s] * std::abs(dy[i]);
+            }
+          }
+        }
+      }
+    }
+    F32 qf(be(), qkv), Rf(be(), R), yf(be(), y.size()), lf(be(), lse.size()), dqf(be(), qkv.size());
+    be().flash_attention_forward_bf16(yf.p, lf.p, qf.p, B, T, H, KV, hs);
+    const auto yh = yf.host(), lh = lf.host();
+    expect_within(yh, y, tol_y, "bf16 flash out");
+    expect_within(lh, lse, tol_l, "bf16 flash lse");
+    be().flash_attention_backward_bf16(dqf.p, Rf.p, qf.p, yf.p, lf.p, B, T, H, KV, hs);
+    const auto dh = dqf.host();
+    expect_within(dh, dqkv, tol_d, "bf16 flash dqkv");
+    for (size_t i = 0; i < y.size(); ++i) worst_y = std::max(worst_y, std::abs(yh[i] - y[i]) / tol_y[i]);
+    for (size_t i = 0; i < dqkv.size(); ++i) worst_d = std::max(worst_d, std::abs(dh[i] - dqkv[i]) / tol_d[i]);
+  }
+  EXPECT_GT(worst_y, 0.01) << "bf16 flash out looks like fp32 products";
+  EXPECT_GT(worst_d, 0.01) << "bf16 flash dqkv looks like fp32 products";
+  std::printf("worst error / bound: out %.3f, dqkv %.3f\n", worst_y, worst_d);
 }
 
 TEST_P(Conformance, CrossEntropyWithPaddingAndIgnore) {

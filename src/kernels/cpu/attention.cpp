@@ -13,11 +13,15 @@
 // by exp(m_old - m_new)) and keeps only lse_t = m_t + log l_t; its backward
 // recomputes P[t,s] = exp(S[t,s] - lse_t) one key at a time. Both backwards
 // run one task per (b, g), so the key/value gradients of a group are summed
-// by one thread in a fixed order (deterministic, no atomics).
+// by one thread in a fixed order (deterministic, no atomics). The flash
+// kernels here are instantiated for double only, as the reference; the
+// backend's fp32 and bf16 flash kernels are the tiled ones of
+// flash_attention.cpp.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/attention_heads.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -25,15 +29,7 @@ namespace tera::cpu {
 
 namespace {
 
-// Row layout of qkv: q heads, then k heads, then v heads.
-struct Heads {
-  int64_t H, KV, hs;
-  int64_t width() const { return (H + 2 * KV) * hs; }
-  int64_t q(int64_t h) const { return h * hs; }
-  int64_t k(int64_t g) const { return (H + g) * hs; }
-  int64_t v(int64_t g) const { return (H + KV + g) * hs; }
-  int64_t group() const { return H / KV; }
-};
+using Heads = AttentionHeads;
 
 template <typename T>
 T dot(const T* a, const T* b, int64_t n) {
@@ -45,18 +41,7 @@ T dot(const T* a, const T* b, int64_t n) {
 
 template <typename T>
 T scale_of(int64_t hs) {
-  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
-}
-
-// Zeroes the q gradient of every head of group g and the k, v gradients of g, for all rows of batch b.
-template <typename T>
-void zero_group_grads(T* dbase, const Heads& hd, int64_t g, int64_t T_) {
-  for (int64_t t = 0; t < T_; ++t) {
-    T* row = dbase + t * hd.width();
-    for (int64_t h = g * hd.group(); h < (g + 1) * hd.group(); ++h) std::fill(row + hd.q(h), row + hd.q(h) + hd.hs, T(0));
-    std::fill(row + hd.k(g), row + hd.k(g) + hd.hs, T(0));
-    std::fill(row + hd.v(g), row + hd.v(g) + hd.hs, T(0));
-  }
+  return attention_scale<T>(hs);
 }
 
 constexpr int64_t kTileQ = 32;  // query rows per flash task
@@ -261,12 +246,8 @@ template void attention_backward<float>(float*, const float*, const float*, cons
                                         int64_t, int64_t);
 template void attention_backward<double>(double*, const double*, const double*, const double*, int64_t, int64_t,
                                          int64_t, int64_t, int64_t);
-template void flash_attention_forward<float>(float*, float*, const float*, int64_t, int64_t, int64_t, int64_t,
-                                             int64_t);
 template void flash_attention_forward<double>(double*, double*, const double*, int64_t, int64_t, int64_t, int64_t,
                                               int64_t);
-template void flash_attention_backward<float>(float*, const float*, const float*, const float*, const float*, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t);
 template void flash_attention_backward<double>(double*, const double*, const double*, const double*, const double*,
                                                int64_t, int64_t, int64_t, int64_t, int64_t);
 

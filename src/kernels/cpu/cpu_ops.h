@@ -51,11 +51,23 @@ void attention_forward(T* out, T* probs, const T* qkv, int64_t B, int64_t T_, in
 template <typename T>
 void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* probs, int64_t B, int64_t T_, int64_t H,
                         int64_t KV, int64_t hs);
+// The scalar flash kernels (attention.cpp), instantiated for double: the
+// reference the backend's tiled kernels are tested against.
 template <typename T>
 void flash_attention_forward(T* out, T* lse, const T* qkv, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
 template <typename T>
 void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse, int64_t B, int64_t T_,
                               int64_t H, int64_t KV, int64_t hs);
+// The backend's flash kernels: 64 x 64 tiles on tile_mac (flash_attention.cpp),
+// fp32 products or bf16 operands with fp32 accumulation.
+void flash_attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, int64_t H,
+                                 int64_t KV, int64_t hs);
+void flash_attention_backward_f32(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                  const float* lse, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
+void flash_attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, int64_t H,
+                                  int64_t KV, int64_t hs);
+void flash_attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                   const float* lse, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
 
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, int64_t n);

@@ -7,28 +7,12 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tera::cpu {
 
 namespace {
-
-// Round to nearest, ties to even; a NaN keeps its upper half with the quiet
-// bit set. Without branches, so that loops over it vectorize.
-inline uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-float from_bf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 
 double load(const void* src, DType t, int64_t i) {
   switch (t) {

@@ -167,27 +167,33 @@ inline void attention_forward(float* out, float* probs, const float* qkv, int64_
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T > 0) {
     TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, probs, static_cast<float*>(nullptr),
-                qkv, a, attention_scale(hs));
+                qkv, a, attention_scale(hs), false);
+  }
+}
+inline void flash_attention_forward_any(float* out, float* lse, const float* qkv, const AttnShape& a, bool bf16) {
+  if (a.B * a.H * a.T > 0) {
+    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, out,
+                static_cast<float*>(nullptr), lse, qkv, a, attention_scale(a.hs), bf16);
   }
 }
 inline void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
                                     int64_t KV, int64_t hs) {
-  const AttnShape a{B, T, H, KV, hs};
-  if (B * H * T > 0) {
-    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, static_cast<float*>(nullptr), lse,
-                qkv, a, attention_scale(hs));
-  }
+  flash_attention_forward_any(out, lse, qkv, AttnShape{B, T, H, KV, hs}, false);
+}
+inline void flash_attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+                                         int64_t KV, int64_t hs) {
+  flash_attention_forward_any(out, lse, qkv, AttnShape{B, T, H, KV, hs}, true);
 }
 
 // Both backwards: D[B,H,T] in scratch, the query side, then the key side.
 inline void attention_backward_any(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                   const float* probs, const float* lse, const AttnShape& a) {
+                                   const float* probs, const float* lse, const AttnShape& a, bool bf16 = false) {
   if (a.B * a.H * a.T <= 0) return;
   auto* D = static_cast<float*>(scratch(a.B * a.H * a.T * static_cast<int64_t>(sizeof(float))));
   TERA_LAUNCH(attention_backward_q_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, dqkv, D, dout, qkv, out, probs,
-              lse, a, attention_scale(a.hs));
+              lse, a, attention_scale(a.hs), bf16);
   TERA_LAUNCH(attention_backward_kv_k, grid_x(blocks_for(a.B * a.KV * a.T)), kThreads, 0, dqkv,
-              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs));
+              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs), bf16);
 }
 inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int64_t B,
                                int64_t T, int64_t H, int64_t KV, int64_t hs) {
@@ -197,6 +203,11 @@ inline void attention_backward(float* dqkv, const float* dout, const float* qkv,
 inline void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                                      const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
   attention_backward_any(dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs});
+}
+inline void flash_attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                          const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
+  attention_backward_any(dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs},
+                         true);
 }
 
 inline void ce_max(float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld) {
@@ -332,6 +343,8 @@ inline void set_dialect_ops(Backend& b) {
   b.attention_backward = attention_backward;
   b.flash_attention_forward = flash_attention_forward;
   b.flash_attention_backward = flash_attention_backward;
+  b.flash_attention_forward_bf16 = flash_attention_forward_bf16;
+  b.flash_attention_backward_bf16 = flash_attention_backward_bf16;
   b.residual_forward = residual_forward;
   b.cross_entropy = cross_entropy;
   b.softmax_row = softmax_row;

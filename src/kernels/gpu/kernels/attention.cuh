@@ -14,6 +14,13 @@
 // Accumulators live in the output rows each thread owns (no per-thread
 // arrays, no head-size limit). The tensor-core form (tiles through a tile
 // MMA primitive) is not written yet.
+//
+// flash with bf16 = true (train.precision = "bf16") rounds the operands of
+// every product to bf16 as kernels/cpu/flash_attention.cpp does: q, k, v
+// and dout, P before it multiplies v or dout, dS before it multiplies k or
+// q; sums, the softmax statistics, lse and D stay fp32. The forward walks
+// the keys in tiles of kAttnKeyTile with the running max updated once per
+// tile (the CPU kernel's tiles), so P = exp(s - m) is rounded at the same m.
 #pragma once
 
 #include "kernels/gpu/dialect.h"
@@ -36,9 +43,23 @@ TERA_DEVICE float dot_n(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+// x, or x rounded to bf16 (nearest even) when bf16.
+TERA_DEVICE float bf16_if(float x, bool bf16) { return bf16 ? bf16_to_float(float_to_bf16(x)) : x; }
+
+// a . b with each operand rounded as bf16_if does, fp32 sums.
+TERA_DEVICE float dot_r(const float* a, const float* b, int64_t n, bool bf16) {
+  if (!bf16) return dot_n(a, b, n);
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += bf16_if(a[i], true) * bf16_if(b[i], true);
+  return s;
+}
+
+constexpr int64_t kAttnKeyTile = 64;  // keys per online-softmax step (flash forward)
+
 // One thread per (b, h, t). probs != null: naive (probs written); else
 // flash (lse[B,H,T] written).
-TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const float* qkv, AttnShape a, float scale) {
+TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const float* qkv, AttnShape a, float scale,
+                               bool bf16) {
   const int64_t rows = a.B * a.H * a.T, W = a.width(), C = a.H * a.hs;
   for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
     const int64_t t = r % a.T, h = (r / a.T) % a.H, b = r / (a.T * a.H);
@@ -68,13 +89,23 @@ TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const floa
       }
     } else {
       float m = -INFINITY, l = 0.0f;
-      for (int64_t s = 0; s <= t; ++s) {
-        const float sc = dot_n(q, base + s * W + a.k(g), a.hs) * scale;
-        const float m_new = sc > m ? sc : m;
-        const float alpha = expf(m - m_new), p = expf(sc - m_new);
-        const float* v = base + s * W + a.v(g);
-        for (int64_t i = 0; i < a.hs; ++i) y[i] = y[i] * alpha + p * v[i];
-        l = l * alpha + p;
+      for (int64_t s0 = 0; s0 <= t; s0 += kAttnKeyTile) {
+        const int64_t s1 = t + 1 < s0 + kAttnKeyTile ? t + 1 : s0 + kAttnKeyTile;
+        float m_new = m;
+        for (int64_t s = s0; s < s1; ++s) {
+          const float sc = dot_r(q, base + s * W + a.k(g), a.hs, bf16) * scale;
+          m_new = sc > m_new ? sc : m_new;
+        }
+        const float alpha = expf(m - m_new);
+        for (int64_t i = 0; i < a.hs; ++i) y[i] *= alpha;
+        l *= alpha;
+        for (int64_t s = s0; s < s1; ++s) {
+          const float p = expf(dot_r(q, base + s * W + a.k(g), a.hs, bf16) * scale - m_new);
+          const float pr = bf16_if(p, bf16);
+          const float* v = base + s * W + a.v(g);
+          for (int64_t i = 0; i < a.hs; ++i) y[i] += pr * bf16_if(v[i], bf16);
+          l += p;
+        }
         m = m_new;
       }
       const float inv = 1.0f / l;
@@ -86,17 +117,17 @@ TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const floa
 
 // P[t, s] from the saved probabilities or recomputed from lse.
 TERA_DEVICE float attention_p(const float* probs, const float* lse, const float* base, AttnShape a, int64_t b,
-                              int64_t h, int64_t t, int64_t s, float scale) {
+                              int64_t h, int64_t t, int64_t s, float scale, bool bf16) {
   if (probs != nullptr) return probs[((b * a.H + h) * a.T + t) * a.T + s];
   const int64_t W = a.width(), g = h / a.group();
-  const float sc = dot_n(base + t * W + a.q(h), base + s * W + a.k(g), a.hs) * scale;
+  const float sc = dot_r(base + t * W + a.q(h), base + s * W + a.k(g), a.hs, bf16) * scale;
   return expf(sc - lse[(b * a.H + h) * a.T + t]);
 }
 
 // The query side, one thread per (b, h, t): D[b,h,t] (naive: sum_s P dP;
 // flash: dout_t . y_t) and dq (overwritten).
 TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
-                                   const float* probs, const float* lse, AttnShape a, float scale) {
+                                   const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
   const int64_t rows = a.B * a.H * a.T, W = a.width(), C = a.H * a.hs;
   for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
     const int64_t t = r % a.T, h = (r / a.T) % a.H, b = r / (a.T * a.H);
@@ -106,7 +137,7 @@ TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, con
     float d = 0.0f;
     if (probs != nullptr) {
       for (int64_t s = 0; s <= t; ++s) {
-        d += attention_p(probs, lse, base, a, b, h, t, s, scale) * dot_n(dy, base + s * W + a.v(g), a.hs);
+        d += attention_p(probs, lse, base, a, b, h, t, s, scale, false) * dot_n(dy, base + s * W + a.v(g), a.hs);
       }
     } else {
       d = dot_n(dy, out + (b * a.T + t) * C + h * a.hs, a.hs);
@@ -115,10 +146,10 @@ TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, con
     float* dq = dqkv + (b * a.T + t) * W + a.q(h);
     for (int64_t i = 0; i < a.hs; ++i) dq[i] = 0.0f;
     for (int64_t s = 0; s <= t; ++s) {
-      const float p = attention_p(probs, lse, base, a, b, h, t, s, scale);
-      const float ds = p * (dot_n(dy, base + s * W + a.v(g), a.hs) - d) * scale;
+      const float p = attention_p(probs, lse, base, a, b, h, t, s, scale, bf16);
+      const float ds = bf16_if(p * (dot_r(dy, base + s * W + a.v(g), a.hs, bf16) - d) * scale, bf16);
       const float* k = base + s * W + a.k(g);
-      for (int64_t i = 0; i < a.hs; ++i) dq[i] += ds * k[i];
+      for (int64_t i = 0; i < a.hs; ++i) dq[i] += ds * bf16_if(k[i], bf16);
     }
   }
 }
@@ -126,7 +157,7 @@ TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, con
 // The key side, one thread per (b, g, s): dk_s and dv_s (overwritten) summed
 // over the group's query heads and the queries t >= s, in that order.
 TERA_KERNEL attention_backward_kv_k(float* dqkv, const float* D, const float* dout, const float* qkv,
-                                    const float* probs, const float* lse, AttnShape a, float scale) {
+                                    const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
   const int64_t rows = a.B * a.KV * a.T, W = a.width(), C = a.H * a.hs;
   for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
     const int64_t s = r % a.T, g = (r / a.T) % a.KV, b = r / (a.T * a.KV);
@@ -140,13 +171,14 @@ TERA_KERNEL attention_backward_kv_k(float* dqkv, const float* D, const float* do
     const float* v = base + s * W + a.v(g);
     for (int64_t h = g * a.group(); h < (g + 1) * a.group(); ++h) {
       for (int64_t t = s; t < a.T; ++t) {
-        const float p = attention_p(probs, lse, base, a, b, h, t, s, scale);
+        const float p = attention_p(probs, lse, base, a, b, h, t, s, scale, bf16);
         const float* dy = dout + (b * a.T + t) * C + h * a.hs;
-        const float ds = p * (dot_n(dy, v, a.hs) - D[(b * a.H + h) * a.T + t]) * scale;
+        const float ds = bf16_if(p * (dot_r(dy, v, a.hs, bf16) - D[(b * a.H + h) * a.T + t]) * scale, bf16);
         const float* q = base + t * W + a.q(h);
+        const float pr = bf16_if(p, bf16);
         for (int64_t i = 0; i < a.hs; ++i) {
-          dk[i] += ds * q[i];
-          dv[i] += p * dy[i];
+          dk[i] += ds * bf16_if(q[i], bf16);
+          dv[i] += pr * bf16_if(dy[i], bf16);
         }
       }
     }
