@@ -71,6 +71,8 @@ struct Block {
 int g_warp = 32;
 thread_local Block* g_block = nullptr;
 thread_local Fiber* g_current = nullptr;
+// Fiber stacks, default-initialised (new char[], not make_unique: zero-filling
+// 256 KiB per thread would touch every page of a 1024-thread block).
 thread_local std::vector<std::unique_ptr<char[]>> g_stacks;
 thread_local std::vector<Fiber> g_fibers;
 
@@ -234,7 +236,7 @@ void run(const char* kernel, Dim grid, int block, size_t shared_bytes, const std
     std::fprintf(stderr, "gpu-emu: kernel '%s' launched from inside kernel '%s'\n", kernel, g_block->kernel);
     std::abort();
   }
-  while (static_cast<int>(g_stacks.size()) < block) g_stacks.push_back(std::make_unique<char[]>(kStackBytes));
+  while (static_cast<int>(g_stacks.size()) < block) g_stacks.push_back(std::unique_ptr<char[]>(new char[kStackBytes]));
   g_fibers.resize(static_cast<size_t>(block));
   // Shared memory is reserved up front so pointers handed out stay valid.
   const size_t reserve = shared_bytes + 64 * 1024;
