@@ -92,6 +92,10 @@ struct Backend {
   // optional: "" when the backend can run here, else why not in the
   // driver's words (cuda without a usable GPU); tera train exits 2 with it.
   std::string (*unavailable)() = nullptr;
+  // optional: bytes this backend can still allocate (a GPU's free memory),
+  // 0 when unknown. tera train checks each rank's memory plan against it
+  // before allocating; without it, against the host's available memory.
+  int64_t (*memory_available)() = nullptr;
   // How host code reaches this backend's memory: what the device
   // communicator of each process group is (core/device_memory.h).
   DeviceAddressing addressing;

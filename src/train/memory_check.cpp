@@ -51,7 +51,8 @@ int64_t available_host_memory() {
   return avail;
 }
 
-std::string memory_refusal(const MemoryReport& need, int64_t available, int ranks_on_node, int rank) {
+std::string memory_refusal(const MemoryReport& need, int64_t available, int ranks_on_node, int rank,
+                           std::string_view memory) {
   if (available <= 0) return "";  // unknown: let the allocator decide
   const int64_t per_rank = available / std::max(1, ranks_on_node);
   if (need.total() <= per_rank) return "";
@@ -62,9 +63,9 @@ std::string memory_refusal(const MemoryReport& need, int64_t available, int rank
   }
   return fmt::format(
       "rank {} needs at least {} ({}) but "
-      "{} is available{}; make it fit with a smaller train.micro_batch, train.recompute = \"full\", a higher "
+      "{} of {} is available{}; make it fit with a smaller train.micro_batch, train.recompute = \"full\", a higher "
       "parallel.zero, or more ranks in parallel.tp / parallel.pp (`tera plan` lists the layouts that fit)",
-      rank, human_bytes(need.total()), classes, human_bytes(per_rank),
+      rank, human_bytes(need.total()), classes, human_bytes(per_rank), memory,
       ranks_on_node > 1 ? fmt::format(" to each of the {} ranks on this node ({} in all)", ranks_on_node,
                                       human_bytes(available))
                         : "");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/parallel_layout.h"
 #include "config/run_config.h"
@@ -25,7 +26,9 @@ MemoryReport estimate_rank_memory(const RunConfig& cfg, const ParallelLayout& la
 int64_t available_host_memory();
 
 // "" when `need` fits in `available` / ranks_on_node; else the message that
-// refuses the run (bytes needed per class, bytes available, what to change).
-std::string memory_refusal(const MemoryReport& need, int64_t available, int ranks_on_node, int rank);
+// refuses the run (bytes needed per class, bytes available and of what:
+// `memory` is "host memory" or "<backend> device memory", what to change).
+std::string memory_refusal(const MemoryReport& need, int64_t available, int ranks_on_node, int rank,
+                           std::string_view memory = "host memory");
 
 }  // namespace tera

@@ -105,10 +105,16 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     local = Status::error(cfg.source + ": train.backend = \"" + cfg.train.backend + "\" keeps tensors in device memory, "
                           "which needs NCCL/RCCL device communicators; this build has none");
   }
-  // Limits before allocation: every rank checks its own share.
-  if (local && options.ranks_on_node > 0) {
+  // Limits before allocation: every rank checks its own share, of its
+  // device's memory where the backend reports it (one rank per device),
+  // else of the node's host memory.
+  if (local && (backend.memory_available != nullptr || options.ranks_on_node > 0)) {
     const MemoryReport need = estimate_rank_memory(cfg, layout, layout.coord(world.rank()));
-    const std::string refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
+    const std::string refusal =
+        backend.memory_available != nullptr
+            ? memory_refusal(need, backend.memory_available(), 1, world.rank(),
+                             std::string(backend.name) + " device memory")
+            : memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
     if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
   if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {

@@ -155,6 +155,20 @@ class TrainRobustness(RobustnessCase):
             self.assert_refused(r, needles)
             self.assertNotIn("step 1/", r.stdout)
 
+    # Row 5b: a device backend's memory: the plan is checked against what the
+    # device has free (gpu-emu given 100 KiB here, the run needs 204 KiB), the
+    # refusal names the classes, the bytes and which memory; a malformed
+    # capacity is refused naming the variable.
+    def test_row05b_device_memory_refused_before_allocation(self):
+        cfg = self.config()
+        r = self.train(cfg, "out.dir=out", "train.backend=gpu-emu", env={"TERA_GPU_EMU_MEMORY": "100K"})
+        self.assert_refused(r, ["needs at least", "parameters", "100.00 KiB of gpu-emu device memory", "tera plan"])
+        self.assertNotIn("step 1/", r.stdout)
+        r = self.train(cfg, "out.dir=out", "train.backend=gpu-emu", env={"TERA_GPU_EMU_MEMORY": "lots"})
+        self.assert_refused(r, ["TERA_GPU_EMU_MEMORY", "lots", "suffix"])
+        r = self.train(cfg, "out.dir=out", "train.backend=gpu-emu", "train.steps=1", env={"TERA_GPU_EMU_MEMORY": "1G"})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     # Row 7: inf is refused like nan; an update that would overflow is skipped,
     # and the "last good" checkpoint it writes is finite.
     def test_row07_lr_inf_refused_and_overflowing_update_skipped(self):

@@ -211,6 +211,16 @@ std::string cuda_device_status() {
   return "";
 }
 
+// The GPU's free memory (cudaMemGetInfo); 0 (unknown) if the driver cannot say.
+static int64_t cuda_memory_available() {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(free_bytes);
+}
+
 std::string cuda_device_name() {
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "?";
@@ -225,6 +235,7 @@ const Backend& cuda_backend() {
         .gemm_library = "cuBLASLt",
         .gemm_bf16_path = cuda_gemm_bf16_path,
         .unavailable = cuda_device_status,
+        .memory_available = cuda_memory_available,
         .addressing = {DeviceAddressing::Kind::device, nullptr},
         .alloc = cuda_alloc,
         .release = cuda_release,

@@ -3,9 +3,13 @@
 // emulator, host GEMMs for the linear ops.
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/check.h"
@@ -48,17 +52,78 @@ T* host_of(T* p, const char* op) {
 
 void* to_host(const void* p) { return p == nullptr ? nullptr : host_of(const_cast<void*>(p), "the device communicator"); }
 
+// The emulated device's memory: unlimited like the host's, or
+// TERA_GPU_EMU_MEMORY bytes (suffix K, M, G or T: powers of 1024), which an
+// allocation past it fails as cudaMalloc does on a full GPU. The reductions'
+// scratch (gpu::scratch) is not counted.
+// TERA_GPU_EMU_MEMORY in bytes; -1 when unset (unlimited).
+int64_t emu_memory_capacity() {
+  const char* env = std::getenv("TERA_GPU_EMU_MEMORY");
+  if (env == nullptr || *env == '\0') return -1;
+  char* end = nullptr;
+  const long long n = std::strtoll(env, &end, 10);
+  int64_t unit = 1;
+  if (*end != '\0') {
+    const std::string suffix(end);
+    unit = suffix == "K" ? 1LL << 10 : suffix == "M" ? 1LL << 20 : suffix == "G" ? 1LL << 30 : suffix == "T" ? 1LL << 40 : 0;
+  }
+  if (end == env || n < 0 || unit == 0) {
+    std::fprintf(stderr,
+                 "tera: error: TERA_GPU_EMU_MEMORY='%s' is not a size: give bytes with an optional K, M, G or T "
+                 "suffix (e.g. 512M), or unset it for unlimited device memory\n",
+                 env);
+    std::exit(2);
+  }
+  return static_cast<int64_t>(n) * unit;
+}
+
+struct DeviceMemory {
+  std::mutex mu;
+  std::unordered_map<const void*, int64_t> sizes;
+  int64_t used = 0;
+  int64_t capacity = emu_memory_capacity();  // -1: unlimited
+};
+
+DeviceMemory& device_memory() {
+  static DeviceMemory m;
+  return m;
+}
+
 void* emu_alloc(int64_t bytes) {
+  DeviceMemory& dm = device_memory();
+  std::lock_guard<std::mutex> lock(dm.mu);
+  if (dm.capacity >= 0 && dm.used + bytes > dm.capacity) return nullptr;
   void* p = cpu::alloc(bytes);
   if (p == nullptr) return nullptr;
   TERA_ASSERT(!is_device(p), "gpu-emu: the host allocator returned an address with the device bit set");
   // Fresh device memory holds garbage on a GPU: NaN bytes here, so a kernel
   // that reads before writing shows it.
   std::memset(p, 0xff, static_cast<size_t>(bytes));
+  dm.sizes[p] = bytes;
+  dm.used += bytes;
   return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | gpu::emu::kDeviceBit);
 }
 
-void emu_release(void* p) { cpu::release(host_of(p, "release")); }
+void emu_release(void* p) {
+  if (p == nullptr) return;
+  void* h = host_of(p, "release");
+  DeviceMemory& dm = device_memory();
+  {
+    std::lock_guard<std::mutex> lock(dm.mu);
+    if (auto it = dm.sizes.find(h); it != dm.sizes.end()) {
+      dm.used -= it->second;
+      dm.sizes.erase(it);
+    }
+  }
+  cpu::release(h);
+}
+
+int64_t emu_memory_available() {
+  DeviceMemory& dm = device_memory();
+  std::lock_guard<std::mutex> lock(dm.mu);
+  if (dm.capacity < 0) return 0;  // unknown: unlimited
+  return std::max<int64_t>(1, dm.capacity - dm.used);
+}
 
 void emu_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
   const bool dst_dev = kind != CopyKind::device_to_host, src_dev = kind != CopyKind::host_to_device;
@@ -129,6 +194,7 @@ const Backend& gpu_emu_backend() {
         .name = "gpu-emu",
         .gemm_library = "host GEMM (gpu-emu)",
         .gemm_bf16_path = emu_gemm_bf16_path,
+        .memory_available = emu_memory_available,
         .addressing = {DeviceAddressing::Kind::mapped_host, to_host},
         .alloc = emu_alloc,
         .release = emu_release,
