@@ -214,6 +214,10 @@ struct AdamWSegment {  // every pointer device memory
   float* v;
   int64_t n;
   float weight_decay;
+  // Optional: the update also writes each updated parameter rounded to bf16
+  // (nearest even) here: the bf16 compute copy of train.precision = "bf16",
+  // made in the same pass instead of a cast after it.
+  uint16_t* param_bf16 = nullptr;
 };
 // nonfinite == nullptr: apply the update to every segment. Otherwise a dry
 // run: nothing is written; nonfinite[0] (device) = number of elements whose

@@ -52,7 +52,7 @@ std::vector<AdamWSegment> AdamW::batch(const std::vector<Span>& spans) const {
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Segment& s = segments_[i];
     out.push_back({spans[i].param, spans[i].grad, m_ + state_offset_[i], v_ + state_offset_[i], s.end - s.begin,
-                   s.decay ? cfg_.weight_decay : 0.0f});
+                   s.decay ? cfg_.weight_decay : 0.0f, spans[i].param_bf16});
   }
   return out;
 }

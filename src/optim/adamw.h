@@ -29,6 +29,7 @@ class AdamW {
   struct Span {          // device memory
     float* param;       // param[0 .. end-begin)
     const float* grad;  // grad[0 .. end-begin)
+    uint16_t* param_bf16 = nullptr;  // optional: the update also writes bf16(param) here
   };
 
   // Binds the moments to the optimizer class of `memory` (adam_m, adam_v:

@@ -324,7 +324,7 @@ void ZeroMemory::finish_gradients() {
 std::vector<ZeroMemory::Shard> ZeroMemory::shards() {
   std::vector<Shard> out;
   if (zero_ == 0) {
-    out.push_back({0, table_.total_floats(), params_, grads_});
+    out.push_back({0, table_.total_floats(), params_, grads_, compute_});
     return out;
   }
   const auto& units = table_.units();
@@ -400,7 +400,8 @@ void ZeroMemory::shards_updated() {
     }
     for (auto& r : reqs) dp_.wait(r);
   }
-  refresh_compute_weights();
+  // ZeRO-0: the optimizer wrote the bf16 copy with the update (shards()).
+  if (zero_ != 0) refresh_compute_weights();
 }
 
 void ZeroMemory::gather_parameters(float* out) {

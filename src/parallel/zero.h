@@ -97,12 +97,17 @@ class ZeroMemory final : public ParamMemory {
     int64_t begin, end;
     float* param;
     float* grad;
+    // ZeRO-0 with bf16 GEMMs: the bf16 copy of param, which the optimizer
+    // writes in its update (shards_updated then casts nothing); else null.
+    uint16_t* compute = nullptr;
   };
   // Valid after finish_gradients; the ranges are update_ranges().
   std::vector<Shard> shards();
   const std::vector<std::pair<int64_t, int64_t>>& update_ranges() const { return ranges_; }
-  // After the caller wrote new parameters into shards(): zero 1/2 all-gather
-  // every unit back in place; gathered copies (zero 3) are stale from here on.
+  // After the caller wrote new parameters into shards() (and, at ZeRO-0, each
+  // shard's compute copy where it is non-null: the optimizer's update does):
+  // zero 1/2 all-gather every unit back in place and remake the bf16 copy;
+  // gathered copies (zero 3) are stale from here on.
   void shards_updated();
   // `full` (host memory) is in the table's layout with this rank's
   // update_ranges() filled (an optimizer moment, say): collective over dp for

@@ -65,7 +65,8 @@ std::vector<AdamW::Span> Engine::adam_spans() {
     while (s.begin >= shards[k].end) ++k;
     const ZeroMemory::Shard& sh = shards[k];
     TERA_ASSERT(s.begin >= sh.begin && s.end <= sh.end);
-    out.push_back({sh.param + (s.begin - sh.begin), sh.grad + (s.begin - sh.begin)});
+    out.push_back({sh.param + (s.begin - sh.begin), sh.grad + (s.begin - sh.begin),
+                   sh.compute == nullptr ? nullptr : sh.compute + (s.begin - sh.begin)});
   }
   return out;
 }

@@ -863,6 +863,29 @@ TEST_P(Conformance, AdamWFirstStepClosedFormOverSegments) {
   EXPECT_EQ(device_doubles(be(), bad, 1)[0], static_cast<double>(n));
   const std::vector<float> p3 = pf.host();
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(p3[i], p2[i]);
+  // With a bf16 copy requested, the update writes each new parameter rounded
+  // to bf16 (nearest even) there, bit for bit what cast makes of it, and
+  // leaves the fp32 update as it was. The dry run writes no copy.
+  auto* copy = static_cast<uint16_t*>(be().alloc(n * static_cast<int64_t>(sizeof(uint16_t))));
+  be().fill(copy, DType::bf16, 0.0, n);
+  std::vector<AdamWSegment> with_copy = segs;
+  with_copy[0].param_bf16 = copy;
+  with_copy[1].param_bf16 = copy + split;
+  be().adamw(with_copy.data(), 2, a, bad);
+  std::vector<uint16_t> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+  be().copy(got.data(), copy, n * static_cast<int64_t>(sizeof(uint16_t)), CopyKind::device_to_host);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], 0) << "the dry run wrote the bf16 copy at " << i;
+  a.lr = 0.01f;
+  be().adamw(with_copy.data(), 2, a, nullptr);
+  const std::vector<float> p4 = pf.host();
+  be().copy(got.data(), copy, n * static_cast<int64_t>(sizeof(uint16_t)), CopyKind::device_to_host);
+  cpu::cast(want.data(), DType::bf16, p4.data(), DType::f32, n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "bf16 copy of the updated parameter " << i;
+  std::vector<double> pe(p3.begin(), p3.end());
+  cpu::adamw<double>(pe.data(), gd.data(), md.data(), vd.data(), split, a, 0.1f);
+  cpu::adamw<double>(pe.data() + split, gd.data() + split, md.data() + split, vd.data() + split, n - split, a, 0.0f);
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p4[i], pe[i], 32 * kEps32 * (std::abs(pe[i]) + 0.01)) << i;
+  be().release(copy);
   be().release(bad);
 }
 

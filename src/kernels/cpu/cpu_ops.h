@@ -101,7 +101,8 @@ void ce_finalize(T* losses, T* logits, const int32_t* targets, const T* rowmax, 
 // One AdamW update of a flat range with weight decay wd (the arithmetic of
 // ops.h's AdamWFn); the backend's multi-tensor adamw calls it per segment.
 template <typename T>
-void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd);
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd,
+           uint16_t* param_bf16 = nullptr);
 // How many elements of the range the update would make non-finite (p, m or
 // v), computed with the same arithmetic, writing nothing.
 int64_t adamw_nonfinite(const float* param, const float* grad, const float* m, const float* v, int64_t n,

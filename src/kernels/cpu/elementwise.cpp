@@ -8,6 +8,8 @@
 
 #include <omp.h>
 
+#include "core/check.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tera::cpu {
@@ -65,8 +67,25 @@ struct AdamWScalars {
 }  // namespace
 
 template <typename T>
-void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd) {
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd, uint16_t* param_bf16) {
   const AdamWScalars<T> k(a, wd);
+  if constexpr (sizeof(T) == 4) {
+    if (param_bf16 != nullptr) {
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) {
+        const T g = grad[i] * k.gs;
+        const T mi = k.b1 * m[i] + k.omb1 * g;
+        const T vi = k.b2 * v[i] + k.omb2 * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        const T p = param[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
+        param[i] = p;
+        param_bf16[i] = to_bf16(p);
+      }
+      return;
+    }
+  }
+  TERA_ASSERT(param_bf16 == nullptr, "adamw: a bf16 copy of fp64 parameters");
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T g = grad[i] * k.gs;
@@ -151,7 +170,7 @@ void adamw_segments(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a,
   }
   for (int64_t k = 0; k < nsegs; ++k) {
     const AdamWSegment& s = segs[k];
-    adamw<float>(s.param, s.grad, s.m, s.v, s.n, a, s.weight_decay);
+    adamw<float>(s.param, s.grad, s.m, s.v, s.n, a, s.weight_decay, s.param_bf16);
   }
 }
 
@@ -159,8 +178,8 @@ template void residual_forward<float>(float*, const float*, const float*, int64_
 template void residual_forward<double>(double*, const double*, const double*, int64_t);
 template void bias_residual<float>(float*, const float*, const float*, const float*, int64_t, int64_t);
 template void bias_residual<double>(double*, const double*, const double*, const double*, int64_t, int64_t);
-template void adamw<float>(float*, const float*, float*, float*, int64_t, const AdamWArgs&, float);
-template void adamw<double>(double*, const double*, double*, double*, int64_t, const AdamWArgs&, float);
+template void adamw<float>(float*, const float*, float*, float*, int64_t, const AdamWArgs&, float, uint16_t*);
+template void adamw<double>(double*, const double*, double*, double*, int64_t, const AdamWArgs&, float, uint16_t*);
 template double sum_squares<float>(const float*, int64_t);
 template double sum_squares<double>(const double*, int64_t);
 

@@ -313,8 +313,8 @@ inline void adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, d
     if (seg.n <= 0) continue;
     const AdamWScalars k = adamw_scalars(a, seg.weight_decay);
     if (nonfinite == nullptr) {
-      TERA_LAUNCH(adamw_k, grid_x(blocks_for(seg.n)), kThreads, 0, seg.param, seg.grad, seg.m, seg.v,
-                  static_cast<uint16_t*>(nullptr), seg.n, k);
+      TERA_LAUNCH(adamw_k, grid_x(blocks_for(seg.n)), kThreads, 0, seg.param, seg.grad, seg.m, seg.v, seg.param_bf16,
+                  seg.n, k);
     } else {
       const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(seg.n), kReduceMaxBlocks));
       auto* part = static_cast<double*>(scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));

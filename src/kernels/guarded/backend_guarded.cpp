@@ -112,6 +112,7 @@ void guarded_adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, 
     s.grad = host_of(s.grad, "adamw");
     s.m = host_of(s.m, "adamw");
     s.v = host_of(s.v, "adamw");
+    s.param_bf16 = host_of(s.param_bf16, "adamw");
   }
   cpu::adamw_segments(h.data(), nsegs, a, host_of(nonfinite, "adamw"));
 }
