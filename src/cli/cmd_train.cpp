@@ -159,8 +159,8 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
   fmt::print("compute: {} backend, GEMM by {}; {:.1f} MFLOP per token\n", tr.backend().name, tr.backend().gemm_library,
              spec.train_flops_per_token() / 1e6);
   if (cfg.train.precision == DType::bf16) {
-    fmt::print("precision: bf16 GEMM inputs, fp32 accumulation; fp32 master weights, activations and reductions; "
-               "bf16 GEMMs by {}\n", tr.backend().gemm_bf16_path());
+    fmt::print("precision: bf16 inputs to the GEMMs and flash attention's products, fp32 accumulation; fp32 master "
+               "weights, activations and reductions; bf16 GEMMs by {}\n", tr.backend().gemm_bf16_path());
   }
   std::fflush(stdout);
 }

@@ -1,9 +1,11 @@
 // The CPU backend table: fp32 instantiations of the kernels in cpu_ops.h,
 // over device memory that is plain host memory (memory.cpp).
+#include <string>
 #include <string_view>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/tile_mac.h"
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 #if defined(TERA_HAVE_CUDA)
 #include "kernels/gpu/cuda/backend_cuda.h"
@@ -12,6 +14,14 @@
 namespace tera {
 
 namespace {
+// What multiplies bf16 on this CPU: the linear layers' GEMMs and the flash
+// attention's tile products, in words, for tera train's start-up line.
+const char* cpu_bf16_paths() {
+  static const std::string s =
+      std::string(cpu::gemm_bf16_path()) + "; flash attention tiles by " + cpu::tile_mac_bf16_path();
+  return s.c_str();
+}
+
 bool cpu_supports(KernelOp op, DType dtype) {
   if (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16) return dtype == DType::bf16;
   return dtype == DType::f32;
@@ -22,7 +32,7 @@ const Backend& cpu_backend() {
   static const Backend backend = {
       .name = "cpu",
       .gemm_library = "oneDNN dnnl_sgemm",
-      .gemm_bf16_path = cpu::gemm_bf16_path,
+      .gemm_bf16_path = cpu_bf16_paths,
       .addressing = DeviceAddressing{DeviceAddressing::Kind::host, nullptr},
       .alloc = cpu::alloc,
       .release = cpu::release,
