@@ -1,7 +1,8 @@
 // The one interface through which ranks talk (DESIGN.md invariant 6): MPI for
 // host buffers (mpi_comm.cpp), an in-process world of N threads
-// (in_process_comm.cpp: one-process runs and unit tests), NCCL/RCCL for device buffers later. Nothing outside
-// src/comm/ calls MPI or NCCL.
+// (in_process_comm.cpp: one-process runs and unit tests), NCCL for device
+// buffers (nccl_comm.cpp, where built). Nothing outside src/comm/ calls MPI
+// or NCCL.
 //
 // Collective semantics (all ranks of the communicator call in the same order):
 //   all_reduce(buf, n)            buf[i] = op over ranks of buf[i]            (in place)

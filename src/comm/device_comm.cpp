@@ -1,7 +1,10 @@
-// Device communicators: the mapped-host forwarder; see device_comm.h.
+// Device communicators: the mapped-host forwarder, and NCCL where built; see device_comm.h.
 #include "comm/device_comm.h"
 
 #include "core/check.h"
+#if defined(TERA_HAVE_NCCL)
+#include "comm/nccl_comm.h"
+#endif
 
 namespace tera {
 
@@ -54,6 +57,9 @@ Expected<std::unique_ptr<Communicator>> make_device_communicator(Communicator& h
       if (addressing.to_host == nullptr) return Status::error("a mapped_host backend must give to_host");
       return std::unique_ptr<Communicator>(std::make_unique<MappedCommunicator>(host, addressing.to_host));
     case DeviceAddressing::Kind::device:
+#if defined(TERA_HAVE_NCCL)
+      return make_nccl_communicator(host, addressing.compute_stream == nullptr ? nullptr : addressing.compute_stream());
+#endif
       return Status::error("this backend's memory is device memory, which needs NCCL/RCCL device communicators; this "
                            "build has none (only MPI), so it cannot run that backend across ranks");
   }

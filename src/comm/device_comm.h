@@ -8,8 +8,10 @@
 //                pointer through the backend's to_host (the cpu-guarded
 //                backend), so MPI moves the real memory and host code still
 //                never dereferences a device pointer;
-//   device       NCCL / RCCL, which this build does not have: refused with
-//                a message, so no MPI call ever receives a device pointer.
+//   device       NCCL (nccl_comm.h) where the build found it beside the
+//                CUDA toolkit; without it refused with a message, so no MPI
+//                call ever receives a device pointer. RCCL (same API) is not
+//                built: Debian 12 has none.
 #pragma once
 
 #include <memory>

@@ -22,6 +22,9 @@ struct DeviceAddressing {
   Kind kind = Kind::host;
   // mapped_host only: the host address of a device pointer (null stays null).
   void* (*to_host)(const void* device_ptr) = nullptr;
+  // device only: the stream the backend queues its ops on (a cudaStream_t),
+  // after which the device communicator orders its collectives.
+  void* (*compute_stream)() = nullptr;
 };
 
 }  // namespace tera

@@ -212,6 +212,8 @@ std::string cuda_device_status() {
 }
 
 // The GPU's free memory (cudaMemGetInfo); 0 (unknown) if the driver cannot say.
+static void* cuda_compute_stream() { return static_cast<void*>(ctx().stream); }
+
 static int64_t cuda_memory_available() {
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
@@ -236,7 +238,7 @@ const Backend& cuda_backend() {
         .gemm_bf16_path = cuda_gemm_bf16_path,
         .unavailable = cuda_device_status,
         .memory_available = cuda_memory_available,
-        .addressing = {DeviceAddressing::Kind::device, nullptr},
+        .addressing = {DeviceAddressing::Kind::device, nullptr, cuda_compute_stream},
         .alloc = cuda_alloc,
         .release = cuda_release,
         .fill = cuda_fill,

@@ -2,9 +2,9 @@
 // (fp32; bf16 inputs with fp32 accumulation) and the kernel dialect's kernels
 // (kernels/gpu/ops_launch.h) compiled by nvcc for sm_90 and sm_80.
 //
-// Not yet complete: the ops not yet written in the dialect are null in its
-// table, so it is not offered to train.backend; scripts/device-check runs
-// its conformance checks and benchmarks on a GPU node.
+// Its table is complete and train.backend = "cuda" offers it where built;
+// it has never run on a GPU. scripts/device-check runs its conformance
+// checks and benchmarks on a GPU node.
 #pragma once
 
 #include <string>

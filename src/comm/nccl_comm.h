@@ -1,0 +1,19 @@
+// The NCCL device communicator (nccl_comm.cpp), built where the CUDA toolkit
+// has NCCL (TERA_HAVE_NCCL). Never run yet: no GPU has been at hand.
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+
+namespace tera {
+
+// A communicator over the same ranks as `host` (which must outlive it) that
+// carries device buffers with NCCL: rank 0's ncclUniqueId is broadcast over
+// host, every rank joins with ncclCommInitRank. Each operation waits on the
+// backend's compute stream (an event recorded there), runs on this
+// communicator's own stream, and completes its Request with an event there.
+Expected<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& host, void* compute_stream);
+
+}  // namespace tera
