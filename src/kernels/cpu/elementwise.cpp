@@ -69,23 +69,7 @@ struct AdamWScalars {
 template <typename T>
 void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd, uint16_t* param_bf16) {
   const AdamWScalars<T> k(a, wd);
-  if constexpr (sizeof(T) == 4) {
-    if (param_bf16 != nullptr) {
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) {
-        const T g = grad[i] * k.gs;
-        const T mi = k.b1 * m[i] + k.omb1 * g;
-        const T vi = k.b2 * v[i] + k.omb2 * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        const T p = param[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
-        param[i] = p;
-        param_bf16[i] = to_bf16(p);
-      }
-      return;
-    }
-  }
-  TERA_ASSERT(param_bf16 == nullptr, "adamw: a bf16 copy of fp64 parameters");
+  TERA_ASSERT(param_bf16 == nullptr || sizeof(T) == 4, "adamw: a bf16 copy of fp64 parameters");
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const T g = grad[i] * k.gs;
@@ -93,7 +77,9 @@ void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, f
     const T vi = k.b2 * v[i] + k.omb2 * g * g;
     m[i] = mi;
     v[i] = vi;
-    param[i] = param[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
+    const T p = param[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
+    param[i] = p;
+    if (param_bf16 != nullptr) param_bf16[i] = to_bf16(static_cast<float>(p));  // the bf16 compute copy
   }
 }
 
