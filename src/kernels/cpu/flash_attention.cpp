@@ -219,7 +219,7 @@ void backward(float* dqkv, const float* dout, const float* qkv, const float* out
                 tile_mac_f32(S, kTile, Q, W, tl.Kt.data(), kTile, M, N, hs);
                 tile_mac_f32(dP, kTile, dY, C, tl.Vt.data(), kTile, M, N, hs);
               }
-              // P and dS in place of S and dP; their transposes for dV and dK.
+              // P and dS in place of S and dP (fp32: and their transposes for dV and dK).
               for (int64_t r = 0; r < M; ++r) {
                 const int64_t valid = std::clamp<int64_t>(t0 + r - s0 + 1, 0, N);
                 const float lr = ls[t0 + r], dr = D[t0 + r];
@@ -230,17 +230,20 @@ void backward(float* dqkv, const float* dout, const float* qkv, const float* out
                   dprow[n] = p * (dprow[n] - dr) * scale;
                 }
                 for (int64_t n = valid; n < N; ++n) srow[n] = dprow[n] = 0;
-                for (int64_t n = 0; n < N; ++n) {
-                  PT[n * kTile + r] = srow[n];
-                  dST[n * kTile + r] = dprow[n];
+                if constexpr (!kBf16) {
+                  for (int64_t n = 0; n < N; ++n) {
+                    PT[n * kTile + r] = srow[n];
+                    dST[n * kTile + r] = dprow[n];
+                  }
                 }
               }
               if constexpr (kBf16) {
                 uint16_t *PTb = tl.a0.data(), *dSTb = tl.a1.data(), *dSb = tl.a2.data();
                 pack_pairs(Qn, M, hs, [&](int64_t r, int64_t i) { return Q[r * W + i]; });
                 pack_pairs(dYn, M, hs, [&](int64_t r, int64_t i) { return dY[r * C + i]; });
-                pack_rows(PTb, ME, N, M, [&](int64_t n, int64_t r) { return PT[n * kTile + r]; });
-                pack_rows(dSTb, ME, N, M, [&](int64_t n, int64_t r) { return dST[n * kTile + r]; });
+                // The transposes of P and dS, rounded as they are packed.
+                pack_rows(PTb, ME, N, M, [&](int64_t n, int64_t r) { return S[r * kTile + n]; });
+                pack_rows(dSTb, ME, N, M, [&](int64_t n, int64_t r) { return dP[r * kTile + n]; });
                 pack_rows(dSb, NE, M, N, [&](int64_t r, int64_t n) { return dP[r * kTile + n]; });
                 tile_mac_bf16(dV, W, PTb, ME, dYn, hs, N, hs, ME / 2);
                 tile_mac_bf16(dK, W, dSTb, ME, Qn, hs, N, hs, ME / 2);

@@ -137,7 +137,8 @@ inline void rmsnorm_backward(float* dx, float* dg, const float* dout, const floa
   const unsigned cblocks = static_cast<unsigned>((C + kThreads - 1) / kThreads);
   TERA_LAUNCH(rmsnorm_backward_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dout, x,
               rstd, N, C);
-  TERA_LAUNCH(rmsnorm_backward_sum_k, grid_x(cblocks), kThreads, 0, dg, static_cast<const float*>(part), chunks, C);
+  // dg[c] += the chunk partials in chunk order: the column sums of part[chunks, C].
+  TERA_LAUNCH(column_sums_k, grid_x(cblocks), kThreads, 0, dg, static_cast<const float*>(part), chunks, C);
 }
 
 inline void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {

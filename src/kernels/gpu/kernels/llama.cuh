@@ -55,15 +55,6 @@ TERA_KERNEL rmsnorm_backward_partials_k(float* part, const float* dout, const fl
   part[chunk * C + c] = s;
 }
 
-// dg[c] += the chunk partials in chunk order.
-TERA_KERNEL rmsnorm_backward_sum_k(float* dg, const float* part, int64_t chunks, int64_t C) {
-  const int64_t c = static_cast<int64_t>(block_x()) * block_dim_x() + thread_x();
-  if (c >= C) return;
-  float s = 0.0f;
-  for (int64_t k = 0; k < chunks; ++k) s += part[k * C + c];
-  dg[c] += s;
-}
-
 TERA_KERNEL swiglu_forward_k(float* out, const float* gate, const float* up, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
     const float z = gate[i];
