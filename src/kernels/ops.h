@@ -39,15 +39,16 @@ using LinearBackwardFn = void (*)(float* dx, float* dW, float* db, const float* 
                                   const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx);
 
 // The same linear layers with bf16 GEMM inputs (train.precision = "bf16"):
-// W[O,I] is a bf16 copy of the fp32 weights (bf16 values are uint16_t, the
-// upper half of the fp32 pattern), the fp32 activations x and dy are
-// rounded to bf16 (nearest even) into `cast`, device workspace of at least
-// N*(I+O) bf16 values, and the products accumulate in fp32. Every output
+// W[O,I] is a bf16 copy of the fp32 weights and x[N,I] the input already in
+// bf16 (bf16 values are uint16_t, the upper half of the fp32 pattern; the
+// caller keeps x so, or rounds it once with the cast op). The fp32 gradient dy
+// is rounded to bf16 (nearest even) into `cast`, device workspace of at
+// least N*O bf16 values, and the products accumulate in fp32. Every output
 // (y, dx, dW, db) is fp32 and accumulates as in the fp32 ops; db sums the
 // fp32 dy.
-using LinearForwardBf16Fn = void (*)(float* y, const float* x, const uint16_t* W, const float* b, int64_t N,
-                                     int64_t I, int64_t O, uint16_t* cast);
-using LinearBackwardBf16Fn = void (*)(float* dx, float* dW, float* db, const float* dy, const float* x,
+using LinearForwardBf16Fn = void (*)(float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N,
+                                     int64_t I, int64_t O);
+using LinearBackwardBf16Fn = void (*)(float* dx, float* dW, float* db, const float* dy, const uint16_t* x,
                                       const uint16_t* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx,
                                       uint16_t* cast);
 

@@ -44,7 +44,10 @@ struct BlockWeights {
 
 // What one block's forward writes for a micro-batch (ModelSpec::
 // block_activations of a GPT-2 block without dropout): the attention keeps
-// its probabilities (naive) or its row log-sum-exp (flash), not both.
+// its probabilities (naive) or its row log-sum-exp (flash), not both. The
+// tensors only a linear layer reads (ln1, ln2, fch_gelu, fch_swiglu) are
+// kept in the linear layers' input dtype: with bf16 GEMMs their _bf16 field
+// is set and the fp32 one is null.
 struct BlockActs {
   float* ln1;       // [Nt, C]        LN_1(x), this rank's tokens under sp
   float* ln1_mean;  // [Nt]           (LayerNorm only)
@@ -62,14 +65,20 @@ struct BlockActs {
   float* fch_gate;  // [N, Fl]        gate_proj's output (Llama)
   float* fch_swiglu;  // [N, Fl]      silu(gate) * up, down_proj's input (Llama)
   float* out;       // [Nt, C]        res1 + MLP: the next block's input
+  uint16_t* ln1_bf16 = nullptr;         // bf16 GEMMs: ln1, ln2, fch_gelu, fch_swiglu in bf16
+  uint16_t* ln2_bf16 = nullptr;
+  uint16_t* fch_gelu_bf16 = nullptr;
+  uint16_t* fch_swiglu_bf16 = nullptr;
 };
 
-// A table row: the tensor's ModelSpec name and the field of S it binds to.
+// A table row: the tensor's ModelSpec name and the field of S it binds to
+// (bf16_field: where it binds when the list keeps it in bf16).
 template <typename S>
 struct TensorRow {
   std::string_view name;
   float* S::*field;
   bool optional = false;  // a list may lack it (then the field stays null)
+  uint16_t* S::*bf16_field = nullptr;
 };
 
 // Parameters, named as in ModelSpec::params() less the "h.<layer>." prefix.
@@ -95,7 +104,7 @@ using BlockWeightOffsets = std::array<int64_t, kBlockWeightRows.size()>;
 // Activations, named as in ModelSpec::block_activations (which is also what
 // saved_block_activations keeps without recomputation).
 inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
-    {"ln1", &BlockActs::ln1},
+    {"ln1", &BlockActs::ln1, false, &BlockActs::ln1_bf16},
     {"ln1_mean", &BlockActs::ln1_mean, true},
     {"ln1_rstd", &BlockActs::ln1_rstd},
     {"qkv", &BlockActs::qkv},
@@ -103,13 +112,13 @@ inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
     {"softmax_lse", &BlockActs::lse, true},
     {"atty", &BlockActs::atty},
     {"res1", &BlockActs::res1},
-    {"ln2", &BlockActs::ln2},
+    {"ln2", &BlockActs::ln2, false, &BlockActs::ln2_bf16},
     {"ln2_mean", &BlockActs::ln2_mean, true},
     {"ln2_rstd", &BlockActs::ln2_rstd},
     {"fch", &BlockActs::fch},
-    {"fch_gelu", &BlockActs::fch_gelu, true},
+    {"fch_gelu", &BlockActs::fch_gelu, true, &BlockActs::fch_gelu_bf16},
     {"fch_gate", &BlockActs::fch_gate, true},
-    {"fch_swiglu", &BlockActs::fch_swiglu, true},
+    {"fch_swiglu", &BlockActs::fch_swiglu, true, &BlockActs::fch_swiglu_bf16},
     {"out", &BlockActs::out},
 });
 
@@ -152,6 +161,26 @@ S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::s
   TERA_ASSERT(names.size() == ptrs.size());
   const std::vector<size_t> index = match_rows(rows, names, what);
   for (size_t i = 0; i < names.size(); ++i) s.*rows[index[i]].field = ptrs[i];
+  return s;
+}
+
+// The same for buffers of either dtype: bf16_ptrs[i] non-null binds names[i]
+// to its row's bf16 field (asserted to exist), else ptrs[i] to the fp32 one.
+template <typename S, size_t R>
+S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
+               const std::vector<float*>& ptrs, const std::vector<uint16_t*>& bf16_ptrs, std::string_view what,
+               S s = {}) {
+  TERA_ASSERT(names.size() == ptrs.size() && names.size() == bf16_ptrs.size());
+  const std::vector<size_t> index = match_rows(rows, names, what);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorRow<S>& row = rows[index[i]];
+    if (bf16_ptrs[i] == nullptr) {
+      s.*row.field = ptrs[i];
+      continue;
+    }
+    TERA_ASSERT(row.bf16_field != nullptr, std::string(what) + ": " + names[i] + " is bf16 but its row binds only fp32");
+    s.*row.bf16_field = bf16_ptrs[i];
+  }
   return s;
 }
 

@@ -86,7 +86,8 @@ void Gpt::derive_local_sizes() {
 namespace {
 struct NamedViews {
   std::vector<std::string> names;
-  std::vector<float*> ptrs;
+  std::vector<float*> ptrs;          // an fp32 buffer's, else null
+  std::vector<uint16_t*> bf16_ptrs;  // a bf16 buffer's (a linear layer's input under bf16 GEMMs), else null
 };
 NamedViews views_of(const DeviceArena& acts, const std::string& prefix, const std::vector<BufferInfo>& table,
                     int64_t k) {
@@ -95,7 +96,9 @@ NamedViews views_of(const DeviceArena& acts, const std::string& prefix, const st
     const ArenaLayout::Entry* e = acts.layout().find(prefix + b.name);
     TERA_ASSERT(e != nullptr, "the memory plan has no activation buffer " + prefix + b.name);
     v.names.push_back(b.name);
-    v.ptrs.push_back(acts.at<float>(*e, k));
+    const bool bf16 = b.dtype == DType::bf16;
+    v.ptrs.push_back(bf16 ? nullptr : acts.at<float>(*e, k));
+    v.bf16_ptrs.push_back(bf16 ? acts.at<uint16_t>(*e, k) : nullptr);
   }
   return v;
 }
@@ -107,7 +110,7 @@ NamedViews views_of(const DeviceArena& acts, const std::string& prefix, const st
 void Gpt::bind_recompute_working_set(const DeviceArena& acts) {
   if (opts_.recompute != Recompute::full || plan().num_layers() == 0) return;
   const NamedViews v = views_of(acts, "recompute.", spec_.block_activations(max_batch_, spec_.config().seq_len, opts_), 0);
-  recompute_acts_ = bind_by_name(kBlockActRows, v.names, v.ptrs, "block_activations");
+  recompute_acts_ = bind_by_name(kBlockActRows, v.names, v.ptrs, v.bf16_ptrs, "block_activations");
   check_attention_buffers(recompute_acts_);
 }
 
@@ -152,10 +155,10 @@ void Gpt::bind_slots(const DeviceArena& acts, int slot_count) {
     for (int64_t i = 0; i < layers; ++i) {
       const NamedViews v = views_of(acts, "slot.h.", saved, k * layers + i);
       if (opts_.recompute == Recompute::full) {
-        s.blocks.push_back(bind_by_name(kFullRecomputeSavedRows, v.names, v.ptrs,
+        s.blocks.push_back(bind_by_name(kFullRecomputeSavedRows, v.names, v.ptrs, v.bf16_ptrs,
                                         "saved_block_activations (full recompute)", recompute_acts_));
       } else {
-        s.blocks.push_back(bind_by_name(kBlockActRows, v.names, v.ptrs, "saved_block_activations"));
+        s.blocks.push_back(bind_by_name(kBlockActRows, v.names, v.ptrs, v.bf16_ptrs, "saved_block_activations"));
         check_attention_buffers(s.blocks.back());
       }
     }
@@ -327,6 +330,17 @@ const float* Gpt::gathered(const float* x_tokens, int64_t N) {
   return ws_.full;
 }
 
+Gpt::LinearInput Gpt::norm_output(const float* f32, const uint16_t* bf16, int64_t N) {
+  if (bf16 == nullptr) return {gathered(f32, N), nullptr};
+  if (!opts_.sequence_parallel) return {nullptr, bf16};
+  tp_.gather_forward_bf16(bf16, ws_.cast, rows(N) * spec_.config().hidden);
+  return {nullptr, ws_.cast};
+}
+
+void Gpt::keep_bf16(uint16_t* bf16, const float* staged, int64_t n) {
+  if (bf16 != nullptr) be_.cast(bf16, DType::bf16, staged, DType::f32, n);
+}
+
 float* Gpt::partial_sum_buffer(float* out) { return opts_.sequence_parallel ? ws_.full : out; }
 
 void Gpt::reduce_partial_sum(float* out, int64_t N) {
@@ -380,8 +394,10 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   // Attention: column-parallel QKV over local heads (rotated on a Llama
   // block), row-parallel output projection.
-  norm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt);
-  linear_fwd(a.qkv, gathered(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, Ql_, ws_.cast);
+  float* ln1 = staged(a.ln1, a.ln1_bf16, ws_.dnarrow);
+  norm_forward(ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt);
+  keep_bf16(a.ln1_bf16, ln1, Nt * C);
+  linear_fwd(a.qkv, norm_output(a.ln1, a.ln1_bf16, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, Ql_, ws_.cast);
   if (llama_) be_.rope_forward(a.qkv, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
   if (opts_.flash_attention) {
     // Its products take bf16 operands with the linear layers' (the naive kernel stays fp32).
@@ -390,20 +406,27 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   } else {
     be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Hl_, KVl_, hs_);
   }
-  linear_fwd(partial_sum_buffer(a.res1), a.atty, w.proj_w, w.bf16(w.proj_w), nullptr, N, Cl_, C, ws_.cast);
+  linear_fwd(partial_sum_buffer(a.res1), {a.atty}, w.proj_w, w.bf16(w.proj_w), nullptr, N, Cl_, C, ws_.cast);
   reduce_partial_sum(a.res1, N);
   be_.bias_residual(a.res1, a.res1, w.proj_b, x, Nt, C);
   // MLP: column-parallel FC (and gate), row-parallel projection.
-  norm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt);
-  const float* ln2 = gathered(a.ln2, N);
+  float* ln2_tokens = staged(a.ln2, a.ln2_bf16, ws_.dnarrow);
+  norm_forward(ln2_tokens, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt);
+  keep_bf16(a.ln2_bf16, ln2_tokens, Nt * C);
+  const LinearInput ln2 = norm_output(a.ln2, a.ln2_bf16, N);
   linear_fwd(a.fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
-  const float* act = a.fch_gelu;
+  LinearInput act;
   if (gated_) {
     linear_fwd(a.fch_gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
-    be_.swiglu_forward(a.fch_swiglu, a.fch_gate, a.fch, N * Fl_);
-    act = a.fch_swiglu;
+    float* swiglu = staged(a.fch_swiglu, a.fch_swiglu_bf16, ws_.dwide);
+    be_.swiglu_forward(swiglu, a.fch_gate, a.fch, N * Fl_);
+    keep_bf16(a.fch_swiglu_bf16, swiglu, N * Fl_);
+    act = {a.fch_swiglu, a.fch_swiglu_bf16};
   } else {
-    be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
+    float* gelu = staged(a.fch_gelu, a.fch_gelu_bf16, ws_.dwide);
+    be_.gelu_forward(gelu, a.fch, N * Fl_);
+    keep_bf16(a.fch_gelu_bf16, gelu, N * Fl_);
+    act = {a.fch_gelu, a.fch_gelu_bf16};
   }
   linear_fwd(partial_sum_buffer(a.out), act, w.fcp_w, w.bf16(w.fcp_w), nullptr, N, Fl_, C, ws_.cast);
   reduce_partial_sum(a.out, N);
@@ -434,9 +457,9 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     return ws_.full;
   };
   // MLP: out = res1 + reduce(act @ Wfp^T) + b; dres = d(out) = d(res1) through the skip.
-  linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), gated_ ? a.fch_swiglu : a.fch_gelu, w.fcp_w, w.bf16(w.fcp_w), N,
-             Fl_, C, false, ws_.cast);
-  const float* ln2 = gathered(a.ln2, N);
+  const LinearInput act = gated_ ? LinearInput{a.fch_swiglu, a.fch_swiglu_bf16} : LinearInput{a.fch_gelu, a.fch_gelu_bf16};
+  linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), act, w.fcp_w, w.bf16(w.fcp_w), N, Fl_, C, false, ws_.cast);
+  const LinearInput ln2 = norm_output(a.ln2, a.ln2_bf16, N);
   if (gated_) {
     // act = silu(gate) * up: d(up) over d(act) in place, d(gate) after it; d(ln2) from both projections.
     float* dgate = dwide + N * Fl_;
@@ -449,7 +472,7 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   }
   norm_backward(dres, g.ln2_g, g.ln2_b, reduce_input_grad(), a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, Nt);
   // Attention: res1 = x + reduce(atty @ Wo^T) + b; dres now holds d(res1) = d(x) through the skip.
-  linear_bwd(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), a.atty, w.proj_w, w.bf16(w.proj_w), N, Cl_, C, false,
+  linear_bwd(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), {a.atty}, w.proj_w, w.bf16(w.proj_w), N, Cl_, C, false,
              ws_.cast);
   if (opts_.flash_attention) {
     const auto flash = opts_.gemm == DType::bf16 ? be_.flash_attention_backward_bf16 : be_.flash_attention_backward;
@@ -459,8 +482,8 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   }
   // The rotary embedding is a rotation: its backward rotates d(q), d(k) back.
   if (llama_) be_.rope_backward(dwide, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
-  linear_bwd(dnarrow, g.qkv_w, g.qkv_b, dwide, gathered(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), N, C, Ql_, false,
-             ws_.cast);
+  linear_bwd(dnarrow, g.qkv_w, g.qkv_b, dwide, norm_output(a.ln1, a.ln1_bf16, N), w.qkv_w, w.bf16(w.qkv_w), N, C, Ql_,
+             false, ws_.cast);
   norm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt);
 }
 
@@ -472,7 +495,7 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
   norm_forward(lnf_tokens, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, Nt);
   if (sp) tp_.gather_forward(ws_.lnf_shard, ws_.lnf, Nt * C);
   // Vocab-parallel logits and loss: the max and the sums are reduced over the group.
-  linear_fwd(ws_.logits, ws_.lnf, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
+  linear_fwd(ws_.logits, {ws_.lnf}, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
   float* rowmax = ws_.ce_stats;
   float* sums = ws_.ce_stats + N;  // followed by the target logits: one all-reduce for both
   float* target_logit = ws_.ce_stats + 2 * N;
@@ -487,7 +510,7 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
     // logits = lnf @ head^T (head: the tied wte, or lm_head): d(lnf) = dlogits @ head (partial over
     // the vocab split), d(head) += dlogits^T @ lnf.
     const Weights g = wte_io_grads();
-    linear_bwd(ws_.dnarrow, g.head, nullptr, ws_.logits, ws_.lnf, w.head, w.head_bf16, N, C, Vl_, false, ws_.cast_head);
+    linear_bwd(ws_.dnarrow, g.head, nullptr, ws_.logits, {ws_.lnf}, w.head, w.head_bf16, N, C, Vl_, false, ws_.cast_head);
     const float* dlnf = ws_.dnarrow;
     if (sp) {
       tp_.gather_backward(ws_.dnarrow, ws_.lnf_shard, Nt * C);
@@ -500,23 +523,33 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
   }
 }
 
-void Gpt::linear_fwd(float* y, const float* x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
+const uint16_t* Gpt::bf16_input(LinearInput x, int64_t N, int64_t I, uint16_t* cast) {
+  if (x.bf16 != nullptr) return x.bf16;
+  TERA_ASSERT(x.f32 != nullptr && I <= spec_.config().hidden, "an fp32 linear input wider than the cast buffer's front");
+  be_.cast(cast, DType::bf16, x.f32, DType::f32, N * I);
+  return cast;
+}
+
+void Gpt::linear_fwd(float* y, LinearInput x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
                      int64_t O, uint16_t* cast) {
   TERA_ASSERT((Wb != nullptr) == (opts_.gemm == DType::bf16), "a linear layer without the GEMM dtype's weights");
   if (Wb != nullptr) {
-    be_.linear_forward_bf16(y, x, Wb, b, N, I, O, cast);
+    be_.linear_forward_bf16(y, bf16_input(x, N, I, cast), Wb, b, N, I, O);
   } else {
-    be_.linear_forward(y, x, W, b, N, I, O);
+    TERA_ASSERT(x.f32 != nullptr, "a bf16 linear input without bf16 GEMMs");
+    be_.linear_forward(y, x.f32, W, b, N, I, O);
   }
 }
 
-void Gpt::linear_bwd(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W,
+void Gpt::linear_bwd(float* dx, float* dW, float* db, const float* dy, LinearInput x, const float* W,
                      const uint16_t* Wb, int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
   TERA_ASSERT((Wb != nullptr) == (opts_.gemm == DType::bf16), "a linear layer without the GEMM dtype's weights");
   if (Wb != nullptr) {
-    be_.linear_backward_bf16(dx, dW, db, dy, x, Wb, N, I, O, accumulate_dx, cast);
+    const int64_t C = spec_.config().hidden;
+    be_.linear_backward_bf16(dx, dW, db, dy, bf16_input(x, N, I, cast), Wb, N, I, O, accumulate_dx, cast + N * C);
   } else {
-    be_.linear_backward(dx, dW, db, dy, x, W, N, I, O, accumulate_dx);
+    TERA_ASSERT(x.f32 != nullptr, "a bf16 linear input without bf16 GEMMs");
+    be_.linear_backward(dx, dW, db, dy, x.f32, W, N, I, O, accumulate_dx);
   }
 }
 
@@ -623,7 +656,7 @@ void Gpt::head_logits(const float* x, int64_t N) {
   const int64_t C = spec_.config().hidden;
   const Weights w = acquire_wte_io(Pass::forward);
   norm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, N);
-  linear_fwd(ws_.logits, ws_.lnf, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
+  linear_fwd(ws_.logits, {ws_.lnf}, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
   release_wte_io(Pass::forward);
 }
 

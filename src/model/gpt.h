@@ -183,6 +183,21 @@ class Gpt {
   void release_wte_io(Pass pass);
   // sp_gather of a stored token shard into ws.full (or the tensor itself without sp).
   const float* gathered(const float* x_tokens, int64_t N);
+  // A linear layer's input: fp32 (rounded to bf16 into the cast workspace
+  // under bf16 GEMMs) or already bf16 (a tensor kept in bf16).
+  struct LinearInput {
+    const float* f32 = nullptr;
+    const uint16_t* bf16 = nullptr;
+  };
+  // A stored norm output (fp32, or bf16 under bf16 GEMMs) as the column-
+  // parallel linear after it reads it: sp_gathered over all N tokens into
+  // ws.full (fp32) or the front of ws.cast (bf16) under sp.
+  LinearInput norm_output(const float* f32, const uint16_t* bf16, int64_t N);
+  // Under bf16 GEMMs, a tensor kept in bf16 (dst non-null) is written in fp32
+  // to a workspace first (ws.dnarrow for norm outputs, ws.dwide for the MLP
+  // activation): where to write it, and then its rounding into dst.
+  float* staged(float* f32, const uint16_t* bf16, float* workspace) const { return bf16 == nullptr ? f32 : workspace; }
+  void keep_bf16(uint16_t* bf16, const float* staged, int64_t n);
   // A tensor-parallel partial sum over all N tokens (row-parallel linear,
   // vocab-parallel embedding) is computed into partial_sum_buffer(out) and
   // then reduced into out: all-reduced in place, or under sp reduce-scattered
@@ -204,11 +219,16 @@ class Gpt {
   void head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward,
                     bool count_loss);
   // A linear layer (ops.h) with fp32 or bf16 GEMM inputs: Wb is W's bf16
-  // copy under bf16 GEMMs (then x and dy are rounded into `cast`), else null.
-  void linear_fwd(float* y, const float* x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
+  // copy under bf16 GEMMs, else null. Under bf16 GEMMs `cast` ([N, C + the
+  // widest O], ModelSpec::workspace's gemm_cast) takes an fp32 x rounded to
+  // bf16 in its first N*C values (x is at most C wide then) and the rounded
+  // dy after them.
+  void linear_fwd(float* y, LinearInput x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
                   int64_t O, uint16_t* cast);
-  void linear_bwd(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W, const uint16_t* Wb,
+  void linear_bwd(float* dx, float* dW, float* db, const float* dy, LinearInput x, const float* W, const uint16_t* Wb,
                   int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast);
+  // x as the bf16 linear ops take it: x.bf16, or x.f32 rounded into cast.
+  const uint16_t* bf16_input(LinearInput x, int64_t N, int64_t I, uint16_t* cast);
   const float* block_input(const Slot& s, size_t i) const { return i == 0 ? s.input : s.blocks[i - 1].out; }
   // The output of a chunk of `layers` layers run in slot s.
   const float* chunk_output(const Slot& s, int64_t layers) const {

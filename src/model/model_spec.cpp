@@ -250,12 +250,14 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
   const int64_t C = cfg_.hidden, H = cfg_.heads, F = cfg_.ffn(), tp = o.tp;
   const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;  // sequence dim outside the TP regions
   const DType d = o.dtype;
+  // The tensors only a linear layer reads: in its input dtype.
+  const DType gemm_in = o.gemm == DType::bf16 ? DType::bf16 : d;
   const int64_t qkv_local = qkv_width_local(tp);
   // Norm outputs feed the QKV / FC GEMMs; under sequence parallelism they
   // are kept sharded and all-gathered again in backward. RMSNorm (Llama)
   // keeps no mean.
   const bool ln = cfg_.arch != Arch::llama;
-  std::vector<BufferInfo> t = {{"ln1", {B, Ts, C}, d}};
+  std::vector<BufferInfo> t = {{"ln1", {B, Ts, C}, gemm_in}};
   if (ln) t.push_back({"ln1_mean", {B, Ts}, DType::f32});
   t.push_back({"ln1_rstd", {B, Ts}, DType::f32});
   t.push_back({"qkv", {B, T, qkv_local}, d});
@@ -271,15 +273,15 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
   t.push_back({"atty", {B, T, divide(C, tp)}, d});
   if (o.dropout) t.push_back({"attn_dropout_mask", {B, Ts, C}, DType::u8});
   t.push_back({"res1", {B, Ts, C}, d});
-  t.push_back({"ln2", {B, Ts, C}, d});
+  t.push_back({"ln2", {B, Ts, C}, gemm_in});
   if (ln) t.push_back({"ln2_mean", {B, Ts}, DType::f32});
   t.push_back({"ln2_rstd", {B, Ts}, DType::f32});
   t.push_back({"fch", {B, T, divide(F, tp)}, d});
   if (cfg_.mlp == MlpKind::gated) {
     t.push_back({"fch_gate", {B, T, divide(F, tp)}, d});    // gate pre-activation
-    t.push_back({"fch_swiglu", {B, T, divide(F, tp)}, d});  // silu(gate) * up, input to c_proj
+    t.push_back({"fch_swiglu", {B, T, divide(F, tp)}, gemm_in});  // silu(gate) * up, input to c_proj
   } else {
-    t.push_back({"fch_gelu", {B, T, divide(F, tp)}, d});
+    t.push_back({"fch_gelu", {B, T, divide(F, tp)}, gemm_in});
   }
   if (o.dropout) t.push_back({"mlp_dropout_mask", {B, Ts, C}, DType::u8});
   t.push_back({"out", {B, Ts, C}, d});
@@ -352,8 +354,10 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
            {"logits", {B, T, Vl}, DType::f32, true},   // this rank's vocabulary columns; overwritten by dlogits
            {"ce_stats", {3, B, T}, DType::f32, true},  // row max, sum of exp, target logit
            {"dres", {B, Ts, C}, d},                    // residual-stream gradient
-           {"dwide", {B, T, wide}, d},                 // d(fch_gelu), d(fch) (+ d(gate)), d(qkv)
-           {"dnarrow", {B, T, C}, d},                  // d(ln2), d(atty), d(ln1), d(lnf)
+           // d(fch_gelu), d(fch) (+ d(gate)), d(qkv); with bf16 GEMMs, in forward, the fp32 GELU / SwiGLU output
+           {"dwide", {B, T, wide}, d},
+           // d(ln2), d(atty), d(ln1), d(lnf); with bf16 GEMMs, in forward, the fp32 norm output
+           {"dnarrow", {B, T, C}, d},
        }) {
     t.push_back(std::move(b));
   }
@@ -363,9 +367,10 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
   }
   if (o.gemm == DType::bf16) {
     // A linear layer's inputs rounded to bf16 (ops.h LinearForwardBf16Fn):
-    // x [N, I] and dy [N, O] of the widest block linear (qkv, proj, fc and
-    // gate, down), and of the LM head (I = C, O = Vl).
-    const int64_t widest = std::max({divide(cfg_.qkv_width(), tp), divide(C, tp), divide(cfg_.ffn(), tp)});
+    // x [N, C] (a norm output gathered under sequence parallelism, atty
+    // [N, Cl], the LM head's input) then dy [N, O] of the widest block
+    // linear (qkv, proj, fc and gate, down), or of the LM head (O = Vl).
+    const int64_t widest = std::max({divide(cfg_.qkv_width(), tp), C, divide(cfg_.ffn(), tp)});
     t.push_back({"gemm_cast", {B, T, C + widest}, DType::bf16});
     t.push_back({"gemm_cast_head", {B, T, C + Vl}, DType::bf16, true});
   }
@@ -384,8 +389,11 @@ int64_t ModelSpec::tp_bytes_per_micro_batch(int64_t B, int64_t T, const Activati
   int64_t bytes = 0;
   if (o.sequence_parallel) {
     // Forward: 2 sp_gather + 2 sp_scatter; backward: 2 sp_scatter (all-gather), 2 re-gathers of the
-    // stored LayerNorm outputs (all-gather), 2 sp_gather (reduce-scatter).
-    bytes += layers * (o.recompute == Recompute::full ? 14 : 10) * ag_rs;  // recompute reruns the forward
+    // stored LayerNorm outputs (all-gather), 2 sp_gather (reduce-scatter). Recompute reruns the forward.
+    // The norm outputs' gathers move bf16 under bf16 GEMMs (they are kept so).
+    const bool full = o.recompute == Recompute::full;
+    const int64_t norm_gather = o.gemm == DType::bf16 ? ag_rs / 2 : ag_rs;
+    bytes += layers * ((full ? 8 : 6) * ag_rs + (full ? 6 : 4) * norm_gather);
     if (embedding) bytes += 2 * ag_rs;      // sp_scatter of the vocab-parallel lookup, and its backward
     if (head) bytes += 2 * ag_rs + ce;      // sp_gather of LN_f (both directions) + the loss statistics
   } else {

@@ -144,9 +144,11 @@ struct BufferInfo {
 // each block's input and recomputes the block. flash_attention keeps the
 // softmax statistics [B,H,T] instead of the T x T probabilities; dropout adds
 // the 1-byte masks (and the dropped probabilities) Megatron keeps. gemm =
-// bf16 (tera's train.precision = "bf16" on the CPU): the linear layers take
-// bf16 inputs, rounded from the fp32 activations into the workspace's cast
-// buffers (dtype stays the activations' own).
+// bf16 (tera's train.precision = "bf16"): the linear layers take bf16
+// inputs. The activations whose only reader is a linear layer (the two norm
+// outputs and the MLP activation fch_gelu / fch_swiglu) are then kept in
+// bf16; the others keep dtype, and the rest of the linear inputs (atty, the
+// final norm's output) are rounded into the workspace's cast buffers.
 struct ActivationOptions {
   int64_t tp = 1;
   bool sequence_parallel = false;
@@ -226,7 +228,8 @@ class ModelSpec {
   // if this stage has them, forward and backward, fp32 activations:
   //   per layer: 4 all-reduces of [B,T,C] without sequence parallelism;
   //              10 shard all-gathers / reduce-scatters with it (the two
-  //              LayerNorm outputs are gathered again in backward);
+  //              LayerNorm outputs are gathered again in backward; those
+  //              4 gathers move bf16 under bf16 GEMMs);
   //   embedding: 1 all-reduce (sp: reduce-scatter + all-gather);
   //   head:      1 all-reduce of d(LN_f out) (sp: all-gather + reduce-scatter)
   //              + the vocab-parallel loss: all-reduce max [B,T] and sum [2,B,T].

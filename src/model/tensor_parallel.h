@@ -41,6 +41,9 @@ class TensorParallel {
   // dfull over the group and keeps this rank's shard.
   virtual void gather_forward(const float* shard, float* full, int64_t count) = 0;
   virtual void gather_backward(const float* dfull, float* dshard, int64_t count) = 0;
+  // sp_gather's forward of a bf16 shard (a norm output kept in bf16 for
+  // bf16 GEMMs; it needs no backward: the reduce-scatter is of fp32 gradients).
+  virtual void gather_forward_bf16(const uint16_t* shard, uint16_t* full, int64_t count) = 0;
   // sp_scatter: the reverse pair.
   virtual void scatter_forward(const float* full, float* shard, int64_t count) = 0;
   virtual void scatter_backward(const float* dshard, float* dfull, int64_t count) = 0;
@@ -60,6 +63,9 @@ class SingleRankTensorParallel final : public TensorParallel {
   void copy_backward(float*, int64_t) override {}
   void reduce_forward(float*, int64_t) override {}
   void gather_forward(const float* shard, float* full, int64_t count) override { copy(shard, full, count); }
+  void gather_forward_bf16(const uint16_t* shard, uint16_t* full, int64_t count) override {
+    if (shard != full) be_.copy(full, shard, count * 2, CopyKind::device_to_device);
+  }
   void gather_backward(const float* dfull, float* dshard, int64_t count) override { copy(dfull, dshard, count); }
   void scatter_forward(const float* full, float* shard, int64_t count) override { copy(full, shard, count); }
   void scatter_backward(const float* dshard, float* dfull, int64_t count) override { copy(dshard, dfull, count); }

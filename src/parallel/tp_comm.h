@@ -20,6 +20,9 @@ class CommTensorParallel final : public TensorParallel {
   void gather_forward(const float* shard, float* full, int64_t count) override {
     c_.all_gather(shard, full, count, CommType::f32);
   }
+  void gather_forward_bf16(const uint16_t* shard, uint16_t* full, int64_t count) override {
+    c_.all_gather(shard, full, 2 * count, CommType::u8);  // an all-gather moves bits: bf16 as its two bytes
+  }
   void gather_backward(const float* dfull, float* dshard, int64_t count) override {
     c_.reduce_scatter(dfull, dshard, count, CommType::f32, ReduceOp::sum);
   }

@@ -139,7 +139,8 @@ TEST(CastToBf16, RoundsToNearestEvenLikeTheReference) {
 
 // The linear layers with bf16 GEMM inputs (ops.h LinearForwardBf16Fn) against
 // the fp64 reference on the fp32 inputs: the weights W are given as the bf16
-// copy of fp32 values w, the activations are rounded inside, so each output
+// copy of fp32 values w, the input as the bf16 copy of x (as the model keeps
+// it), dy is rounded inside, so each output
 // carries bound 2 above: |err| <= ((2 u_bf16 + u_bf16^2) + (K + 2) u_32) *
 // sum|terms| (+ beta's term), K the reduction length (I forward, O for dx, N
 // for dW); db sums the fp32 dy in fp32: (N + 1) u_32 sum |dy| (+ the initial db).
@@ -153,13 +154,14 @@ TEST(LinearBf16, ForwardAndBackwardMatchFp64WithinTheDerivedBound) {
     return v;
   };
   const std::vector<float> x = randv(N * I), w = randv(O * I), b = randv(O), dy = randv(N * O);
-  std::vector<uint16_t> wb(w.size()), cast(static_cast<size_t>(N * (I + O)));
+  std::vector<uint16_t> wb(w.size()), xb(x.size()), cast(static_cast<size_t>(N * O));
   for (size_t i = 0; i < w.size(); ++i) wb[i] = to_bf16(w[i]);
+  for (size_t i = 0; i < x.size(); ++i) xb[i] = to_bf16(x[i]);
   const double rel = 2 * kUbf16 + kUbf16 * kUbf16;
   auto bound = [&](double mag, int64_t K) { return (rel + static_cast<double>(K + 2) * kU32) * mag; };
   // y = x @ w^T + b
   std::vector<float> y(static_cast<size_t>(N * O), 123.0f);
-  cpu::linear_forward_bf16(y.data(), x.data(), wb.data(), b.data(), N, I, O, cast.data());
+  cpu::linear_forward_bf16(y.data(), xb.data(), wb.data(), b.data(), N, I, O);
   double worst = 0;
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t o = 0; o < O; ++o) {
@@ -178,7 +180,7 @@ TEST(LinearBf16, ForwardAndBackwardMatchFp64WithinTheDerivedBound) {
   // dx = dy @ w (accumulated onto dx0), dW += dy^T @ x, db += colsum(dy)
   const std::vector<float> dx0 = randv(N * I), dW0 = randv(O * I), db0 = randv(O);
   std::vector<float> dx = dx0, dW = dW0, db = db0;
-  cpu::linear_backward_bf16(dx.data(), dW.data(), db.data(), dy.data(), x.data(), wb.data(), N, I, O, true,
+  cpu::linear_backward_bf16(dx.data(), dW.data(), db.data(), dy.data(), xb.data(), wb.data(), N, I, O, true,
                             cast.data());
   // got[r, c] against init[r, c] + sum_k a(r, k) b(k, c) over k < K, within bound(sum |terms|, K).
   auto check_product = [&](const std::vector<float>& got, const std::vector<float>& init, int64_t R, int64_t Cc,
@@ -214,10 +216,10 @@ TEST(LinearBf16, ForwardAndBackwardMatchFp64WithinTheDerivedBound) {
   }
   // Without accumulate_dx, dx is overwritten; a null dx and db are skipped.
   std::vector<float> dx2(dx0.size(), 1e30f), dW2 = dW0;
-  cpu::linear_backward_bf16(dx2.data(), dW2.data(), nullptr, dy.data(), x.data(), wb.data(), N, I, O, false,
+  cpu::linear_backward_bf16(dx2.data(), dW2.data(), nullptr, dy.data(), xb.data(), wb.data(), N, I, O, false,
                             cast.data());
   for (size_t k = 0; k < dx2.size(); ++k) ASSERT_LT(std::abs(dx2[k] - (dx[k] - dx0[k])), 1e-3) << k;
-  cpu::linear_backward_bf16(nullptr, dW2.data(), nullptr, dy.data(), x.data(), wb.data(), N, I, O, false, cast.data());
+  cpu::linear_backward_bf16(nullptr, dW2.data(), nullptr, dy.data(), xb.data(), wb.data(), N, I, O, false, cast.data());
 }
 
 TEST(GemmBf16Path, IsReported) { EXPECT_NE(std::string(cpu::gemm_bf16_path()).size(), 0u); }

@@ -80,6 +80,39 @@ TEST(BlockTensors, BindByNameFollowsNamesNotPositions) {
   EXPECT_EQ(acts.lse, nullptr);
 }
 
+TEST(BlockTensors, Bf16BuffersBindTheirBf16Fields) {
+  // Under bf16 GEMMs ln1, ln2 and fch_gelu are bf16 buffers: they bind the
+  // _bf16 fields and leave the fp32 ones null; a bf16 buffer on a row
+  // without a bf16 field asserts.
+  float f = 0;
+  uint16_t h = 0;
+  std::vector<std::string> names;
+  std::vector<float*> ptrs;
+  std::vector<uint16_t*> bf16;
+  for (const auto& row : kBlockActRows) {
+    if (row.optional && row.name != "fch_gelu") continue;
+    names.emplace_back(row.name);
+    const bool half = row.name == "ln1" || row.name == "ln2" || row.name == "fch_gelu";
+    ptrs.push_back(half ? nullptr : &f);
+    bf16.push_back(half ? &h : nullptr);
+  }
+  const BlockActs acts = bind_by_name(kBlockActRows, names, ptrs, bf16, "test");
+  EXPECT_EQ(acts.ln1, nullptr);
+  EXPECT_EQ(acts.ln1_bf16, &h);
+  EXPECT_EQ(acts.ln2_bf16, &h);
+  EXPECT_EQ(acts.fch_gelu_bf16, &h);
+  EXPECT_EQ(acts.fch_swiglu_bf16, nullptr);
+  EXPECT_EQ(acts.qkv, &f);
+  EXPECT_EQ(acts.out, &f);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "qkv") {
+      bf16[i] = &h;
+      ptrs[i] = nullptr;
+    }
+  }
+  EXPECT_DEATH((void)bind_by_name(kBlockActRows, names, ptrs, bf16, "test"), "qkv is bf16 but its row binds only fp32");
+}
+
 TEST(BlockTensorsDeathTest, ATensorWithoutARowAsserts) {
   // A tensor no field binds (a name ModelSpec might grow) is caught.
   std::vector<std::string> names = block_param_names(ModelSpec(small()), 0);

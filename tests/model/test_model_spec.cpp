@@ -113,6 +113,34 @@ TEST(ModelSpec, ActivationsMatchKorthikanti) {
             2 * sbh);
 }
 
+TEST(ModelSpec, Bf16GemmsKeepTheLinearLayersOnlyInputsInBf16) {
+  // train.precision = "bf16": the tensors only a linear layer reads (the two
+  // norm outputs, GELU's / SwiGLU's output) are bf16, everything else keeps
+  // the activations' dtype; the table shrinks by half of those tensors' bytes:
+  // (2 s_t b h + s b f / t) * 2 bytes, s_t the sequence under sp.
+  for (MlpKind mlp : {MlpKind::standard, MlpKind::gated}) {
+    ModelConfig cfg{.layers = 1, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 64, .ffn_hidden = 96, .vocab_align = 1};
+    cfg.mlp = mlp;
+    if (mlp == MlpKind::gated) cfg.arch = Arch::llama;
+    const ModelSpec spec(cfg);
+    for (bool sp : {false, true}) {
+      const ActivationOptions f32{.tp = 2, .sequence_parallel = sp, .flash_attention = true};
+      ActivationOptions bf16 = f32;
+      bf16.gemm = DType::bf16;
+      const std::string act = mlp == MlpKind::gated ? "fch_swiglu" : "fch_gelu";
+      for (const BufferInfo& b : spec.block_activations(3, 32, bf16)) {
+        const bool kept = b.name == "ln1" || b.name == "ln2" || b.name == act;
+        EXPECT_EQ(b.dtype, kept ? DType::bf16 : DType::f32) << b.name << (sp ? " sp" : "");
+      }
+      const int64_t st = sp ? 16 : 32;
+      int64_t f32_bytes = 0, bf16_bytes = 0;
+      for (const BufferInfo& b : spec.block_activations(3, 32, f32)) f32_bytes += b.bytes();
+      for (const BufferInfo& b : spec.block_activations(3, 32, bf16)) bf16_bytes += b.bytes();
+      EXPECT_EQ(f32_bytes - bf16_bytes, (2 * st * 3 * 64 + 32 * 3 * 96 / 2) * 2) << (sp ? "sp" : "");
+    }
+  }
+}
+
 TEST(ModelSpec, VocabParallelRowsArePaddedForTpEvenWhenTheVocabIsAligned) {
   // vocab 128 is a multiple of vocab_align 64 but not of 64 * tp = 256: each
   // of 4 ranks holds padded_vocab(4) / 4 = 64 rows (what Gpt's LM head reads),

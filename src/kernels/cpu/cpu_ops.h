@@ -145,8 +145,8 @@ void add_column_sums(T* db, const T* dy, int64_t N, int64_t O);
 template <typename T>
 void fill_rows(T* y, const T* b, int64_t N, int64_t O);
 // ops.h's LinearForwardBf16Fn / LinearBackwardBf16Fn (linear_bf16.cpp).
-void linear_forward_bf16(float* y, const float* x, const uint16_t* W, const float* b, int64_t N, int64_t I, int64_t O,
-                         uint16_t* cast);
-void linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x, const uint16_t* W,
+void linear_forward_bf16(float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
+                         int64_t O);
+void linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* x, const uint16_t* W,
                           int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast);
 }  // namespace tera::cpu

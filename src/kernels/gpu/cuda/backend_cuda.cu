@@ -154,18 +154,15 @@ void cuda_linear_backward(float* dx, float* dW, float* db, const float* dy, cons
   if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
 }
 
-void cuda_linear_forward_bf16(float* y, const float* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
-                              int64_t O, uint16_t* cast) {
-  cuda_cast(cast, DType::bf16, x, DType::f32, N * I);
-  gemm_rm(false, true, N, O, I, 1.0f, cast, I, W, I, 0.0f, y, O, CUDA_R_16BF, b);
+void cuda_linear_forward_bf16(float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
+                              int64_t O) {
+  gemm_rm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O, CUDA_R_16BF, b);
 }
 
-void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x, const uint16_t* W,
+void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* xb, const uint16_t* W,
                                int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
-  uint16_t* dyb = cast;         // [N, O]
-  uint16_t* xb = cast + N * O;  // [N, I]
+  uint16_t* dyb = cast;  // [N, O]
   cuda_cast(dyb, DType::bf16, dy, DType::f32, N * O);
-  cuda_cast(xb, DType::bf16, x, DType::f32, N * I);
   if (dx != nullptr) {
     gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_16BF, nullptr);
   }

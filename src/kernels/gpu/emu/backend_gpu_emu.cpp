@@ -158,12 +158,12 @@ void emu_linear_backward(float* dx, float* dW, float* db, const float* dy, const
   cpu::linear_backward<float>(host_of(dx, op), host_of(dW, op), host_of(db, op), host_of(dy, op), host_of(x, op),
                               host_of(W, op), N, I, O, accumulate_dx);
 }
-void emu_linear_forward_bf16(float* y, const float* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
-                             int64_t O, uint16_t* cast) {
+void emu_linear_forward_bf16(float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
+                             int64_t O) {
   const char* op = "linear_forward_bf16";
-  cpu::linear_forward_bf16(host_of(y, op), host_of(x, op), host_of(W, op), host_of(b, op), N, I, O, host_of(cast, op));
+  cpu::linear_forward_bf16(host_of(y, op), host_of(x, op), host_of(W, op), host_of(b, op), N, I, O);
 }
-void emu_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const float* x, const uint16_t* W,
+void emu_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* x, const uint16_t* W,
                               int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
   const char* op = "linear_backward_bf16";
   cpu::linear_backward_bf16(host_of(dx, op), host_of(dW, op), host_of(db, op), host_of(dy, op), host_of(x, op),
