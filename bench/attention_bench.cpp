@@ -66,9 +66,14 @@ int main(int argc, char** argv) {
       be.flash_attention_forward(out.get(), lse.get(), qkv.get(), B, T, H, H, hs);
       be.flash_attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), B, T, H, H, hs);
     });
+    // qkv and the output in bf16 as train.precision = "bf16" keeps them (the output's rounding timed too).
+    const DeviceBuffer<uint16_t> qkv_bf16(be, B * T * W), out_bf16(be, B * T * C);
+    be.cast(qkv_bf16.get(), DType::bf16, qkv.get(), DType::f32, B * T * W);
     const double bf16_s = median_seconds(repeats, [&] {
-      be.flash_attention_forward_bf16(out.get(), lse.get(), qkv.get(), B, T, H, H, hs);
-      be.flash_attention_backward_bf16(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), B, T, H, H, hs);
+      be.flash_attention_forward_bf16(out.get(), lse.get(), qkv_bf16.get(), B, T, H, H, hs);
+      be.cast(out_bf16.get(), DType::bf16, out.get(), DType::f32, B * T * C);
+      be.flash_attention_backward_bf16(dqkv.get(), dout.get(), qkv_bf16.get(), out_bf16.get(), lse.get(), B, T, H, H,
+                                       hs);
     });
     const double flops = 7.0 * 2.0 * hs * static_cast<double>(B * H) * static_cast<double>(T * (T + 1) / 2);
     const int64_t naive_bytes = B * H * T * T * 4, flash_bytes = B * H * T * 4;

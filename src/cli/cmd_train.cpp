@@ -159,8 +159,9 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
   fmt::print("compute: {} backend, GEMM by {}; {:.1f} MFLOP per token\n", tr.backend().name, tr.backend().gemm_library,
              spec.train_flops_per_token() / 1e6);
   if (cfg.train.precision == DType::bf16) {
-    fmt::print("precision: bf16 inputs to the GEMMs and flash attention's products, fp32 accumulation; fp32 master "
-               "weights, activations and reductions; bf16 GEMMs by {}\n", tr.backend().gemm_bf16_path());
+    fmt::print("precision: bf16 inputs to the GEMMs and flash attention's products, fp32 accumulation; "
+               "activations kept in bf16 but the residual stream; fp32 master weights, statistics and reductions; "
+               "bf16 GEMMs by {}\n", tr.backend().gemm_bf16_path());
   }
   std::fflush(stdout);
 }
@@ -326,7 +327,10 @@ int run_train(const TrainArgs& args) {
   }
   if (cfg->train.precision == DType::bf16 &&
       (chosen->linear_forward_bf16 == nullptr || chosen->linear_backward_bf16 == nullptr || chosen->cast == nullptr ||
-       chosen->flash_attention_forward_bf16 == nullptr || chosen->flash_attention_backward_bf16 == nullptr)) {
+       chosen->flash_attention_forward_bf16 == nullptr || chosen->flash_attention_backward_bf16 == nullptr ||
+       chosen->layernorm_forward_bf16 == nullptr || chosen->rmsnorm_forward_bf16 == nullptr ||
+       chosen->gelu_forward_bf16 == nullptr || chosen->gelu_backward_bf16 == nullptr ||
+       chosen->swiglu_forward_bf16 == nullptr || chosen->swiglu_backward_bf16 == nullptr)) {
     print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
                             "use train.precision = \"fp32\"", cfg->source, chosen->name));
     return kExitBadInput;

@@ -43,14 +43,20 @@ namespace tera {
   X(gelu_backward, GeluBackwardFn, required)                  \
   X(swiglu_forward, SwigluForwardFn, required)                \
   X(swiglu_backward, SwigluBackwardFn, required)              \
+  X(layernorm_forward_bf16, LayerNormForwardBf16Fn, optional) /* required with bf16 GEMMs */ \
+  X(rmsnorm_forward_bf16, RmsNormForwardBf16Fn, optional)     \
+  X(gelu_forward_bf16, GeluForwardBf16Fn, optional)           \
+  X(gelu_backward_bf16, GeluBackwardBf16Fn, optional)         \
+  X(swiglu_forward_bf16, SwigluForwardBf16Fn, optional)       \
+  X(swiglu_backward_bf16, SwigluBackwardBf16Fn, optional)     \
   X(rope_forward, RopeFn, required)                           \
   X(rope_backward, RopeFn, required)                          \
   X(attention_forward, AttentionForwardFn, required)          \
   X(attention_backward, AttentionBackwardFn, required)        \
   X(flash_attention_forward, FlashAttentionForwardFn, required) \
   X(flash_attention_backward, FlashAttentionBackwardFn, required) \
-  X(flash_attention_forward_bf16, FlashAttentionForwardFn, optional) /* required with bf16 GEMMs */ \
-  X(flash_attention_backward_bf16, FlashAttentionBackwardFn, optional) \
+  X(flash_attention_forward_bf16, FlashAttentionForwardBf16Fn, optional) /* required with bf16 GEMMs */ \
+  X(flash_attention_backward_bf16, FlashAttentionBackwardBf16Fn, optional) \
   X(residual_forward, ResidualForwardFn, required)            \
   X(cross_entropy, CrossEntropyFn, optional) /* fused; training uses ce_* */ \
   X(softmax_row, SoftmaxRowFn, required)                      \

@@ -63,6 +63,13 @@ using LayerNormBackwardFn = void (*)(float* dx, float* dg, float* db, const floa
 // RMSNorm (Llama): out[N,C] = x * rstd * g, rstd[N] = 1/sqrt(mean(x^2) + eps) saved.
 using RmsNormForwardFn = void (*)(float* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
                                   float eps);
+// The norms' bf16 forms (train.precision = "bf16", which keeps the norm
+// outputs in bf16): the same fp32 arithmetic and statistics, out rounded to
+// bf16 (nearest even) as it is written.
+using LayerNormForwardBf16Fn = void (*)(uint16_t* out, float* mean, float* rstd, const float* x, const float* g,
+                                        const float* b, int64_t N, int64_t C);
+using RmsNormForwardBf16Fn = void (*)(uint16_t* out, float* rstd, const float* x, const float* g, int64_t N,
+                                      int64_t C, float eps);
 // dx[N,C] += ..., dg[C] += ... from dout[N,C].
 using RmsNormBackwardFn = void (*)(float* dx, float* dg, const float* dout, const float* x, const float* g,
                                    const float* rstd, int64_t N, int64_t C);
@@ -72,6 +79,12 @@ using RmsNormBackwardFn = void (*)(float* dx, float* dg, const float* dout, cons
 using SwigluForwardFn = void (*)(float* out, const float* gate, const float* up, int64_t n);
 using SwigluBackwardFn = void (*)(float* dgate, float* dup, const float* gate, const float* up, const float* dout,
                                   int64_t n);
+// The bf16 forms (train.precision = "bf16", which keeps the MLP's
+// activations in bf16): gate, up and out are bf16, the arithmetic and the
+// gradients fp32; out is rounded to nearest even. dup may alias dout.
+using SwigluForwardBf16Fn = void (*)(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n);
+using SwigluBackwardBf16Fn = void (*)(float* dgate, float* dup, const uint16_t* gate, const uint16_t* up,
+                                      const float* dout, int64_t n);
 
 // Rotary position embeddings (Hugging Face Llama's rotate-half convention),
 // in place on the q and k heads of qkv[N,(H+2KV)*hs] (layout as the
@@ -82,6 +95,10 @@ using RopeFn = void (*)(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV,
 // GELU, tanh approximation: out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 using GeluForwardFn = void (*)(float* out, const float* x, int64_t n);
 using GeluBackwardFn = void (*)(float* dx, const float* x, const float* dout, int64_t n);  // overwrite
+// The bf16 forms: x and out bf16 (out rounded to nearest even), the
+// arithmetic and dx, dout fp32 (dx may alias dout).
+using GeluForwardBf16Fn = void (*)(uint16_t* out, const uint16_t* x, int64_t n);
+using GeluBackwardBf16Fn = void (*)(float* dx, const uint16_t* x, const float* dout, int64_t n);
 
 // Causal self-attention over local heads, with grouped keys and values
 // (grouped-query attention: KV key/value heads shared by H query heads; KV = H
@@ -104,12 +121,19 @@ using FlashAttentionForwardFn = void (*)(float* out, float* lse, const float* qk
                                          int64_t KV, int64_t hs);
 // dqkv (overwrite) from dout, recomputing each probability from qkv and lse;
 // out gives D_t = dout_t . out_t.
-// The _bf16 forms (train.precision = "bf16") take and give the same fp32
-// buffers but round the operands of every product to bf16 (q, k, v, dout,
-// and the probabilities and score gradients before they multiply) with fp32
-// accumulation; softmax statistics, lse and D stay fp32.
 using FlashAttentionBackwardFn = void (*)(float* dqkv, const float* dout, const float* qkv, const float* out,
                                           const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
+// The _bf16 forms (train.precision = "bf16"): qkv, and out as the backward
+// reads it, in bf16 (kept so); the forward writes out in fp32; every other
+// buffer fp32. The operands of every product are bf16 (q, k, v, and dout,
+// the probabilities and the score gradients rounded before they multiply)
+// with fp32 accumulation; softmax statistics, lse and D (from the bf16 out)
+// stay fp32.
+using FlashAttentionForwardBf16Fn = void (*)(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T,
+                                             int64_t H, int64_t KV, int64_t hs);
+using FlashAttentionBackwardBf16Fn = void (*)(float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
+                                              const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV,
+                                              int64_t hs);
 
 // out[n] = a[n] + b[n]   (out may alias a).
 using ResidualForwardFn = void (*)(float* out, const float* a, const float* b, int64_t n);

@@ -45,9 +45,9 @@ struct BlockWeights {
 // What one block's forward writes for a micro-batch (ModelSpec::
 // block_activations of a GPT-2 block without dropout): the attention keeps
 // its probabilities (naive) or its row log-sum-exp (flash), not both. The
-// tensors only a linear layer reads (ln1, ln2, fch_gelu, fch_swiglu) are
-// kept in the linear layers' input dtype: with bf16 GEMMs their _bf16 field
-// is set and the fp32 one is null.
+// norm outputs and the MLP's tensors (ln1, ln2, fch, fch_gate, fch_gelu,
+// fch_swiglu; qkv and atty with flash attention) are kept in the linear layers' input
+// dtype: with bf16 GEMMs their _bf16 field is set and the fp32 one is null.
 struct BlockActs {
   float* ln1;       // [Nt, C]        LN_1(x), this rank's tokens under sp
   float* ln1_mean;  // [Nt]           (LayerNorm only)
@@ -65,8 +65,12 @@ struct BlockActs {
   float* fch_gate;  // [N, Fl]        gate_proj's output (Llama)
   float* fch_swiglu;  // [N, Fl]      silu(gate) * up, down_proj's input (Llama)
   float* out;       // [Nt, C]        res1 + MLP: the next block's input
-  uint16_t* ln1_bf16 = nullptr;         // bf16 GEMMs: ln1, ln2, fch_gelu, fch_swiglu in bf16
+  uint16_t* ln1_bf16 = nullptr;  // bf16 GEMMs: ln1, ln2, fch, fch_gate, fch_gelu, fch_swiglu in bf16
+  uint16_t* qkv_bf16 = nullptr;  // bf16 GEMMs with flash attention: qkv, atty in bf16
+  uint16_t* atty_bf16 = nullptr;
   uint16_t* ln2_bf16 = nullptr;
+  uint16_t* fch_bf16 = nullptr;
+  uint16_t* fch_gate_bf16 = nullptr;
   uint16_t* fch_gelu_bf16 = nullptr;
   uint16_t* fch_swiglu_bf16 = nullptr;
 };
@@ -107,17 +111,17 @@ inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
     {"ln1", &BlockActs::ln1, false, &BlockActs::ln1_bf16},
     {"ln1_mean", &BlockActs::ln1_mean, true},
     {"ln1_rstd", &BlockActs::ln1_rstd},
-    {"qkv", &BlockActs::qkv},
+    {"qkv", &BlockActs::qkv, false, &BlockActs::qkv_bf16},
     {"probs", &BlockActs::probs, true},
     {"softmax_lse", &BlockActs::lse, true},
-    {"atty", &BlockActs::atty},
+    {"atty", &BlockActs::atty, false, &BlockActs::atty_bf16},
     {"res1", &BlockActs::res1},
     {"ln2", &BlockActs::ln2, false, &BlockActs::ln2_bf16},
     {"ln2_mean", &BlockActs::ln2_mean, true},
     {"ln2_rstd", &BlockActs::ln2_rstd},
-    {"fch", &BlockActs::fch},
+    {"fch", &BlockActs::fch, false, &BlockActs::fch_bf16},
     {"fch_gelu", &BlockActs::fch_gelu, true, &BlockActs::fch_gelu_bf16},
-    {"fch_gate", &BlockActs::fch_gate, true},
+    {"fch_gate", &BlockActs::fch_gate, true, &BlockActs::fch_gate_bf16},
     {"fch_swiglu", &BlockActs::fch_swiglu, true, &BlockActs::fch_swiglu_bf16},
     {"out", &BlockActs::out},
 });

@@ -171,6 +171,9 @@ void Gpt::bind_slots(const DeviceArena& acts, int slot_count) {
 void Gpt::check_attention_buffers(const BlockActs& a) const {
   TERA_ASSERT(opts_.flash_attention ? a.lse != nullptr : a.probs != nullptr,
               std::string("the memory plan has no ") + (opts_.flash_attention ? "softmax_lse" : "probs") + " buffer");
+  TERA_ASSERT((a.qkv_bf16 != nullptr) == (opts_.flash_attention && opts_.gemm == DType::bf16) &&
+                  (a.atty_bf16 != nullptr) == (a.qkv_bf16 != nullptr),
+              "qkv and atty are kept in bf16 exactly when bf16 GEMMs run flash attention");
 }
 
 // Scratch shared by all micro-batches (ModelSpec::workspace; the head-only
@@ -193,6 +196,11 @@ void Gpt::bind_workspace(const DeviceArena& work) {
   TERA_ASSERT(opts_.gemm != DType::bf16 || !opts_.flash_attention ||
                   (be_.flash_attention_forward_bf16 != nullptr && be_.flash_attention_backward_bf16 != nullptr),
               "bf16 GEMMs on a backend without bf16 flash attention");
+  TERA_ASSERT(opts_.gemm != DType::bf16 ||
+                  (be_.layernorm_forward_bf16 != nullptr && be_.rmsnorm_forward_bf16 != nullptr &&
+                   be_.gelu_forward_bf16 != nullptr && be_.gelu_backward_bf16 != nullptr &&
+                   be_.swiglu_forward_bf16 != nullptr && be_.swiglu_backward_bf16 != nullptr),
+              "bf16 GEMMs on a backend without the bf16 norms, GELU or SwiGLU");
   TERA_ASSERT(ws_.dres != nullptr && ws_.dwide != nullptr && ws_.dnarrow != nullptr, "the workspace plan lacks buffers");
   TERA_ASSERT(!plan().has_head() || (ws_.lnf != nullptr && ws_.logits != nullptr && ws_.ce_stats != nullptr),
               "the workspace plan lacks the head's buffers");
@@ -370,11 +378,18 @@ void Gpt::embed_backward(const Weights& g, const Slot& s, const float* dres, int
   be_.embedding_lookup_backward(g.wte, dfull, s.tokens, v0_, v0_ + Vl_, N, C);
 }
 
-void Gpt::norm_forward(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
-                       int64_t rows_) {
+void Gpt::norm_forward(float* out, uint16_t* out_bf16, float* mean, float* rstd, const float* x, const float* g,
+                       const float* b, int64_t rows_) {
   const int64_t C = spec_.config().hidden;
-  if (llama_) {
-    be_.rmsnorm_forward(out, rstd, x, g, rows_, C, static_cast<float>(spec_.config().norm_eps));
+  const float eps = static_cast<float>(spec_.config().norm_eps);
+  if (out_bf16 != nullptr) {
+    if (llama_) {
+      be_.rmsnorm_forward_bf16(out_bf16, rstd, x, g, rows_, C, eps);
+    } else {
+      be_.layernorm_forward_bf16(out_bf16, mean, rstd, x, g, b, rows_, C);
+    }
+  } else if (llama_) {
+    be_.rmsnorm_forward(out, rstd, x, g, rows_, C, eps);
   } else {
     be_.layernorm_forward(out, mean, rstd, x, g, b, rows_, C);
   }
@@ -394,38 +409,53 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   // Attention: column-parallel QKV over local heads (rotated on a Llama
   // block), row-parallel output projection.
-  float* ln1 = staged(a.ln1, a.ln1_bf16, ws_.dnarrow);
-  norm_forward(ln1, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt);
-  keep_bf16(a.ln1_bf16, ln1, Nt * C);
-  linear_fwd(a.qkv, norm_output(a.ln1, a.ln1_bf16, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, Ql_, ws_.cast);
-  if (llama_) be_.rope_forward(a.qkv, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
-  if (opts_.flash_attention) {
-    // Its products take bf16 operands with the linear layers' (the naive kernel stays fp32).
-    const auto flash = opts_.gemm == DType::bf16 ? be_.flash_attention_forward_bf16 : be_.flash_attention_forward;
-    flash(a.atty, a.lse, a.qkv, B, T, Hl_, KVl_, hs_);
+  norm_forward(a.ln1, a.ln1_bf16, a.ln1_mean, a.ln1_rstd, x, w.ln1_g, w.ln1_b, Nt);
+  // bf16 GEMMs with flash attention keep qkv (rotated first on a Llama
+  // block) and atty in bf16 and the attention's products take bf16
+  // operands; naive attention stays fp32.
+  float* qkv = staged(a.qkv, a.qkv_bf16, ws_.dwide);
+  linear_fwd(qkv, norm_output(a.ln1, a.ln1_bf16, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, Ql_, ws_.cast);
+  if (llama_) be_.rope_forward(qkv, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
+  keep_bf16(a.qkv_bf16, qkv, N * Ql_);
+  if (a.qkv_bf16 != nullptr) {
+    float* atty = ws_.dnarrow;  // [N, Cl] fp32, then kept in bf16
+    be_.flash_attention_forward_bf16(atty, a.lse, a.qkv_bf16, B, T, Hl_, KVl_, hs_);
+    keep_bf16(a.atty_bf16, atty, N * Cl_);
+  } else if (opts_.flash_attention) {
+    be_.flash_attention_forward(a.atty, a.lse, a.qkv, B, T, Hl_, KVl_, hs_);
   } else {
     be_.attention_forward(a.atty, a.probs, a.qkv, B, T, Hl_, KVl_, hs_);
   }
-  linear_fwd(partial_sum_buffer(a.res1), {a.atty}, w.proj_w, w.bf16(w.proj_w), nullptr, N, Cl_, C, ws_.cast);
+  linear_fwd(partial_sum_buffer(a.res1), {a.atty, a.atty_bf16}, w.proj_w, w.bf16(w.proj_w), nullptr, N, Cl_, C,
+             ws_.cast);
   reduce_partial_sum(a.res1, N);
   be_.bias_residual(a.res1, a.res1, w.proj_b, x, Nt, C);
   // MLP: column-parallel FC (and gate), row-parallel projection.
-  float* ln2_tokens = staged(a.ln2, a.ln2_bf16, ws_.dnarrow);
-  norm_forward(ln2_tokens, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt);
-  keep_bf16(a.ln2_bf16, ln2_tokens, Nt * C);
+  norm_forward(a.ln2, a.ln2_bf16, a.ln2_mean, a.ln2_rstd, a.res1, w.ln2_g, w.ln2_b, Nt);
   const LinearInput ln2 = norm_output(a.ln2, a.ln2_bf16, N);
-  linear_fwd(a.fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
+  // bf16 GEMMs: fch (and the gate) are rounded to bf16 as the linear layers
+  // write them, and the activation reads and writes bf16 (fp32 inside).
+  const bool bf16 = a.fch_bf16 != nullptr;
+  float* fch = staged(a.fch, a.fch_bf16, ws_.dwide);
+  linear_fwd(fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
+  keep_bf16(a.fch_bf16, fch, N * Fl_);
   LinearInput act;
   if (gated_) {
-    linear_fwd(a.fch_gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
-    float* swiglu = staged(a.fch_swiglu, a.fch_swiglu_bf16, ws_.dwide);
-    be_.swiglu_forward(swiglu, a.fch_gate, a.fch, N * Fl_);
-    keep_bf16(a.fch_swiglu_bf16, swiglu, N * Fl_);
+    float* gate = staged(a.fch_gate, a.fch_gate_bf16, ws_.dwide + N * Fl_);
+    linear_fwd(gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
+    keep_bf16(a.fch_gate_bf16, gate, N * Fl_);
+    if (bf16) {
+      be_.swiglu_forward_bf16(a.fch_swiglu_bf16, a.fch_gate_bf16, a.fch_bf16, N * Fl_);
+    } else {
+      be_.swiglu_forward(a.fch_swiglu, a.fch_gate, a.fch, N * Fl_);
+    }
     act = {a.fch_swiglu, a.fch_swiglu_bf16};
   } else {
-    float* gelu = staged(a.fch_gelu, a.fch_gelu_bf16, ws_.dwide);
-    be_.gelu_forward(gelu, a.fch, N * Fl_);
-    keep_bf16(a.fch_gelu_bf16, gelu, N * Fl_);
+    if (bf16) {
+      be_.gelu_forward_bf16(a.fch_gelu_bf16, a.fch_bf16, N * Fl_);
+    } else {
+      be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
+    }
     act = {a.fch_gelu, a.fch_gelu_bf16};
   }
   linear_fwd(partial_sum_buffer(a.out), act, w.fcp_w, w.bf16(w.fcp_w), nullptr, N, Fl_, C, ws_.cast);
@@ -463,20 +493,29 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   if (gated_) {
     // act = silu(gate) * up: d(up) over d(act) in place, d(gate) after it; d(ln2) from both projections.
     float* dgate = dwide + N * Fl_;
-    be_.swiglu_backward(dgate, dwide, a.fch_gate, a.fch, dwide, N * Fl_);
+    if (a.fch_bf16 != nullptr) {
+      be_.swiglu_backward_bf16(dgate, dwide, a.fch_gate_bf16, a.fch_bf16, dwide, N * Fl_);
+    } else {
+      be_.swiglu_backward(dgate, dwide, a.fch_gate, a.fch, dwide, N * Fl_);
+    }
     linear_bwd(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, w.bf16(w.fc_w), N, C, Fl_, false, ws_.cast);
     linear_bwd(dnarrow, g.gate_w, g.gate_b, dgate, ln2, w.gate_w, w.bf16(w.gate_w), N, C, Fl_, true, ws_.cast);
   } else {
-    be_.gelu_backward(dwide, a.fch, dwide, N * Fl_);
+    if (a.fch_bf16 != nullptr) {
+      be_.gelu_backward_bf16(dwide, a.fch_bf16, dwide, N * Fl_);
+    } else {
+      be_.gelu_backward(dwide, a.fch, dwide, N * Fl_);
+    }
     linear_bwd(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, w.bf16(w.fc_w), N, C, Fl_, false, ws_.cast);
   }
   norm_backward(dres, g.ln2_g, g.ln2_b, reduce_input_grad(), a.res1, w.ln2_g, a.ln2_mean, a.ln2_rstd, Nt);
   // Attention: res1 = x + reduce(atty @ Wo^T) + b; dres now holds d(res1) = d(x) through the skip.
-  linear_bwd(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), {a.atty}, w.proj_w, w.bf16(w.proj_w), N, Cl_, C, false,
-             ws_.cast);
-  if (opts_.flash_attention) {
-    const auto flash = opts_.gemm == DType::bf16 ? be_.flash_attention_backward_bf16 : be_.flash_attention_backward;
-    flash(dwide, dnarrow, a.qkv, a.atty, a.lse, B, T, Hl_, KVl_, hs_);
+  linear_bwd(dnarrow, g.proj_w, g.proj_b, full_tokens(dres), {a.atty, a.atty_bf16}, w.proj_w, w.bf16(w.proj_w), N, Cl_,
+             C, false, ws_.cast);
+  if (a.qkv_bf16 != nullptr) {
+    be_.flash_attention_backward_bf16(dwide, dnarrow, a.qkv_bf16, a.atty_bf16, a.lse, B, T, Hl_, KVl_, hs_);
+  } else if (opts_.flash_attention) {
+    be_.flash_attention_backward(dwide, dnarrow, a.qkv, a.atty, a.lse, B, T, Hl_, KVl_, hs_);
   } else {
     be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, Hl_, KVl_, hs_);
   }
@@ -492,7 +531,7 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   const bool sp = opts_.sequence_parallel;
   float* lnf_tokens = sp ? ws_.lnf_shard : ws_.lnf;
-  norm_forward(lnf_tokens, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, Nt);
+  norm_forward(lnf_tokens, nullptr, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, Nt);
   if (sp) tp_.gather_forward(ws_.lnf_shard, ws_.lnf, Nt * C);
   // Vocab-parallel logits and loss: the max and the sums are reduced over the group.
   linear_fwd(ws_.logits, {ws_.lnf}, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
@@ -655,7 +694,7 @@ double Gpt::forward_loss(const int32_t* tokens, const int32_t* targets, int64_t 
 void Gpt::head_logits(const float* x, int64_t N) {
   const int64_t C = spec_.config().hidden;
   const Weights w = acquire_wte_io(Pass::forward);
-  norm_forward(ws_.lnf, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, N);
+  norm_forward(ws_.lnf, nullptr, ws_.lnf_mean, ws_.lnf_rstd, x, w.lnf_g, w.lnf_b, N);
   linear_fwd(ws_.logits, {ws_.lnf}, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
   release_wte_io(Pass::forward);
 }

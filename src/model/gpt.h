@@ -193,9 +193,10 @@ class Gpt {
   // parallel linear after it reads it: sp_gathered over all N tokens into
   // ws.full (fp32) or the front of ws.cast (bf16) under sp.
   LinearInput norm_output(const float* f32, const uint16_t* bf16, int64_t N);
-  // Under bf16 GEMMs, a tensor kept in bf16 (dst non-null) is written in fp32
-  // to a workspace first (ws.dnarrow for norm outputs, ws.dwide for the MLP
-  // activation): where to write it, and then its rounding into dst.
+  // Under bf16 GEMMs, a tensor kept in bf16 (non-null bf16) that a kernel
+  // writes in fp32 (a linear layer's output) goes to a workspace first
+  // (ws.dwide for qkv, fch and the gate; ws.dnarrow for the flash attention
+  // output): where to write it, and then its rounding into bf16.
   float* staged(float* f32, const uint16_t* bf16, float* workspace) const { return bf16 == nullptr ? f32 : workspace; }
   void keep_bf16(uint16_t* bf16, const float* staged, int64_t n);
   // A tensor-parallel partial sum over all N tokens (row-parallel linear,
@@ -206,8 +207,11 @@ class Gpt {
   void reduce_partial_sum(float* out, int64_t N);
   void embed_forward(const Weights& w, Slot& s, int64_t B, int64_t T);
   void embed_backward(const Weights& g, const Slot& s, const float* dres, int64_t B, int64_t T);
-  // The block's norm over `rows` rows of C: LayerNorm (GPT-2: mean, bias) or RMSNorm (Llama).
-  void norm_forward(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b, int64_t rows);
+  // The block's norm over `rows` rows of C: LayerNorm (GPT-2: mean, bias) or
+  // RMSNorm (Llama), written to out_bf16 when non-null (a norm output kept in
+  // bf16), else to out.
+  void norm_forward(float* out, uint16_t* out_bf16, float* mean, float* rstd, const float* x, const float* g,
+                    const float* b, int64_t rows);
   void norm_backward(float* dx, float* dg, float* db, const float* dout, const float* x, const float* g,
                      const float* mean, const float* rstd, int64_t rows);
   void block_forward(const BlockActs& a, const BlockWeights& w, const float* x, int64_t B, int64_t T);

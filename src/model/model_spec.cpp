@@ -250,7 +250,7 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
   const int64_t C = cfg_.hidden, H = cfg_.heads, F = cfg_.ffn(), tp = o.tp;
   const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;  // sequence dim outside the TP regions
   const DType d = o.dtype;
-  // The tensors only a linear layer reads: in its input dtype.
+  // The norm outputs and the MLP's tensors: bf16 with bf16 GEMMs.
   const DType gemm_in = o.gemm == DType::bf16 ? DType::bf16 : d;
   const int64_t qkv_local = qkv_width_local(tp);
   // Norm outputs feed the QKV / FC GEMMs; under sequence parallelism they
@@ -260,7 +260,8 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
   std::vector<BufferInfo> t = {{"ln1", {B, Ts, C}, gemm_in}};
   if (ln) t.push_back({"ln1_mean", {B, Ts}, DType::f32});
   t.push_back({"ln1_rstd", {B, Ts}, DType::f32});
-  t.push_back({"qkv", {B, T, qkv_local}, d});
+  // qkv and atty: bf16 when bf16 GEMMs run flash attention (whose bf16 kernels read them so).
+  t.push_back({"qkv", {B, T, qkv_local}, o.flash_attention ? gemm_in : d});
   if (o.flash_attention) {
     t.push_back({"softmax_lse", {B, divide(H, tp), T}, DType::f32});
   } else {
@@ -270,15 +271,15 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
       t.push_back({"probs_dropped", {B, divide(H, tp), T, T}, d});
     }
   }
-  t.push_back({"atty", {B, T, divide(C, tp)}, d});
+  t.push_back({"atty", {B, T, divide(C, tp)}, o.flash_attention ? gemm_in : d});
   if (o.dropout) t.push_back({"attn_dropout_mask", {B, Ts, C}, DType::u8});
   t.push_back({"res1", {B, Ts, C}, d});
   t.push_back({"ln2", {B, Ts, C}, gemm_in});
   if (ln) t.push_back({"ln2_mean", {B, Ts}, DType::f32});
   t.push_back({"ln2_rstd", {B, Ts}, DType::f32});
-  t.push_back({"fch", {B, T, divide(F, tp)}, d});
+  t.push_back({"fch", {B, T, divide(F, tp)}, gemm_in});
   if (cfg_.mlp == MlpKind::gated) {
-    t.push_back({"fch_gate", {B, T, divide(F, tp)}, d});    // gate pre-activation
+    t.push_back({"fch_gate", {B, T, divide(F, tp)}, gemm_in});    // gate pre-activation
     t.push_back({"fch_swiglu", {B, T, divide(F, tp)}, gemm_in});  // silu(gate) * up, input to c_proj
   } else {
     t.push_back({"fch_gelu", {B, T, divide(F, tp)}, gemm_in});
@@ -354,9 +355,9 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
            {"logits", {B, T, Vl}, DType::f32, true},   // this rank's vocabulary columns; overwritten by dlogits
            {"ce_stats", {3, B, T}, DType::f32, true},  // row max, sum of exp, target logit
            {"dres", {B, Ts, C}, d},                    // residual-stream gradient
-           // d(fch_gelu), d(fch) (+ d(gate)), d(qkv); with bf16 GEMMs, in forward, the fp32 GELU / SwiGLU output
+           // d(fch_gelu), d(fch) (+ d(gate)), d(qkv); bf16 GEMMs, in forward: qkv, fch (and the gate) in fp32
            {"dwide", {B, T, wide}, d},
-           // d(ln2), d(atty), d(ln1), d(lnf); with bf16 GEMMs, in forward, the fp32 norm output
+           // d(ln2), d(atty), d(ln1), d(lnf); bf16 GEMMs with flash, in forward: atty in fp32
            {"dnarrow", {B, T, C}, d},
        }) {
     t.push_back(std::move(b));

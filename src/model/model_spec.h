@@ -145,10 +145,11 @@ struct BufferInfo {
 // softmax statistics [B,H,T] instead of the T x T probabilities; dropout adds
 // the 1-byte masks (and the dropped probabilities) Megatron keeps. gemm =
 // bf16 (tera's train.precision = "bf16"): the linear layers take bf16
-// inputs. The activations whose only reader is a linear layer (the two norm
-// outputs and the MLP activation fch_gelu / fch_swiglu) are then kept in
-// bf16; the others keep dtype, and the rest of the linear inputs (atty, the
-// final norm's output) are rounded into the workspace's cast buffers.
+// inputs, and the two norm outputs, qkv and atty (with flash attention) and
+// the MLP's tensors (fch, fch_gate, fch_gelu / fch_swiglu) are kept in bf16; the
+// others keep dtype, and the
+// rest of the linear inputs (atty, the final norm's output) are rounded
+// into the workspace's cast buffers.
 struct ActivationOptions {
   int64_t tp = 1;
   bool sequence_parallel = false;

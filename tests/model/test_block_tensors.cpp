@@ -81,9 +81,9 @@ TEST(BlockTensors, BindByNameFollowsNamesNotPositions) {
 }
 
 TEST(BlockTensors, Bf16BuffersBindTheirBf16Fields) {
-  // Under bf16 GEMMs ln1, ln2 and fch_gelu are bf16 buffers: they bind the
+  // Under bf16 GEMMs ln1, ln2, fch and fch_gelu are bf16 buffers: they bind the
   // _bf16 fields and leave the fp32 ones null; a bf16 buffer on a row
-  // without a bf16 field asserts.
+  // without a bf16 field (the residual stream's out) asserts.
   float f = 0;
   uint16_t h = 0;
   std::vector<std::string> names;
@@ -92,7 +92,7 @@ TEST(BlockTensors, Bf16BuffersBindTheirBf16Fields) {
   for (const auto& row : kBlockActRows) {
     if (row.optional && row.name != "fch_gelu") continue;
     names.emplace_back(row.name);
-    const bool half = row.name == "ln1" || row.name == "ln2" || row.name == "fch_gelu";
+    const bool half = row.name == "ln1" || row.name == "ln2" || row.name == "fch" || row.name == "fch_gelu";
     ptrs.push_back(half ? nullptr : &f);
     bf16.push_back(half ? &h : nullptr);
   }
@@ -101,16 +101,18 @@ TEST(BlockTensors, Bf16BuffersBindTheirBf16Fields) {
   EXPECT_EQ(acts.ln1_bf16, &h);
   EXPECT_EQ(acts.ln2_bf16, &h);
   EXPECT_EQ(acts.fch_gelu_bf16, &h);
+  EXPECT_EQ(acts.fch_bf16, &h);
+  EXPECT_EQ(acts.fch, nullptr);
   EXPECT_EQ(acts.fch_swiglu_bf16, nullptr);
   EXPECT_EQ(acts.qkv, &f);
   EXPECT_EQ(acts.out, &f);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == "qkv") {
+    if (names[i] == "out") {
       bf16[i] = &h;
       ptrs[i] = nullptr;
     }
   }
-  EXPECT_DEATH((void)bind_by_name(kBlockActRows, names, ptrs, bf16, "test"), "qkv is bf16 but its row binds only fp32");
+  EXPECT_DEATH((void)bind_by_name(kBlockActRows, names, ptrs, bf16, "test"), "out is bf16 but its row binds only fp32");
 }
 
 TEST(BlockTensorsDeathTest, ATensorWithoutARowAsserts) {

@@ -113,30 +113,35 @@ TEST(ModelSpec, ActivationsMatchKorthikanti) {
             2 * sbh);
 }
 
-TEST(ModelSpec, Bf16GemmsKeepTheLinearLayersOnlyInputsInBf16) {
-  // train.precision = "bf16": the tensors only a linear layer reads (the two
-  // norm outputs, GELU's / SwiGLU's output) are bf16, everything else keeps
-  // the activations' dtype; the table shrinks by half of those tensors' bytes:
-  // (2 s_t b h + s b f / t) * 2 bytes, s_t the sequence under sp.
+TEST(ModelSpec, Bf16GemmsKeepTheNormOutputsAndTheMlpInBf16) {
+  // train.precision = "bf16": the two norm outputs and the MLP's tensors
+  // (fch, its activation, and the gate on a gated MLP) are bf16, everything
+  // else keeps the activations' dtype, and with flash attention qkv and atty
+  // are bf16 too; the table shrinks by half of those tensors' bytes: (2 s_t b
+  // h + m s b f / t (+ s b (q + h) / t with flash)) * 2 bytes, s_t the
+  // sequence under sp, m = 2 MLP tensors (3 gated), q the qkv width.
   for (MlpKind mlp : {MlpKind::standard, MlpKind::gated}) {
     ModelConfig cfg{.layers = 1, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 64, .ffn_hidden = 96, .vocab_align = 1};
     cfg.mlp = mlp;
     if (mlp == MlpKind::gated) cfg.arch = Arch::llama;
     const ModelSpec spec(cfg);
-    for (bool sp : {false, true}) {
-      const ActivationOptions f32{.tp = 2, .sequence_parallel = sp, .flash_attention = true};
+    for (auto [sp, flash] : {std::pair{false, true}, {true, true}, {false, false}}) {
+      const ActivationOptions f32{.tp = 2, .sequence_parallel = sp, .flash_attention = flash};
       ActivationOptions bf16 = f32;
       bf16.gemm = DType::bf16;
       const std::string act = mlp == MlpKind::gated ? "fch_swiglu" : "fch_gelu";
       for (const BufferInfo& b : spec.block_activations(3, 32, bf16)) {
-        const bool kept = b.name == "ln1" || b.name == "ln2" || b.name == act;
+        const bool kept = b.name == "ln1" || b.name == "ln2" || b.name == act || b.name == "fch" ||
+                          b.name == "fch_gate" || (flash && (b.name == "qkv" || b.name == "atty"));
         EXPECT_EQ(b.dtype, kept ? DType::bf16 : DType::f32) << b.name << (sp ? " sp" : "");
       }
       const int64_t st = sp ? 16 : 32;
       int64_t f32_bytes = 0, bf16_bytes = 0;
       for (const BufferInfo& b : spec.block_activations(3, 32, f32)) f32_bytes += b.bytes();
       for (const BufferInfo& b : spec.block_activations(3, 32, bf16)) bf16_bytes += b.bytes();
-      EXPECT_EQ(f32_bytes - bf16_bytes, (2 * st * 3 * 64 + 32 * 3 * 96 / 2) * 2) << (sp ? "sp" : "");
+      const int64_t m = mlp == MlpKind::gated ? 3 : 2;
+      const int64_t q = flash ? 32 * 3 * (spec.qkv_width_local(2) + 64 / 2) : 0;
+      EXPECT_EQ(f32_bytes - bf16_bytes, (2 * st * 3 * 64 + m * 32 * 3 * 96 / 2 + q) * 2) << (sp ? "sp" : "");
     }
   }
 }

@@ -23,7 +23,11 @@ const char* cpu_bf16_paths() {
 }
 
 bool cpu_supports(KernelOp op, DType dtype) {
-  if (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16) return dtype == DType::bf16;
+  if (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
+      op == KernelOp::layernorm_forward_bf16 || op == KernelOp::rmsnorm_forward_bf16 || op == KernelOp::gelu_forward_bf16 ||
+      op == KernelOp::gelu_backward_bf16 || op == KernelOp::swiglu_forward_bf16 || op == KernelOp::swiglu_backward_bf16) {
+    return dtype == DType::bf16;
+  }
   return dtype == DType::f32;
 }
 }  // namespace
@@ -51,6 +55,12 @@ const Backend& cpu_backend() {
       .gelu_backward = cpu::gelu_backward<float>,
       .swiglu_forward = cpu::swiglu_forward<float>,
       .swiglu_backward = cpu::swiglu_backward<float>,
+      .layernorm_forward_bf16 = cpu::layernorm_forward_bf16,
+      .rmsnorm_forward_bf16 = cpu::rmsnorm_forward_bf16,
+      .gelu_forward_bf16 = cpu::gelu_forward_bf16,
+      .gelu_backward_bf16 = cpu::gelu_backward_bf16,
+      .swiglu_forward_bf16 = cpu::swiglu_forward_bf16,
+      .swiglu_backward_bf16 = cpu::swiglu_backward_bf16,
       .rope_forward = cpu::rope_forward<float>,
       .rope_backward = cpu::rope_backward<float>,
       .attention_forward = cpu::attention_forward<float>,

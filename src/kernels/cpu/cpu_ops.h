@@ -22,12 +22,16 @@ void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, i
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* g, const T* b, int64_t N, int64_t C);
+void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
+                            int64_t N, int64_t C);
 template <typename T>
 void layernorm_backward(T* dx, T* dg, T* db, const T* dout, const T* x, const T* g, const T* mean, const T* rstd,
                         int64_t N, int64_t C);
 
 template <typename T>
 void rmsnorm_forward(T* out, T* rstd, const T* x, const T* g, int64_t N, int64_t C, float eps);
+void rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
+                          float eps);
 template <typename T>
 void rmsnorm_backward(T* dx, T* dg, const T* dout, const T* x, const T* g, const T* rstd, int64_t N, int64_t C);
 
@@ -35,6 +39,9 @@ template <typename T>
 void swiglu_forward(T* out, const T* gate, const T* up, int64_t n);
 template <typename T>
 void swiglu_backward(T* dgate, T* dup, const T* gate, const T* up, const T* dout, int64_t n);
+void swiglu_forward_bf16(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n);
+void swiglu_backward_bf16(float* dgate, float* dup, const uint16_t* gate, const uint16_t* up, const float* dout,
+                          int64_t n);
 
 template <typename T>
 void rope_forward(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, float theta);
@@ -45,6 +52,8 @@ template <typename T>
 void gelu_forward(T* out, const T* x, int64_t n);
 template <typename T>
 void gelu_backward(T* dx, const T* x, const T* dout, int64_t n);
+void gelu_forward_bf16(uint16_t* out, const uint16_t* x, int64_t n);
+void gelu_backward_bf16(float* dx, const uint16_t* x, const float* dout, int64_t n);
 
 template <typename T>
 void attention_forward(T* out, T* probs, const T* qkv, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
@@ -64,9 +73,9 @@ void flash_attention_forward_f32(float* out, float* lse, const float* qkv, int64
                                  int64_t KV, int64_t hs);
 void flash_attention_backward_f32(float* dqkv, const float* dout, const float* qkv, const float* out,
                                   const float* lse, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
-void flash_attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, int64_t H,
+void flash_attention_forward_bf16(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T_, int64_t H,
                                   int64_t KV, int64_t hs);
-void flash_attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+void flash_attention_backward_bf16(float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
                                    const float* lse, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs);
 
 template <typename T>

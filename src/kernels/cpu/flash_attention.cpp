@@ -12,9 +12,9 @@
 //   P  = exp(scale Q K^T - lse)    dP = dY V^T    dS = P (dP - D) scale,
 //   D_t = dy_t . y_t;   dV += P^T dY,  dK += dS^T Q,  dQ += dS K
 //
-// fp32: every product in fp32. bf16 (train.precision = "bf16"): the
-// operands of each product are rounded to bf16 as they are packed into a
-// tile (q, k, v, dy, and P and dS before they multiply) and the products
+// fp32: every product in fp32. bf16 (train.precision = "bf16"): qkv and
+// the output the backward reads are kept in bf16, the operands of each product are bf16 as they are packed
+// into a tile (q, k, v; dy, and P and dS rounded before they multiply) and the products
 // accumulate in fp32, as a GPU flash attention's bf16 tensor-core products
 // do; the online softmax, lse, D and every sum stay fp32.
 //
@@ -22,6 +22,7 @@
 // tested against (tests/kernels/test_conformance.cpp).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/attention_heads.h"
@@ -75,8 +76,12 @@ struct Tiles {
   }
 };
 
-template <bool kBf16>
-void forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs) {
+// Qkv: the storage of qkv, float (every product fp32) or bf16 (uint16_t:
+// train.precision = "bf16", bf16 operands).
+template <typename Qkv>
+void forward(float* out, float* lse, const Qkv* qkv, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs) {
+  constexpr bool kBf16 = std::is_same_v<Qkv, uint16_t>;
+  auto ld = [](const Qkv* p, int64_t i) { return load_as<float>(p, i); };
   const AttentionHeads hd{H, KV, hs};
   const int64_t W = hd.width(), C = H * hs, hsE = even(hs);
   const float scale = attention_scale<float>(hs);
@@ -90,21 +95,21 @@ void forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, in
       for (int64_t h = 0; h < H; ++h) {
         for (int64_t qt = tiles - 1; qt >= 0; --qt) {  // longest tasks first
           const int64_t g = h / hd.group(), t0 = qt * kTile, M = std::min(kTile, T_ - t0);
-          const float* base = qkv + b * T_ * W;
-          const float* Q = base + t0 * W + hd.q(h);
+          const Qkv* base = qkv + b * T_ * W;
+          const Qkv* Q = base + t0 * W + hd.q(h);
           uint16_t* Qb = tl.a0.data();
-          if constexpr (kBf16) pack_rows(Qb, hsE, M, hs, [&](int64_t r, int64_t i) { return Q[r * W + i]; });
+          if constexpr (kBf16) pack_rows(Qb, hsE, M, hs, [&](int64_t r, int64_t i) { return ld(Q, r * W + i); });
           std::fill(acc, acc + M * hs, 0.0f);
           std::fill(m, m + M, -INFINITY);
           std::fill(l, l + M, 0.0f);
           for (int64_t s0 = 0; s0 <= t0; s0 += kTile) {
             const int64_t N = std::min(kTile, t0 + M - s0);
-            const float* K = base + s0 * W + hd.k(g);
-            const float* V = base + s0 * W + hd.v(g);
+            const Qkv* K = base + s0 * W + hd.k(g);
+            const Qkv* V = base + s0 * W + hd.v(g);
             std::fill(S, S + M * kTile, 0.0f);
             if constexpr (kBf16) {
               uint16_t* Kp = tl.b0.data();
-              pack_pairs(Kp, hs, N, [&](int64_t i, int64_t n) { return K[n * W + i]; });
+              pack_pairs(Kp, hs, N, [&](int64_t i, int64_t n) { return ld(K, n * W + i); });
               tile_mac_bf16(S, kTile, Qb, hsE, Kp, N, M, N, hsE / 2);
             } else {
               float* Kt = tl.Kt.data();
@@ -137,7 +142,7 @@ void forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, in
               const int64_t NE = even(N);
               uint16_t *Pb = tl.a1.data(), *Vp = tl.b1.data();
               pack_rows(Pb, NE, M, N, [&](int64_t r, int64_t n) { return S[r * kTile + n]; });
-              pack_pairs(Vp, N, hs, [&](int64_t n, int64_t i) { return V[n * W + i]; });
+              pack_pairs(Vp, N, hs, [&](int64_t n, int64_t i) { return ld(V, n * W + i); });
               tile_mac_bf16(acc, hs, Pb, NE, Vp, hs, M, hs, NE / 2);
             } else {
               tile_mac_f32(acc, hs, S, kTile, V, W, M, hs, N);
@@ -157,9 +162,11 @@ void forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, in
   }
 }
 
-template <bool kBf16>
-void backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int64_t B,
+template <typename Qkv>
+void backward(float* dqkv, const float* dout, const Qkv* qkv, const Qkv* out, const float* lse, int64_t B,
               int64_t T_, int64_t H, int64_t KV, int64_t hs) {
+  constexpr bool kBf16 = std::is_same_v<Qkv, uint16_t>;
+  auto ld = [](const Qkv* p, int64_t i) { return load_as<float>(p, i); };
   const AttentionHeads hd{H, KV, hs};
   const int64_t W = hd.width(), C = H * hs, hsE = even(hs);
   const float scale = attention_scale<float>(hs);
@@ -170,30 +177,30 @@ void backward(float* dqkv, const float* dout, const float* qkv, const float* out
 #pragma omp for collapse(2) schedule(dynamic)
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t g = 0; g < KV; ++g) {
-        const float* base = qkv + b * T_ * W;
+        const Qkv* base = qkv + b * T_ * W;
         float* dbase = dqkv + b * T_ * W;
         zero_group_grads(dbase, hd, g, T_);
         for (int64_t h = g * hd.group(); h < (g + 1) * hd.group(); ++h) {
           const float* ls = lse + (b * H + h) * T_;
           for (int64_t t = 0; t < T_; ++t) {  // D_t = dy_t . y_t = rowsum(P * dP)
             const float* dy = dout + (b * T_ + t) * C + h * hs;
-            const float* y = out + (b * T_ + t) * C + h * hs;
+            const Qkv* y = out + (b * T_ + t) * C + h * hs;
             float d = 0;
 #pragma omp simd reduction(+ : d)
-            for (int64_t i = 0; i < hs; ++i) d += dy[i] * y[i];
+            for (int64_t i = 0; i < hs; ++i) d += dy[i] * ld(y, i);
             D[t] = d;
           }
           for (int64_t s0 = 0; s0 < T_; s0 += kTile) {
             const int64_t N = std::min(kTile, T_ - s0), NE = even(N);
-            const float* K = base + s0 * W + hd.k(g);
-            const float* V = base + s0 * W + hd.v(g);
+            const Qkv* K = base + s0 * W + hd.k(g);
+            const Qkv* V = base + s0 * W + hd.v(g);
             float* dK = dbase + s0 * W + hd.k(g);
             float* dV = dbase + s0 * W + hd.v(g);
             uint16_t *Kp = tl.b0.data(), *Vp = tl.b1.data(), *Kn = tl.b2.data();
             if constexpr (kBf16) {
-              pack_pairs(Kp, hs, N, [&](int64_t i, int64_t n) { return K[n * W + i]; });  // S = Q K^T
-              pack_pairs(Vp, hs, N, [&](int64_t i, int64_t n) { return V[n * W + i]; });  // dP = dY V^T
-              pack_pairs(Kn, N, hs, [&](int64_t n, int64_t i) { return K[n * W + i]; });  // dQ = dS K
+              pack_pairs(Kp, hs, N, [&](int64_t i, int64_t n) { return ld(K, n * W + i); });  // S = Q K^T
+              pack_pairs(Vp, hs, N, [&](int64_t i, int64_t n) { return ld(V, n * W + i); });  // dP = dY V^T
+              pack_pairs(Kn, N, hs, [&](int64_t n, int64_t i) { return ld(K, n * W + i); });  // dQ = dS K
             } else {
               for (int64_t n = 0; n < N; ++n) {
                 for (int64_t i = 0; i < hs; ++i) {
@@ -204,14 +211,14 @@ void backward(float* dqkv, const float* dout, const float* qkv, const float* out
             }
             for (int64_t t0 = s0; t0 < T_; t0 += kTile) {
               const int64_t M = std::min(kTile, T_ - t0), ME = even(M);
-              const float* Q = base + t0 * W + hd.q(h);
+              const Qkv* Q = base + t0 * W + hd.q(h);
               const float* dY = dout + (b * T_ + t0) * C + h * hs;
               float* dQ = dbase + t0 * W + hd.q(h);
               std::fill(S, S + M * kTile, 0.0f);
               std::fill(dP, dP + M * kTile, 0.0f);
               uint16_t *Qb = tl.a0.data(), *dYb = tl.a1.data(), *Qn = tl.b3.data(), *dYn = tl.b4.data();
               if constexpr (kBf16) {
-                pack_rows(Qb, hsE, M, hs, [&](int64_t r, int64_t i) { return Q[r * W + i]; });
+                pack_rows(Qb, hsE, M, hs, [&](int64_t r, int64_t i) { return ld(Q, r * W + i); });
                 pack_rows(dYb, hsE, M, hs, [&](int64_t r, int64_t i) { return dY[r * C + i]; });
                 tile_mac_bf16(S, kTile, Qb, hsE, Kp, N, M, N, hsE / 2);
                 tile_mac_bf16(dP, kTile, dYb, hsE, Vp, N, M, N, hsE / 2);
@@ -239,7 +246,7 @@ void backward(float* dqkv, const float* dout, const float* qkv, const float* out
               }
               if constexpr (kBf16) {
                 uint16_t *PTb = tl.a0.data(), *dSTb = tl.a1.data(), *dSb = tl.a2.data();
-                pack_pairs(Qn, M, hs, [&](int64_t r, int64_t i) { return Q[r * W + i]; });
+                pack_pairs(Qn, M, hs, [&](int64_t r, int64_t i) { return ld(Q, r * W + i); });
                 pack_pairs(dYn, M, hs, [&](int64_t r, int64_t i) { return dY[r * C + i]; });
                 // The transposes of P and dS, rounded as they are packed.
                 pack_rows(PTb, ME, N, M, [&](int64_t n, int64_t r) { return S[r * kTile + n]; });
@@ -265,19 +272,19 @@ void backward(float* dqkv, const float* dout, const float* qkv, const float* out
 
 void flash_attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, int64_t H,
                                  int64_t KV, int64_t hs) {
-  forward<false>(out, lse, qkv, B, T_, H, KV, hs);
+  forward<float>(out, lse, qkv, B, T_, H, KV, hs);
 }
 void flash_attention_backward_f32(float* dqkv, const float* dout, const float* qkv, const float* out,
                                   const float* lse, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs) {
-  backward<false>(dqkv, dout, qkv, out, lse, B, T_, H, KV, hs);
+  backward<float>(dqkv, dout, qkv, out, lse, B, T_, H, KV, hs);
 }
-void flash_attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, int64_t H,
+void flash_attention_forward_bf16(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T_, int64_t H,
                                   int64_t KV, int64_t hs) {
-  forward<true>(out, lse, qkv, B, T_, H, KV, hs);
+  forward<uint16_t>(out, lse, qkv, B, T_, H, KV, hs);
 }
-void flash_attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+void flash_attention_backward_bf16(float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
                                    const float* lse, int64_t B, int64_t T_, int64_t H, int64_t KV, int64_t hs) {
-  backward<true>(dqkv, dout, qkv, out, lse, B, T_, H, KV, hs);
+  backward<uint16_t>(dqkv, dout, qkv, out, lse, B, T_, H, KV, hs);
 }
 
 }  // namespace tera::cpu

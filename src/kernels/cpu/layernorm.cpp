@@ -1,6 +1,7 @@
 // LayerNorm over the last dim, eps = 1e-5 (GPT-2 / PyTorch default).
 // Forward saves mean and rstd = 1/sqrt(var + eps) per row; variance is the
-// biased (population) variance, as torch.nn.LayerNorm uses.
+// biased (population) variance, as torch.nn.LayerNorm uses. The _bf16 form
+// writes out in bf16 (fp32 arithmetic and statistics).
 // Backward (xhat = (x - mean) * rstd, dxhat = dout * g):
 //   dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 //   dg += sum_rows dout * xhat,  db += sum_rows dout.
@@ -9,20 +10,21 @@
 
 #include <omp.h>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tera::cpu {
 
 namespace {
 constexpr double kLayerNormEps = 1e-5;
-}
 
-template <typename T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* g, const T* b, int64_t N, int64_t C) {
+// Y: the storage of out (T, or bf16 rounded from T's arithmetic).
+template <typename T, typename Y>
+void layernorm_forward_impl(Y* out, T* mean, T* rstd, const T* x, const T* g, const T* b, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
-    T* yr = out + n * C;
+    Y* yr = out + n * C;
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < C; ++c) sum += xr[c];
@@ -32,10 +34,20 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* g, const T
     for (int64_t c = 0; c < C; ++c) sq += (xr[c] - mu) * (xr[c] - mu);
     const T rs = static_cast<T>(1.0 / std::sqrt(static_cast<double>(sq / static_cast<T>(C)) + kLayerNormEps));
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mu) * rs * g[c] + b[c];
+    for (int64_t c = 0; c < C; ++c) store_as(yr, c, (xr[c] - mu) * rs * g[c] + b[c]);
     mean[n] = mu;
     rstd[n] = rs;
   }
+}
+}  // namespace
+
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* g, const T* b, int64_t N, int64_t C) {
+  layernorm_forward_impl(out, mean, rstd, x, g, b, N, C);
+}
+void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
+                            int64_t N, int64_t C) {
+  layernorm_forward_impl(out, mean, rstd, x, g, b, N, C);
 }
 
 template <typename T>

@@ -3,30 +3,44 @@
 // Backward (xhat = x * rstd, dxhat = dout * g):
 //   dx += rstd * (dxhat - xhat * mean(dxhat * xhat)),   dg += sum_rows dout * xhat.
 // eps is the model's (model.norm_eps: Llama's rms_norm_eps), added in double
-// as Hugging Face's LlamaRMSNorm adds it to the fp32 mean of squares.
+// as Hugging Face's LlamaRMSNorm adds it to the fp32 mean of squares. The
+// _bf16 form writes out in bf16 (fp32 arithmetic and rstd).
 #include <cmath>
 #include <vector>
 
 #include <omp.h>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tera::cpu {
 
-template <typename T>
-void rmsnorm_forward(T* out, T* rstd, const T* x, const T* g, int64_t N, int64_t C, float eps) {
+namespace {
+// Y: the storage of out (T, or bf16 rounded from T's arithmetic).
+template <typename T, typename Y>
+void rmsnorm_forward_impl(Y* out, T* rstd, const T* x, const T* g, int64_t N, int64_t C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const T* xr = x + n * C;
-    T* yr = out + n * C;
+    Y* yr = out + n * C;
     T sq = 0;
 #pragma omp simd reduction(+ : sq)
     for (int64_t c = 0; c < C; ++c) sq += xr[c] * xr[c];
     const T rs = static_cast<T>(1.0 / std::sqrt(static_cast<double>(sq / static_cast<T>(C)) + static_cast<double>(eps)));
 #pragma omp simd
-    for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * rs * g[c];
+    for (int64_t c = 0; c < C; ++c) store_as(yr, c, xr[c] * rs * g[c]);
     rstd[n] = rs;
   }
+}
+}  // namespace
+
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* g, int64_t N, int64_t C, float eps) {
+  rmsnorm_forward_impl(out, rstd, x, g, N, C, eps);
+}
+void rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
+                          float eps) {
+  rmsnorm_forward_impl(out, rstd, x, g, N, C, eps);
 }
 
 template <typename T>

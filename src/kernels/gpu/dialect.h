@@ -251,5 +251,11 @@ TERA_HOST_DEVICE uint16_t float_to_bf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+// An element of fp32 or bf16 storage as fp32, and fp32 stored into either:
+// lets one elementwise kernel body serve both.
+TERA_DEVICE float load_f32(const float* p, int64_t i) { return p[i]; }
+TERA_DEVICE float load_f32(const uint16_t* p, int64_t i) { return bf16_to_float(p[i]); }
+TERA_DEVICE void store_f32(float* p, int64_t i, float v) { p[i] = v; }
+TERA_DEVICE void store_f32(uint16_t* p, int64_t i, float v) { p[i] = float_to_bf16(v); }
 
 TERA_GPU_END

@@ -92,6 +92,12 @@ inline void gelu_forward(float* out, const float* x, int64_t n) {
 inline void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
   if (n > 0) TERA_LAUNCH(gelu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
 }
+inline void gelu_forward_bf16(uint16_t* out, const uint16_t* x, int64_t n) {
+  if (n > 0) TERA_LAUNCH(gelu_forward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, out, x, n);
+}
+inline void gelu_backward_bf16(float* dx, const uint16_t* x, const float* dout, int64_t n) {
+  if (n > 0) TERA_LAUNCH(gelu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
+}
 inline void residual_forward(float* out, const float* a, const float* b, int64_t n) {
   if (n > 0) TERA_LAUNCH(residual_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, a, b, n);
 }
@@ -108,6 +114,13 @@ inline void layernorm_forward(float* out, float* mean, float* rstd, const float*
                               int64_t N, int64_t C) {
   if (N <= 0) return;
   TERA_LAUNCH(layernorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, mean, rstd, x, g, b, C);
+}
+
+inline void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* x, const float* g,
+                                   const float* b, int64_t N, int64_t C) {
+  if (N <= 0) return;
+  TERA_LAUNCH(layernorm_forward_bf16_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, mean, rstd, x, g, b,
+              C);
 }
 
 inline void layernorm_backward(float* dx, float* dg, float* db, const float* dout, const float* x, const float* g,
@@ -128,6 +141,13 @@ inline void rmsnorm_forward(float* out, float* rstd, const float* x, const float
   if (N > 0) TERA_LAUNCH(rmsnorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, rstd, x, g, C, eps);
 }
 
+inline void rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
+                                 float eps) {
+  if (N > 0) {
+    TERA_LAUNCH(rmsnorm_forward_bf16_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, rstd, x, g, C, eps);
+  }
+}
+
 inline void rmsnorm_backward(float* dx, float* dg, const float* dout, const float* x, const float* g, const float* rstd,
                              int64_t N, int64_t C) {
   if (N <= 0) return;
@@ -146,6 +166,13 @@ inline void swiglu_forward(float* out, const float* gate, const float* up, int64
 }
 inline void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dout, int64_t n) {
   if (n > 0) TERA_LAUNCH(swiglu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
+}
+inline void swiglu_forward_bf16(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n) {
+  if (n > 0) TERA_LAUNCH(swiglu_forward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, out, gate, up, n);
+}
+inline void swiglu_backward_bf16(float* dgate, float* dup, const uint16_t* gate, const uint16_t* up, const float* dout,
+                                 int64_t n) {
+  if (n > 0) TERA_LAUNCH(swiglu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
 }
 
 inline void rope(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta, double sign) {
@@ -171,30 +198,32 @@ inline void attention_forward(float* out, float* probs, const float* qkv, int64_
                 qkv, a, attention_scale(hs), false);
   }
 }
-inline void flash_attention_forward_any(float* out, float* lse, const float* qkv, const AttnShape& a, bool bf16) {
-  if (a.B * a.H * a.T > 0) {
-    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, out,
-                static_cast<float*>(nullptr), lse, qkv, a, attention_scale(a.hs), bf16);
-  }
-}
 inline void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
                                     int64_t KV, int64_t hs) {
-  flash_attention_forward_any(out, lse, qkv, AttnShape{B, T, H, KV, hs}, false);
+  const AttnShape a{B, T, H, KV, hs};
+  if (B * H * T > 0) {
+    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, static_cast<float*>(nullptr), lse,
+                qkv, a, attention_scale(hs), false);
+  }
 }
-inline void flash_attention_forward_bf16(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+inline void flash_attention_forward_bf16(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
                                          int64_t KV, int64_t hs) {
-  flash_attention_forward_any(out, lse, qkv, AttnShape{B, T, H, KV, hs}, true);
+  const AttnShape a{B, T, H, KV, hs};
+  if (B * H * T > 0) {
+    TERA_LAUNCH(flash_attention_forward_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, lse, qkv, a,
+                attention_scale(hs));
+  }
 }
 
 // Both backwards: D[B,H,T] in scratch, the query side, then the key side.
 inline void attention_backward_any(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                   const float* probs, const float* lse, const AttnShape& a, bool bf16 = false) {
+                                   const float* probs, const float* lse, const AttnShape& a) {
   if (a.B * a.H * a.T <= 0) return;
   auto* D = static_cast<float*>(scratch(a.B * a.H * a.T * static_cast<int64_t>(sizeof(float))));
   TERA_LAUNCH(attention_backward_q_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, dqkv, D, dout, qkv, out, probs,
-              lse, a, attention_scale(a.hs), bf16);
+              lse, a, attention_scale(a.hs), false);
   TERA_LAUNCH(attention_backward_kv_k, grid_x(blocks_for(a.B * a.KV * a.T)), kThreads, 0, dqkv,
-              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs), bf16);
+              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs), false);
 }
 inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int64_t B,
                                int64_t T, int64_t H, int64_t KV, int64_t hs) {
@@ -205,10 +234,15 @@ inline void flash_attention_backward(float* dqkv, const float* dout, const float
                                      const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
   attention_backward_any(dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs});
 }
-inline void flash_attention_backward_bf16(float* dqkv, const float* dout, const float* qkv, const float* out,
+inline void flash_attention_backward_bf16(float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
                                           const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
-  attention_backward_any(dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs},
-                         true);
+  const AttnShape a{B, T, H, KV, hs};
+  if (B * H * T <= 0) return;
+  auto* D = static_cast<float*>(scratch(B * H * T * static_cast<int64_t>(sizeof(float))));
+  TERA_LAUNCH(flash_attention_backward_q_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, dqkv, D, dout, qkv, out,
+              lse, a, attention_scale(hs));
+  TERA_LAUNCH(flash_attention_backward_kv_bf16_k, grid_x(blocks_for(B * KV * T)), kThreads, 0, dqkv,
+              static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
 }
 
 inline void ce_max(float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld) {
@@ -338,6 +372,12 @@ inline void set_dialect_ops(Backend& b) {
   b.gelu_backward = gelu_backward;
   b.swiglu_forward = swiglu_forward;
   b.swiglu_backward = swiglu_backward;
+  b.layernorm_forward_bf16 = layernorm_forward_bf16;
+  b.rmsnorm_forward_bf16 = rmsnorm_forward_bf16;
+  b.gelu_forward_bf16 = gelu_forward_bf16;
+  b.gelu_backward_bf16 = gelu_backward_bf16;
+  b.swiglu_forward_bf16 = swiglu_forward_bf16;
+  b.swiglu_backward_bf16 = swiglu_backward_bf16;
   b.rope_forward = rope_forward;
   b.rope_backward = rope_backward;
   b.attention_forward = attention_forward;

@@ -176,7 +176,10 @@ bool cuda_supports(KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
   return dtype == DType::bf16 && (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
                                   op == KernelOp::cast || op == KernelOp::fill ||
-                                  op == KernelOp::tile_gemm_bf16);
+                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::layernorm_forward_bf16 ||
+                                  op == KernelOp::rmsnorm_forward_bf16 || op == KernelOp::gelu_forward_bf16 ||
+                                  op == KernelOp::gelu_backward_bf16 || op == KernelOp::swiglu_forward_bf16 ||
+                                  op == KernelOp::swiglu_backward_bf16);
 }
 
 }  // namespace

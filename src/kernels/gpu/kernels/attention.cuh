@@ -15,9 +15,11 @@
 // arrays, no head-size limit). The tensor-core form (tiles through a tile
 // MMA primitive) is not written yet.
 //
-// flash with bf16 = true (train.precision = "bf16") rounds the operands of
-// every product to bf16 as kernels/cpu/flash_attention.cpp does: q, k, v
-// and dout, P before it multiplies v or dout, dS before it multiplies k or
+// The bf16 flash kernels (train.precision = "bf16", the _bf16_k entry
+// points: bf16 = true, qkv and the output the backward reads stored in
+// bf16) round the operands of every
+// product to bf16 as kernels/cpu/flash_attention.cpp does: q, k, v (bf16
+// already) and dout, P before it multiplies v or dout, dS before it multiplies k or
 // q; sums, the softmax statistics, lse and D stay fp32. The forward walks
 // the keys in tiles of kAttnKeyTile with the running max updated once per
 // tile (the CPU kernel's tiles), so P = exp(s - m) is rounded at the same m.
@@ -37,9 +39,11 @@ struct AttnShape {
   TERA_HOST_DEVICE int64_t v(int64_t g) const { return (H + KV + g) * hs; }
 };
 
-TERA_DEVICE float dot_n(const float* a, const float* b, int64_t n) {
+// a . b over fp32 or bf16 storage (load_f32), fp32 sums.
+template <typename A, typename B>
+TERA_DEVICE float dot_n(const A* a, const B* b, int64_t n) {
   float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int64_t i = 0; i < n; ++i) s += load_f32(a, i) * load_f32(b, i);
   return s;
 }
 
@@ -47,25 +51,28 @@ TERA_DEVICE float dot_n(const float* a, const float* b, int64_t n) {
 TERA_DEVICE float bf16_if(float x, bool bf16) { return bf16 ? bf16_to_float(float_to_bf16(x)) : x; }
 
 // a . b with each operand rounded as bf16_if does, fp32 sums.
-TERA_DEVICE float dot_r(const float* a, const float* b, int64_t n, bool bf16) {
+template <typename A, typename B>
+TERA_DEVICE float dot_r(const A* a, const B* b, int64_t n, bool bf16) {
   if (!bf16) return dot_n(a, b, n);
   float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += bf16_if(a[i], true) * bf16_if(b[i], true);
+  for (int64_t i = 0; i < n; ++i) s += bf16_if(load_f32(a, i), true) * bf16_if(load_f32(b, i), true);
   return s;
 }
 
 constexpr int64_t kAttnKeyTile = 64;  // keys per online-softmax step (flash forward)
 
 // One thread per (b, h, t). probs != null: naive (probs written); else
-// flash (lse[B,H,T] written).
-TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const float* qkv, AttnShape a, float scale,
-                               bool bf16) {
+// flash (lse[B,H,T] written). Qkv: the storage of qkv (float; bf16 as
+// uint16_t for the bf16 flash kernels).
+template <typename Qkv>
+TERA_DEVICE void attention_forward_body(float* out, float* probs, float* lse, const Qkv* qkv, AttnShape a,
+                                        float scale, bool bf16) {
   const int64_t rows = a.B * a.H * a.T, W = a.width(), C = a.H * a.hs;
   for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
     const int64_t t = r % a.T, h = (r / a.T) % a.H, b = r / (a.T * a.H);
     const int64_t g = h / a.group();
-    const float* base = qkv + b * a.T * W;
-    const float* q = base + t * W + a.q(h);
+    const Qkv* base = qkv + b * a.T * W;
+    const Qkv* q = base + t * W + a.q(h);
     float* y = out + (b * a.T + t) * C + h * a.hs;
     for (int64_t i = 0; i < a.hs; ++i) y[i] = 0.0f;
     if (probs != nullptr) {
@@ -84,8 +91,8 @@ TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const floa
       for (int64_t s = 0; s <= t; ++s) prow[s] *= inv;
       for (int64_t s = t + 1; s < a.T; ++s) prow[s] = 0.0f;
       for (int64_t s = 0; s <= t; ++s) {
-        const float* v = base + s * W + a.v(g);
-        for (int64_t i = 0; i < a.hs; ++i) y[i] += prow[s] * v[i];
+        const Qkv* v = base + s * W + a.v(g);
+        for (int64_t i = 0; i < a.hs; ++i) y[i] += prow[s] * load_f32(v, i);
       }
     } else {
       float m = -INFINITY, l = 0.0f;
@@ -102,8 +109,8 @@ TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const floa
         for (int64_t s = s0; s < s1; ++s) {
           const float p = expf(dot_r(q, base + s * W + a.k(g), a.hs, bf16) * scale - m_new);
           const float pr = bf16_if(p, bf16);
-          const float* v = base + s * W + a.v(g);
-          for (int64_t i = 0; i < a.hs; ++i) y[i] += pr * bf16_if(v[i], bf16);
+          const Qkv* v = base + s * W + a.v(g);
+          for (int64_t i = 0; i < a.hs; ++i) y[i] += pr * bf16_if(load_f32(v, i), bf16);
           l += p;
         }
         m = m_new;
@@ -114,9 +121,17 @@ TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const floa
     }
   }
 }
+TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const float* qkv, AttnShape a, float scale,
+                               bool bf16) {
+  attention_forward_body(out, probs, lse, qkv, a, scale, bf16);
+}
+TERA_KERNEL flash_attention_forward_bf16_k(float* out, float* lse, const uint16_t* qkv, AttnShape a, float scale) {
+  attention_forward_body(out, static_cast<float*>(nullptr), lse, qkv, a, scale, true);
+}
 
 // P[t, s] from the saved probabilities or recomputed from lse.
-TERA_DEVICE float attention_p(const float* probs, const float* lse, const float* base, AttnShape a, int64_t b,
+template <typename Qkv>
+TERA_DEVICE float attention_p(const float* probs, const float* lse, const Qkv* base, AttnShape a, int64_t b,
                               int64_t h, int64_t t, int64_t s, float scale, bool bf16) {
   if (probs != nullptr) return probs[((b * a.H + h) * a.T + t) * a.T + s];
   const int64_t W = a.width(), g = h / a.group();
@@ -126,13 +141,14 @@ TERA_DEVICE float attention_p(const float* probs, const float* lse, const float*
 
 // The query side, one thread per (b, h, t): D[b,h,t] (naive: sum_s P dP;
 // flash: dout_t . y_t) and dq (overwritten).
-TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
-                                   const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
+template <typename Qkv>
+TERA_DEVICE void attention_backward_q_body(float* dqkv, float* D, const float* dout, const Qkv* qkv, const Qkv* out,
+                                           const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
   const int64_t rows = a.B * a.H * a.T, W = a.width(), C = a.H * a.hs;
   for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
     const int64_t t = r % a.T, h = (r / a.T) % a.H, b = r / (a.T * a.H);
     const int64_t g = h / a.group();
-    const float* base = qkv + b * a.T * W;
+    const Qkv* base = qkv + b * a.T * W;
     const float* dy = dout + (b * a.T + t) * C + h * a.hs;
     float d = 0.0f;
     if (probs != nullptr) {
@@ -148,41 +164,58 @@ TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, con
     for (int64_t s = 0; s <= t; ++s) {
       const float p = attention_p(probs, lse, base, a, b, h, t, s, scale, bf16);
       const float ds = bf16_if(p * (dot_r(dy, base + s * W + a.v(g), a.hs, bf16) - d) * scale, bf16);
-      const float* k = base + s * W + a.k(g);
-      for (int64_t i = 0; i < a.hs; ++i) dq[i] += ds * bf16_if(k[i], bf16);
+      const Qkv* k = base + s * W + a.k(g);
+      for (int64_t i = 0; i < a.hs; ++i) dq[i] += ds * bf16_if(load_f32(k, i), bf16);
     }
   }
+}
+TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
+                                   const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
+  attention_backward_q_body(dqkv, D, dout, qkv, out, probs, lse, a, scale, bf16);
+}
+TERA_KERNEL flash_attention_backward_q_bf16_k(float* dqkv, float* D, const float* dout, const uint16_t* qkv,
+                                              const uint16_t* out, const float* lse, AttnShape a, float scale) {
+  attention_backward_q_body(dqkv, D, dout, qkv, out, static_cast<const float*>(nullptr), lse, a, scale, true);
 }
 
 // The key side, one thread per (b, g, s): dk_s and dv_s (overwritten) summed
 // over the group's query heads and the queries t >= s, in that order.
-TERA_KERNEL attention_backward_kv_k(float* dqkv, const float* D, const float* dout, const float* qkv,
-                                    const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
+template <typename Qkv>
+TERA_DEVICE void attention_backward_kv_body(float* dqkv, const float* D, const float* dout, const Qkv* qkv,
+                                            const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
   const int64_t rows = a.B * a.KV * a.T, W = a.width(), C = a.H * a.hs;
   for (int64_t r = grid_first(); r < rows; r += grid_stride()) {
     const int64_t s = r % a.T, g = (r / a.T) % a.KV, b = r / (a.T * a.KV);
-    const float* base = qkv + b * a.T * W;
+    const Qkv* base = qkv + b * a.T * W;
     float* dk = dqkv + (b * a.T + s) * W + a.k(g);
     float* dv = dqkv + (b * a.T + s) * W + a.v(g);
     for (int64_t i = 0; i < a.hs; ++i) {
       dk[i] = 0.0f;
       dv[i] = 0.0f;
     }
-    const float* v = base + s * W + a.v(g);
+    const Qkv* v = base + s * W + a.v(g);
     for (int64_t h = g * a.group(); h < (g + 1) * a.group(); ++h) {
       for (int64_t t = s; t < a.T; ++t) {
         const float p = attention_p(probs, lse, base, a, b, h, t, s, scale, bf16);
         const float* dy = dout + (b * a.T + t) * C + h * a.hs;
         const float ds = bf16_if(p * (dot_r(dy, v, a.hs, bf16) - D[(b * a.H + h) * a.T + t]) * scale, bf16);
-        const float* q = base + t * W + a.q(h);
+        const Qkv* q = base + t * W + a.q(h);
         const float pr = bf16_if(p, bf16);
         for (int64_t i = 0; i < a.hs; ++i) {
-          dk[i] += ds * bf16_if(q[i], bf16);
+          dk[i] += ds * bf16_if(load_f32(q, i), bf16);
           dv[i] += pr * bf16_if(dy[i], bf16);
         }
       }
     }
   }
+}
+TERA_KERNEL attention_backward_kv_k(float* dqkv, const float* D, const float* dout, const float* qkv,
+                                    const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
+  attention_backward_kv_body(dqkv, D, dout, qkv, probs, lse, a, scale, bf16);
+}
+TERA_KERNEL flash_attention_backward_kv_bf16_k(float* dqkv, const float* D, const float* dout, const uint16_t* qkv,
+                                               const float* lse, AttnShape a, float scale) {
+  attention_backward_kv_body(dqkv, D, dout, qkv, static_cast<const float*>(nullptr), lse, a, scale, true);
 }
 
 TERA_GPU_END

@@ -1,5 +1,5 @@
 // Elementwise kernels in the kernel dialect: GELU (tanh form) forward and
-// backward, residual add, bias + residual, fill and dtype casts. One thread
+// backward (fp32, and bf16 storage with fp32 arithmetic), residual add, bias + residual, fill and dtype casts. One thread
 // per element over a grid-stride loop; the arithmetic is that of the CPU
 // kernels (kernels/cpu/gelu.cpp, elementwise.cpp, memory.cpp) in fp32.
 #pragma once
@@ -12,25 +12,37 @@ TERA_GPU_BEGIN
 TERA_DEVICE int64_t grid_first() { return static_cast<int64_t>(block_x()) * block_dim_x() + thread_x(); }
 TERA_DEVICE int64_t grid_stride() { return static_cast<int64_t>(grid_dim_x()) * block_dim_x(); }
 
-// GELU, tanh approximation: y = 0.5 x (1 + tanh(k (x + a x^3))).
-TERA_KERNEL gelu_forward_k(float* out, const float* x, int64_t n) {
+// GELU, tanh approximation: y = 0.5 x (1 + tanh(k (x + a x^3))). X and Y:
+// the storage of x and y (float, or bf16 as uint16_t; fp32 arithmetic).
+template <typename Y, typename X>
+TERA_DEVICE void gelu_forward_body(Y* out, const X* x, int64_t n) {
   const float k = 0.7978845608028654f, a = 0.044715f;
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    const float xi = x[i];
+    const float xi = load_f32(x, i);
     const float u = k * (xi + a * xi * xi * xi);
-    out[i] = 0.5f * xi * (1.0f + tanhf(u));
+    store_f32(out, i, 0.5f * xi * (1.0f + tanhf(u)));
   }
 }
 
 // dx = dout * (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 a x^2)), overwritten.
-TERA_KERNEL gelu_backward_k(float* dx, const float* x, const float* dout, int64_t n) {
+template <typename X>
+TERA_DEVICE void gelu_backward_body(float* dx, const X* x, const float* dout, int64_t n) {
   const float k = 0.7978845608028654f, a = 0.044715f;
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    const float xi = x[i];
+    const float xi = load_f32(x, i);
     const float t = tanhf(k * (xi + a * xi * xi * xi));
     const float dudx = k * (1.0f + 3.0f * a * xi * xi);
     dx[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * xi * (1.0f - t * t) * dudx);
   }
+}
+
+TERA_KERNEL gelu_forward_k(float* out, const float* x, int64_t n) { gelu_forward_body(out, x, n); }
+TERA_KERNEL gelu_backward_k(float* dx, const float* x, const float* dout, int64_t n) {
+  gelu_backward_body(dx, x, dout, n);
+}
+TERA_KERNEL gelu_forward_bf16_k(uint16_t* out, const uint16_t* x, int64_t n) { gelu_forward_body(out, x, n); }
+TERA_KERNEL gelu_backward_bf16_k(float* dx, const uint16_t* x, const float* dout, int64_t n) {
+  gelu_backward_body(dx, x, dout, n);
 }
 
 TERA_KERNEL residual_forward_k(float* out, const float* a, const float* b, int64_t n) {

@@ -16,9 +16,10 @@ constexpr int kLayerNormThreads = 256;        // a multiple of 32 and of 64
 constexpr int kLayerNormRowsPerChunk = 32;    // rows per partial of dg/db
 
 // out[N,C], mean[N], rstd[N] from x[N,C], g[C], b[C]; grid (N), block 256.
-TERA_KERNEL layernorm_forward_k(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
-                                int64_t C) {
-  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+// Y: the storage of out (float, or bf16 rounded from the fp32 arithmetic).
+template <typename Y>
+TERA_DEVICE void layernorm_forward_body(Y* out, float* mean, float* rstd, const float* x, const float* g,
+                                        const float* b, int64_t C, float* scratch) {
   const int64_t n = block_x();
   const float* xr = x + n * C;
   float s = 0.0f;
@@ -28,12 +29,22 @@ TERA_KERNEL layernorm_forward_k(float* out, float* mean, float* rstd, const floa
   for (int64_t c = thread_x(); c < C; c += block_dim_x()) sq += (xr[c] - mu) * (xr[c] - mu);
   const float var = block_sum(sq, scratch) / static_cast<float>(C);
   const float rs = 1.0f / sqrtf(var + 1e-5f);
-  float* yr = out + n * C;
-  for (int64_t c = thread_x(); c < C; c += block_dim_x()) yr[c] = (xr[c] - mu) * rs * g[c] + b[c];
+  Y* yr = out + n * C;
+  for (int64_t c = thread_x(); c < C; c += block_dim_x()) store_f32(yr, c, (xr[c] - mu) * rs * g[c] + b[c]);
   if (thread_x() == 0) {
     mean[n] = mu;
     rstd[n] = rs;
   }
+}
+TERA_KERNEL layernorm_forward_k(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
+                                int64_t C) {
+  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+  layernorm_forward_body(out, mean, rstd, x, g, b, C, scratch);
+}
+TERA_KERNEL layernorm_forward_bf16_k(uint16_t* out, float* mean, float* rstd, const float* x, const float* g,
+                                     const float* b, int64_t C) {
+  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+  layernorm_forward_body(out, mean, rstd, x, g, b, C, scratch);
 }
 
 // dx[N,C] += rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)); grid (N), block 256.

@@ -2,7 +2,7 @@
 // CPU kernels (kernels/cpu/rmsnorm.cpp, swiglu.cpp, rope.cpp):
 //   RMSNorm:  one block per row (block sums); dg from row-chunk partials
 //             added in order (deterministic, as LayerNorm's).
-//   SwiGLU:   elementwise, out = silu(gate) up.
+//   SwiGLU:   elementwise, out = silu(gate) up (fp32, and bf16 storage).
 //   RoPE:     one thread per (row, head, pair), the angle in double as the
 //             CPU computes it, rotated in place (backward: the inverse angle).
 #pragma once
@@ -14,17 +14,27 @@
 TERA_GPU_BEGIN
 
 // out[N,C] = x rstd g, rstd[N] = 1 / sqrt(mean(x^2) + eps); grid (N), block 256.
-TERA_KERNEL rmsnorm_forward_k(float* out, float* rstd, const float* x, const float* g, int64_t C, float eps) {
-  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+// Y: the storage of out (float, or bf16 rounded from the fp32 arithmetic).
+template <typename Y>
+TERA_DEVICE void rmsnorm_forward_body(Y* out, float* rstd, const float* x, const float* g, int64_t C, float eps,
+                                      float* scratch) {
   const int64_t n = block_x();
   const float* xr = x + n * C;
   float sq = 0.0f;
   for (int64_t c = thread_x(); c < C; c += block_dim_x()) sq += xr[c] * xr[c];
   sq = block_sum(sq, scratch);
   const float rs = static_cast<float>(1.0 / sqrt(static_cast<double>(sq / static_cast<float>(C)) + static_cast<double>(eps)));
-  float* yr = out + n * C;
-  for (int64_t c = thread_x(); c < C; c += block_dim_x()) yr[c] = xr[c] * rs * g[c];
+  Y* yr = out + n * C;
+  for (int64_t c = thread_x(); c < C; c += block_dim_x()) store_f32(yr, c, xr[c] * rs * g[c]);
   if (thread_x() == 0) rstd[n] = rs;
+}
+TERA_KERNEL rmsnorm_forward_k(float* out, float* rstd, const float* x, const float* g, int64_t C, float eps) {
+  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+  rmsnorm_forward_body(out, rstd, x, g, C, eps, scratch);
+}
+TERA_KERNEL rmsnorm_forward_bf16_k(uint16_t* out, float* rstd, const float* x, const float* g, int64_t C, float eps) {
+  TERA_SHARED(float, scratch, kLayerNormThreads / 32);
+  rmsnorm_forward_body(out, rstd, x, g, C, eps, scratch);
 }
 
 // dx[N,C] += rstd (dxhat - xhat mean(dxhat xhat)); grid (N), block 256.
@@ -55,23 +65,41 @@ TERA_KERNEL rmsnorm_backward_partials_k(float* part, const float* dout, const fl
   part[chunk * C + c] = s;
 }
 
-TERA_KERNEL swiglu_forward_k(float* out, const float* gate, const float* up, int64_t n) {
+// S, O: the storage of gate and up, and of out (float, or bf16; fp32 arithmetic).
+template <typename O, typename S>
+TERA_DEVICE void swiglu_forward_body(O* out, const S* gate, const S* up, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    const float z = gate[i];
+    const float z = load_f32(gate, i);
     const float s = 1.0f / (1.0f + expf(-z));
-    out[i] = z * s * up[i];
+    store_f32(out, i, z * s * load_f32(up, i));
   }
 }
 
-TERA_KERNEL swiglu_backward_k(float* dgate, float* dup, const float* gate, const float* up, const float* dout,
-                              int64_t n) {
+template <typename S>
+TERA_DEVICE void swiglu_backward_body(float* dgate, float* dup, const S* gate, const S* up, const float* dout,
+                                      int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    const float z = gate[i];
+    const float z = load_f32(gate, i);
     const float s = 1.0f / (1.0f + expf(-z));
     const float d = dout[i];
     dup[i] = d * z * s;
-    dgate[i] = d * up[i] * s * (1.0f + z * (1.0f - s));
+    dgate[i] = d * load_f32(up, i) * s * (1.0f + z * (1.0f - s));
   }
+}
+
+TERA_KERNEL swiglu_forward_k(float* out, const float* gate, const float* up, int64_t n) {
+  swiglu_forward_body(out, gate, up, n);
+}
+TERA_KERNEL swiglu_backward_k(float* dgate, float* dup, const float* gate, const float* up, const float* dout,
+                              int64_t n) {
+  swiglu_backward_body(dgate, dup, gate, up, dout, n);
+}
+TERA_KERNEL swiglu_forward_bf16_k(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n) {
+  swiglu_forward_body(out, gate, up, n);
+}
+TERA_KERNEL swiglu_backward_bf16_k(float* dgate, float* dup, const uint16_t* gate, const uint16_t* up,
+                                   const float* dout, int64_t n) {
+  swiglu_backward_body(dgate, dup, gate, up, dout, n);
 }
 
 // Rotates the q and k heads of qkv[N, (H+2KV) hs] in place by the angles of
