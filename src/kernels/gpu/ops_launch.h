@@ -195,7 +195,7 @@ inline void attention_forward(float* out, float* probs, const float* qkv, int64_
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T > 0) {
     TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, probs, static_cast<float*>(nullptr),
-                qkv, a, attention_scale(hs), false);
+                qkv, a, attention_scale(hs));
   }
 }
 inline void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
@@ -203,7 +203,7 @@ inline void flash_attention_forward(float* out, float* lse, const float* qkv, in
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T > 0) {
     TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, static_cast<float*>(nullptr), lse,
-                qkv, a, attention_scale(hs), false);
+                qkv, a, attention_scale(hs));
   }
 }
 inline void flash_attention_forward_bf16(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
@@ -221,9 +221,9 @@ inline void attention_backward_any(float* dqkv, const float* dout, const float* 
   if (a.B * a.H * a.T <= 0) return;
   auto* D = static_cast<float*>(scratch(a.B * a.H * a.T * static_cast<int64_t>(sizeof(float))));
   TERA_LAUNCH(attention_backward_q_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, dqkv, D, dout, qkv, out, probs,
-              lse, a, attention_scale(a.hs), false);
+              lse, a, attention_scale(a.hs));
   TERA_LAUNCH(attention_backward_kv_k, grid_x(blocks_for(a.B * a.KV * a.T)), kThreads, 0, dqkv,
-              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs), false);
+              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs));
 }
 inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int64_t B,
                                int64_t T, int64_t H, int64_t KV, int64_t hs) {

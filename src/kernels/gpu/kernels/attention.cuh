@@ -16,11 +16,10 @@
 // MMA primitive) is not written yet.
 //
 // The bf16 flash kernels (train.precision = "bf16", the _bf16_k entry
-// points: bf16 = true, qkv and the output the backward reads stored in
-// bf16) round the operands of every
-// product to bf16 as kernels/cpu/flash_attention.cpp does: q, k, v (bf16
-// already) and dout, P before it multiplies v or dout, dS before it multiplies k or
-// q; sums, the softmax statistics, lse and D stay fp32. The forward walks
+// points: qkv and the output the backward reads stored in bf16) round the
+// operands of every product to bf16 as kernels/cpu/flash_attention.cpp
+// does: q, k, v (bf16 already) and dout, P before it multiplies v or dout,
+// dS before it multiplies k or q; sums, the softmax statistics, lse and D stay fp32. The forward walks
 // the keys in tiles of kAttnKeyTile with the running max updated once per
 // tile (the CPU kernel's tiles), so P = exp(s - m) is rounded at the same m.
 #pragma once
@@ -121,9 +120,8 @@ TERA_DEVICE void attention_forward_body(float* out, float* probs, float* lse, co
     }
   }
 }
-TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const float* qkv, AttnShape a, float scale,
-                               bool bf16) {
-  attention_forward_body(out, probs, lse, qkv, a, scale, bf16);
+TERA_KERNEL attention_forward_k(float* out, float* probs, float* lse, const float* qkv, AttnShape a, float scale) {
+  attention_forward_body(out, probs, lse, qkv, a, scale, false);
 }
 TERA_KERNEL flash_attention_forward_bf16_k(float* out, float* lse, const uint16_t* qkv, AttnShape a, float scale) {
   attention_forward_body(out, static_cast<float*>(nullptr), lse, qkv, a, scale, true);
@@ -170,8 +168,8 @@ TERA_DEVICE void attention_backward_q_body(float* dqkv, float* D, const float* d
   }
 }
 TERA_KERNEL attention_backward_q_k(float* dqkv, float* D, const float* dout, const float* qkv, const float* out,
-                                   const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
-  attention_backward_q_body(dqkv, D, dout, qkv, out, probs, lse, a, scale, bf16);
+                                   const float* probs, const float* lse, AttnShape a, float scale) {
+  attention_backward_q_body(dqkv, D, dout, qkv, out, probs, lse, a, scale, false);
 }
 TERA_KERNEL flash_attention_backward_q_bf16_k(float* dqkv, float* D, const float* dout, const uint16_t* qkv,
                                               const uint16_t* out, const float* lse, AttnShape a, float scale) {
@@ -210,8 +208,8 @@ TERA_DEVICE void attention_backward_kv_body(float* dqkv, const float* D, const f
   }
 }
 TERA_KERNEL attention_backward_kv_k(float* dqkv, const float* D, const float* dout, const float* qkv,
-                                    const float* probs, const float* lse, AttnShape a, float scale, bool bf16) {
-  attention_backward_kv_body(dqkv, D, dout, qkv, probs, lse, a, scale, bf16);
+                                    const float* probs, const float* lse, AttnShape a, float scale) {
+  attention_backward_kv_body(dqkv, D, dout, qkv, probs, lse, a, scale, false);
 }
 TERA_KERNEL flash_attention_backward_kv_bf16_k(float* dqkv, const float* D, const float* dout, const uint16_t* qkv,
                                                const float* lse, AttnShape a, float scale) {
