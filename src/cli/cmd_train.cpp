@@ -325,12 +325,7 @@ int run_train(const TrainArgs& args) {
       return kExitBadInput;
     }
   }
-  if (cfg->train.precision == DType::bf16 &&
-      (chosen->linear_forward_bf16 == nullptr || chosen->linear_backward_bf16 == nullptr || chosen->cast == nullptr ||
-       chosen->flash_attention_forward_bf16 == nullptr || chosen->flash_attention_backward_bf16 == nullptr ||
-       chosen->layernorm_forward_bf16 == nullptr || chosen->rmsnorm_forward_bf16 == nullptr ||
-       chosen->gelu_forward_bf16 == nullptr || chosen->gelu_backward_bf16 == nullptr ||
-       chosen->swiglu_forward_bf16 == nullptr || chosen->swiglu_backward_bf16 == nullptr)) {
+  if (cfg->train.precision == DType::bf16 && !missing_bf16_ops(*chosen).empty()) {
     print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
                             "use train.precision = \"fp32\"", cfg->source, chosen->name));
     return kExitBadInput;

@@ -13,27 +13,30 @@ const char* kernel_op_name(KernelOp op) {
   return "?";
 }
 
-bool kernel_op_required(KernelOp op) {
-  constexpr bool required = true, optional = false;
-  (void)required;
-  (void)optional;
+OpNeed kernel_op_need(KernelOp op) {
   switch (op) {
 #define TERA_KERNEL_OP_NEED(o, Fn, need) \
-  case KernelOp::o: return need;
+  case KernelOp::o: return OpNeed::need;
     TERA_BACKEND_OPS(TERA_KERNEL_OP_NEED)
 #undef TERA_KERNEL_OP_NEED
   }
-  return true;
+  return OpNeed::required;
 }
 
-std::string missing_required_ops(const Backend& b) {
+namespace {
+// The ops of class `need` that b leaves null, comma-separated.
+std::string missing_ops(const Backend& b, OpNeed need) {
   std::string out;
-#define TERA_KERNEL_OP_MISSING(o, Fn, need)                                \
-  if (kernel_op_required(KernelOp::o) && b.o == nullptr) out += (out.empty() ? "" : ", ") + std::string(#o);
+#define TERA_KERNEL_OP_MISSING(o, Fn, n)                                \
+  if (kernel_op_need(KernelOp::o) == need && b.o == nullptr) out += (out.empty() ? "" : ", ") + std::string(#o);
   TERA_BACKEND_OPS(TERA_KERNEL_OP_MISSING)
 #undef TERA_KERNEL_OP_MISSING
   return out;
 }
+}  // namespace
+
+std::string missing_required_ops(const Backend& b) { return missing_ops(b, OpNeed::required); }
+std::string missing_bf16_ops(const Backend& b) { return missing_ops(b, OpNeed::bf16); }
 
 bool has_op(const Backend& b, KernelOp op) {
   switch (op) {

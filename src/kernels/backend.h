@@ -16,8 +16,10 @@ namespace tera {
 // The op list, defined once: X(field, signature, need). The Backend's
 // fields, KernelOp, kernel_op_name and the profiling backend's wrappers and
 // names all come from it. need is `required` (production code calls it; a
-// backend must fill it) or `optional` (only benchmarks and conformance tests
-// call it; a backend may leave it null).
+// backend must fill it), `bf16` (train.precision = "bf16" calls it: a backend
+// without one of them cannot train in bf16, missing_bf16_ops) or `optional`
+// (only benchmarks and conformance tests call it; a backend may leave it
+// null).
 #define TERA_BACKEND_OPS(X)                                   \
   /* memory and ordering: the backend owns tensor memory */    \
   X(alloc, AllocFn, required)                                 \
@@ -33,8 +35,8 @@ namespace tera {
   X(gemm, GemmFn, optional) /* the model calls linear_* */    \
   X(linear_forward, LinearForwardFn, required)                \
   X(linear_backward, LinearBackwardFn, required)              \
-  X(linear_forward_bf16, LinearForwardBf16Fn, optional) /* required with bf16 GEMMs */ \
-  X(linear_backward_bf16, LinearBackwardBf16Fn, optional)     \
+  X(linear_forward_bf16, LinearForwardBf16Fn, bf16)           \
+  X(linear_backward_bf16, LinearBackwardBf16Fn, bf16)         \
   X(layernorm_forward, LayerNormForwardFn, required)          \
   X(layernorm_backward, LayerNormBackwardFn, required)        \
   X(rmsnorm_forward, RmsNormForwardFn, required)              \
@@ -43,20 +45,20 @@ namespace tera {
   X(gelu_backward, GeluBackwardFn, required)                  \
   X(swiglu_forward, SwigluForwardFn, required)                \
   X(swiglu_backward, SwigluBackwardFn, required)              \
-  X(layernorm_forward_bf16, LayerNormForwardBf16Fn, optional) /* required with bf16 GEMMs */ \
-  X(rmsnorm_forward_bf16, RmsNormForwardBf16Fn, optional)     \
-  X(gelu_forward_bf16, GeluForwardBf16Fn, optional)           \
-  X(gelu_backward_bf16, GeluBackwardBf16Fn, optional)         \
-  X(swiglu_forward_bf16, SwigluForwardBf16Fn, optional)       \
-  X(swiglu_backward_bf16, SwigluBackwardBf16Fn, optional)     \
+  X(layernorm_forward_bf16, LayerNormForwardBf16Fn, bf16)     \
+  X(rmsnorm_forward_bf16, RmsNormForwardBf16Fn, bf16)         \
+  X(gelu_forward_bf16, GeluForwardBf16Fn, bf16)               \
+  X(gelu_backward_bf16, GeluBackwardBf16Fn, bf16)             \
+  X(swiglu_forward_bf16, SwigluForwardBf16Fn, bf16)           \
+  X(swiglu_backward_bf16, SwigluBackwardBf16Fn, bf16)         \
   X(rope_forward, RopeFn, required)                           \
   X(rope_backward, RopeFn, required)                          \
   X(attention_forward, AttentionForwardFn, required)          \
   X(attention_backward, AttentionBackwardFn, required)        \
   X(flash_attention_forward, FlashAttentionForwardFn, required) \
   X(flash_attention_backward, FlashAttentionBackwardFn, required) \
-  X(flash_attention_forward_bf16, FlashAttentionForwardBf16Fn, optional) /* required with bf16 GEMMs */ \
-  X(flash_attention_backward_bf16, FlashAttentionBackwardBf16Fn, optional) \
+  X(flash_attention_forward_bf16, FlashAttentionForwardBf16Fn, bf16) \
+  X(flash_attention_backward_bf16, FlashAttentionBackwardBf16Fn, bf16) \
   X(residual_forward, ResidualForwardFn, required)            \
   X(cross_entropy, CrossEntropyFn, optional) /* fused; training uses ce_* */ \
   X(softmax_row, SoftmaxRowFn, required)                      \
@@ -73,7 +75,7 @@ namespace tera {
   X(sum_squares, SumSquaresFn, required)                      \
   X(count_nonfinite, CountNonfiniteFn, required)              \
   X(adamw, AdamWFn, required)                                 \
-  X(cast, CastFn, optional) /* required with bf16 GEMMs */      \
+  X(cast, CastFn, bf16)                                       \
   X(tile_gemm_bf16, TileGemmBf16Fn, optional) /* GPU backends: the tile primitive's check */
 
 enum class KernelOp {
@@ -87,7 +89,9 @@ constexpr int kKernelOps = 0
 #undef TERA_KERNEL_OP_COUNT
     ;
 const char* kernel_op_name(KernelOp op);  // the field's name: "linear_forward"
-bool kernel_op_required(KernelOp op);
+enum class OpNeed { required, bf16, optional };
+OpNeed kernel_op_need(KernelOp op);
+inline bool kernel_op_required(KernelOp op) { return kernel_op_need(op) == OpNeed::required; }
 
 struct Backend {
   const char* name = nullptr;
@@ -114,6 +118,8 @@ struct Backend {
 
 // The required ops a backend leaves null, comma-separated ("" when complete).
 std::string missing_required_ops(const Backend& b);
+// The same for the ops train.precision = "bf16" needs ("" when it can).
+std::string missing_bf16_ops(const Backend& b);
 // Whether the backend fills op (a non-null entry).
 bool has_op(const Backend& b, KernelOp op);
 

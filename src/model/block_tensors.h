@@ -158,18 +158,9 @@ std::vector<size_t> match_rows(const std::array<TensorRow<S>, R>& rows, const st
 }
 
 // `s` with the field of each named buffer's row set to its pointer
-// (names[i] -> ptrs[i], matched by match_rows).
-template <typename S, size_t R>
-S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
-               const std::vector<float*>& ptrs, std::string_view what, S s = {}) {
-  TERA_ASSERT(names.size() == ptrs.size());
-  const std::vector<size_t> index = match_rows(rows, names, what);
-  for (size_t i = 0; i < names.size(); ++i) s.*rows[index[i]].field = ptrs[i];
-  return s;
-}
-
-// The same for buffers of either dtype: bf16_ptrs[i] non-null binds names[i]
-// to its row's bf16 field (asserted to exist), else ptrs[i] to the fp32 one.
+// (names[i] -> ptrs[i], matched by match_rows); a buffer of either dtype:
+// bf16_ptrs[i] non-null binds names[i] to its row's bf16 field (asserted to
+// exist), else ptrs[i] to the fp32 one.
 template <typename S, size_t R>
 S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
                const std::vector<float*>& ptrs, const std::vector<uint16_t*>& bf16_ptrs, std::string_view what,
@@ -186,6 +177,13 @@ S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::s
     s.*row.bf16_field = bf16_ptrs[i];
   }
   return s;
+}
+
+// fp32 buffers only.
+template <typename S, size_t R>
+S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
+               const std::vector<float*>& ptrs, std::string_view what, S s = {}) {
+  return bind_by_name(rows, names, ptrs, std::vector<uint16_t*>(ptrs.size(), nullptr), what, s);
 }
 
 }  // namespace tera

@@ -87,7 +87,7 @@ namespace {
 struct NamedViews {
   std::vector<std::string> names;
   std::vector<float*> ptrs;          // an fp32 buffer's, else null
-  std::vector<uint16_t*> bf16_ptrs;  // a bf16 buffer's (a linear layer's input under bf16 GEMMs), else null
+  std::vector<uint16_t*> bf16_ptrs;  // a bf16 buffer's (an activation kept in bf16), else null
 };
 NamedViews views_of(const DeviceArena& acts, const std::string& prefix, const std::vector<BufferInfo>& table,
                     int64_t k) {
@@ -193,14 +193,8 @@ void Gpt::bind_workspace(const DeviceArena& work) {
   ws_.cast_head = work.get<uint16_t>("gemm_cast_head");
   TERA_ASSERT(opts_.gemm != DType::bf16 || (ws_.cast != nullptr && (!plan().has_head() || ws_.cast_head != nullptr)),
               "the workspace plan lacks the bf16 GEMM cast buffers");
-  TERA_ASSERT(opts_.gemm != DType::bf16 || !opts_.flash_attention ||
-                  (be_.flash_attention_forward_bf16 != nullptr && be_.flash_attention_backward_bf16 != nullptr),
-              "bf16 GEMMs on a backend without bf16 flash attention");
-  TERA_ASSERT(opts_.gemm != DType::bf16 ||
-                  (be_.layernorm_forward_bf16 != nullptr && be_.rmsnorm_forward_bf16 != nullptr &&
-                   be_.gelu_forward_bf16 != nullptr && be_.gelu_backward_bf16 != nullptr &&
-                   be_.swiglu_forward_bf16 != nullptr && be_.swiglu_backward_bf16 != nullptr),
-              "bf16 GEMMs on a backend without the bf16 norms, GELU or SwiGLU");
+  TERA_ASSERT(opts_.gemm != DType::bf16 || missing_bf16_ops(be_).empty(),
+              std::string(be_.name) + " lacks the bf16 ops " + missing_bf16_ops(be_));
   TERA_ASSERT(ws_.dres != nullptr && ws_.dwide != nullptr && ws_.dnarrow != nullptr, "the workspace plan lacks buffers");
   TERA_ASSERT(!plan().has_head() || (ws_.lnf != nullptr && ws_.logits != nullptr && ws_.ce_stats != nullptr),
               "the workspace plan lacks the head's buffers");
@@ -439,7 +433,6 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   float* fch = staged(a.fch, a.fch_bf16, ws_.dwide);
   linear_fwd(fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
   keep_bf16(a.fch_bf16, fch, N * Fl_);
-  LinearInput act;
   if (gated_) {
     float* gate = staged(a.fch_gate, a.fch_gate_bf16, ws_.dwide + N * Fl_);
     linear_fwd(gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
@@ -449,16 +442,14 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
     } else {
       be_.swiglu_forward(a.fch_swiglu, a.fch_gate, a.fch, N * Fl_);
     }
-    act = {a.fch_swiglu, a.fch_swiglu_bf16};
   } else {
     if (bf16) {
       be_.gelu_forward_bf16(a.fch_gelu_bf16, a.fch_bf16, N * Fl_);
     } else {
       be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
     }
-    act = {a.fch_gelu, a.fch_gelu_bf16};
   }
-  linear_fwd(partial_sum_buffer(a.out), act, w.fcp_w, w.bf16(w.fcp_w), nullptr, N, Fl_, C, ws_.cast);
+  linear_fwd(partial_sum_buffer(a.out), mlp_activation(a), w.fcp_w, w.bf16(w.fcp_w), nullptr, N, Fl_, C, ws_.cast);
   reduce_partial_sum(a.out, N);
   be_.bias_residual(a.out, a.out, w.fcp_b, a.res1, Nt, C);
 }
@@ -487,8 +478,8 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     return ws_.full;
   };
   // MLP: out = res1 + reduce(act @ Wfp^T) + b; dres = d(out) = d(res1) through the skip.
-  const LinearInput act = gated_ ? LinearInput{a.fch_swiglu, a.fch_swiglu_bf16} : LinearInput{a.fch_gelu, a.fch_gelu_bf16};
-  linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), act, w.fcp_w, w.bf16(w.fcp_w), N, Fl_, C, false, ws_.cast);
+  linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), mlp_activation(a), w.fcp_w, w.bf16(w.fcp_w), N, Fl_, C, false,
+             ws_.cast);
   const LinearInput ln2 = norm_output(a.ln2, a.ln2_bf16, N);
   if (gated_) {
     // act = silu(gate) * up: d(up) over d(act) in place, d(gate) after it; d(ln2) from both projections.

@@ -193,6 +193,10 @@ class Gpt {
   // parallel linear after it reads it: sp_gathered over all N tokens into
   // ws.full (fp32) or the front of ws.cast (bf16) under sp.
   LinearInput norm_output(const float* f32, const uint16_t* bf16, int64_t N);
+  // The MLP's activation, the down projection's input: GELU's or SwiGLU's output.
+  LinearInput mlp_activation(const BlockActs& a) const {
+    return gated_ ? LinearInput{a.fch_swiglu, a.fch_swiglu_bf16} : LinearInput{a.fch_gelu, a.fch_gelu_bf16};
+  }
   // Under bf16 GEMMs, a tensor kept in bf16 (non-null bf16) that a kernel
   // writes in fp32 (a linear layer's output) goes to a workspace first
   // (ws.dwide for qkv, fch and the gate; ws.dnarrow for the flash attention

@@ -23,12 +23,8 @@ const char* cpu_bf16_paths() {
 }
 
 bool cpu_supports(KernelOp op, DType dtype) {
-  if (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
-      op == KernelOp::layernorm_forward_bf16 || op == KernelOp::rmsnorm_forward_bf16 || op == KernelOp::gelu_forward_bf16 ||
-      op == KernelOp::gelu_backward_bf16 || op == KernelOp::swiglu_forward_bf16 || op == KernelOp::swiglu_backward_bf16) {
-    return dtype == DType::bf16;
-  }
-  return dtype == DType::f32;
+  // The ops train.precision = "bf16" calls work in bf16; the rest in fp32.
+  return dtype == DType::bf16 ? kernel_op_need(op) == OpNeed::bf16 : dtype == DType::f32;
 }
 }  // namespace
 

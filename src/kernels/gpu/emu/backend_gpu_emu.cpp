@@ -174,12 +174,8 @@ const char* emu_gemm_bf16_path() { return "gpu-emu: host GEMM, bf16 inputs, fp32
 
 bool emu_supports(KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
-  return dtype == DType::bf16 && (op == KernelOp::linear_forward_bf16 || op == KernelOp::linear_backward_bf16 ||
-                                  op == KernelOp::cast || op == KernelOp::fill ||
-                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::layernorm_forward_bf16 ||
-                                  op == KernelOp::rmsnorm_forward_bf16 || op == KernelOp::gelu_forward_bf16 ||
-                                  op == KernelOp::gelu_backward_bf16 || op == KernelOp::swiglu_forward_bf16 ||
-                                  op == KernelOp::swiglu_backward_bf16);
+  return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
+                                  op == KernelOp::tile_gemm_bf16);
 }
 
 }  // namespace
