@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch on the shapes tera-device-check benchmarks (scripts/device-check):
 bf16 linear forward and backward (F.linear, fp32 accumulation in cuBLAS),
-LayerNorm forward and backward in fp32, and a fused AdamW step, timed with
+LayerNorm forward and backward in fp32, causal SDPA (flash) attention forward
+and backward in bf16, and a fused AdamW step, timed with
 CUDA events after a warm-up. Writes one JSON with the same fields as tera's
 bench entries."""
 import json
@@ -51,6 +52,22 @@ def main(path):
     ms = time_ms(lambda: torch.autograd.grad(y, (x, g, bb), dy, retain_graph=True), 50)
     bench.append({"name": "layernorm_backward 8192x2048", "ms": ms, "rate": 4.0 * N * C * 4 / ms / 1e6, "unit": "GB/s"})
     del x, y, dy
+    # Causal attention forward + backward in bf16 (SDPA's flash kernel), the
+    # FLOP convention of tera's entry: forward 2 B H T^2 hs, backward 2.5x.
+    for B, T, H, hs in [(8, 1024, 12, 64), (8, 1024, 16, 128)]:
+        q, k, v = (torch.full((B, H, T, hs), 0.01, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        dy = torch.full((B, H, T, hs), 0.01, device=dev, dtype=torch.bfloat16)
+
+        def fwd_bwd():
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            torch.autograd.grad(y, (q, k, v), dy)
+
+        ms = time_ms(fwd_bwd, 10)
+        fwd = 2.0 * B * H * T * T * hs
+        bench.append({"name": f"flash_attention_fwd_bwd_bf16 {B}x{T}x{H}x{hs}", "ms": ms, "rate": 3.5 * fwd / ms / 1e9,
+                      "unit": "TFLOP/s"})
+        del q, k, v, dy
     n = 1 << 28
     p = torch.zeros(n, device=dev, requires_grad=True)
     p.grad = torch.zeros(n, device=dev)

@@ -28,6 +28,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "../kernels/flash_bf16_bound.h"
 #if defined(TERA_HAVE_CUDA)
 #include "kernels/gpu/cuda/backend_cuda.h"
 #endif
@@ -362,6 +363,37 @@ void check_tile_gemm(const Backend& be, int64_t M, int64_t N, int64_t K) {
   compare("tile_gemm_bf16 (mma primitive)", C.host(), want, [&](size_t i) { return (K + 1) * kEps32 * mag[i] + 1e-30; });
 }
 
+// bf16 flash attention (train.precision = "bf16": qkv and the kept output in
+// bf16, dout fp32) against the fp64 flash kernels on the same bf16 numbers,
+// within the bound derived in tests/kernels/flash_bf16_bound.h. Shapes with
+// T and hs multiples of 16 run the tile-primitive kernels
+// (flash_attention_tc.cuh: tensor cores on cuda), others the scalar ones.
+void check_flash_bf16(const Backend& be, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
+  const int64_t C = H * hs, W = (H + 2 * KV) * hs;
+  const auto qf = normal(B * T * W);
+  std::vector<uint16_t> qb(qf.size());
+  cpu::cast(qb.data(), DType::bf16, qf.data(), DType::f32, static_cast<int64_t>(qf.size()));
+  std::vector<float> q32(qf.size());
+  cpu::cast(q32.data(), DType::f32, qb.data(), DType::bf16, static_cast<int64_t>(qf.size()));
+  const std::vector<double> qkv = widen(q32);
+  const auto Rf = normal(B * T * C);
+  const std::vector<double> R = widen(Rf);
+  std::vector<double> y(B * T * C), lse(B * H * T), dqkv(qkv.size());
+  cpu::flash_attention_forward<double>(y.data(), lse.data(), qkv.data(), B, T, H, KV, hs);
+  cpu::flash_attention_backward<double>(dqkv.data(), R.data(), qkv.data(), y.data(), lse.data(), B, T, H, KV, hs);
+  const testing::FlashBf16Bounds tol = testing::flash_bf16_bounds(qkv, R, y, lse, B, T, H, KV, hs);
+  Buf<uint16_t> qd(be, qb), yb(be, y.size());
+  Buf<float> dy(be, Rf), yd(be, y.size()), ld(be, lse.size()), dq(be, qkv.size());
+  be.flash_attention_forward_bf16(yd.p, ld.p, qd.p, B, T, H, KV, hs);
+  be.cast(yb.p, DType::bf16, yd.p, DType::f32, static_cast<int64_t>(y.size()));
+  be.flash_attention_backward_bf16(dq.p, dy.p, qd.p, yb.p, ld.p, B, T, H, KV, hs);
+  const std::string tag = "flash bf16 " + std::to_string(B) + "x" + std::to_string(T) + "x" + std::to_string(H) + "/" +
+                          std::to_string(KV) + "x" + std::to_string(hs) + " ";
+  compare((tag + "out").c_str(), yd.host(), y, [&](size_t i) { return tol.y[i]; });
+  compare((tag + "lse").c_str(), ld.host(), lse, [&](size_t i) { return tol.lse[i]; });
+  compare((tag + "dqkv").c_str(), dq.host(), dqkv, [&](size_t i) { return tol.dqkv[i]; });
+}
+
 // ---------------------------------------------------------------- benchmarks
 
 struct Bench {
@@ -405,6 +437,25 @@ void bench(const Backend& be) {
     const double msb = time_ms(be, 50, [&] { be.layernorm_backward(dx.p, dg.p, db.p, y.p, x.p, g.p, m.p, r.p, N, C); });
     g_bench.push_back({"layernorm_backward 8192x2048", msb, 4.0 * N * C * 4 / msb / 1e6, "GB/s"});
   }
+  // Causal flash attention forward + backward, bf16, at GPT-2 124M's and the
+  // 1.3B GPT's attention shapes, 8 x 1024 tokens. FLOPs by the usual
+  // convention (FlashAttention-2's): forward 4 B H T^2 hs / 2 (two products,
+  // half the scores causal), backward 2.5 times the forward.
+  for (auto [B, T, H, hs] : {std::array<int64_t, 4>{8, 1024, 12, 64}, std::array<int64_t, 4>{8, 1024, 16, 128}}) {
+    const int64_t C = H * hs, W = 3 * C;
+    Buf<uint16_t> qkv(be, B * T * W), yb(be, B * T * C);
+    Buf<float> y(be, B * T * C), lse(be, B * H * T), dy(be, B * T * C), dqkv(be, B * T * W);
+    be.fill(qkv.p, DType::bf16, 0.01, B * T * W);
+    be.fill(yb.p, DType::bf16, 0.01, B * T * C);
+    be.fill(dy.p, DType::f32, 0.01, B * T * C);
+    const double fwd = 2.0 * B * H * T * T * hs;
+    const std::string shape = std::to_string(B) + "x" + std::to_string(T) + "x" + std::to_string(H) + "x" + std::to_string(hs);
+    const double ms = time_ms(be, 10, [&] {
+      be.flash_attention_forward_bf16(y.p, lse.p, qkv.p, B, T, H, H, hs);
+      be.flash_attention_backward_bf16(dqkv.p, dy.p, qkv.p, yb.p, lse.p, B, T, H, H, hs);
+    });
+    g_bench.push_back({"flash_attention_fwd_bwd_bf16 " + shape, ms, 3.5 * fwd / ms / 1e9, "TFLOP/s"});
+  }
   {
     const int64_t n = int64_t{1} << 28;  // 268M parameters
     Buf<float> p(be, n), g(be, n), m(be, n), v(be, n);
@@ -428,6 +479,8 @@ int run(const Backend& be, bool small, bool with_bench, const std::string& devic
     check_linear(be, 7, 19, 11, false);
     check_linear(be, 7, 19, 11, true);
     check_tile_gemm(be, 32, 48, 64);
+    check_flash_bf16(be, 1, 48, 2, 1, 32);  // tile kernels
+    check_flash_bf16(be, 2, 21, 2, 2, 24);  // scalar kernels
   } else {
     check_layernorm(be, 4096, 768);
     check_layernorm(be, 33, 1601);
@@ -440,6 +493,9 @@ int run(const Backend& be, bool small, bool with_bench, const std::string& devic
     check_linear(be, 512, 768, 2304, true);
     check_linear(be, 77, 131, 59, true);
     check_tile_gemm(be, 512, 768, 1024);
+    check_flash_bf16(be, 1, 512, 4, 4, 64);   // GPT-2's head size, tile kernels
+    check_flash_bf16(be, 1, 256, 4, 2, 128);  // grouped heads of 128, tile kernels
+    check_flash_bf16(be, 1, 100, 2, 1, 40);   // scalar kernels
   }
   if (with_bench) bench(be);
   int failed = 0;

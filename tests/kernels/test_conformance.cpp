@@ -26,6 +26,7 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 #include "kernels/gpu/emu/emulator.h"
+#include "flash_bf16_bound.h"
 
 namespace tera {
 namespace {
@@ -505,6 +506,9 @@ TEST_P(Conformance, NormsBf16) {
 // products, with remainders everywhere.
 constexpr std::array<std::array<int64_t, 5>, 5> kAttentionShapes = {
     {{2, 7, 3, 3, 4}, {1, 13, 1, 1, 10}, {2, 9, 4, 2, 3}, {1, 70, 2, 1, 5}, {1, 131, 4, 2, 67}}};
+// {B, T, H, KV, hs} the tile flash kernels take (flash_tc_fits): T and hs
+// multiples of 16, hs <= 128; T = 80 and 144 walk two and three key tiles.
+constexpr std::array<std::array<int64_t, 5>, 3> kFlashTileShapes = {{{2, 80, 4, 2, 32}, {1, 48, 2, 2, 16}, {1, 144, 2, 1, 128}}};
 
 TEST_P(Conformance, Attention) {
   NEED_OPS(KernelOp::attention_forward, KernelOp::attention_backward);
@@ -600,89 +604,29 @@ TEST_P(Conformance, FlashAttentionMatchesTheReferenceAndFiniteDifferences) {
 
 // The bf16 flash kernels (train.precision = "bf16") against fp64 on the
 // same inputs (qkv bf16 numbers, as the kernels read them from bf16 storage;
-// dout fp32), with a first-order bound per element derived from where
-// they round (u = 2^-8 per bf16 rounding, e = 2^-24 per fp32 operation), in
-// the exact fp64 quantities p (probabilities), dP = dy.v, D = dy.y, dS:
-//   scores   eps_ts = scale ((2u + u^2) + (hs + 2) e) sum_i |q_ti k_si|  (q, k rounded)
-//   lse      d_t   = max_s eps_ts + (T + 16) e (1 + |lse_t|)
-//   y        sum_s p_ts (eps_ts + max_s eps_ts + 2u + (T + 16) e) |v_si|  (P, v rounded)
-//   p        rel. error rho_ts = eps_ts + d_t + 4e  (recomputed from lse)
-//   dS       scale (rho p |dP - D| + p (|ddP| + |dD|)) + (u + 4e) |dS|  (then rounded)
-//            with |ddP| <= ((2u + u^2) + (hs + 2) e) sum_i |dy v|, and D from
-//            the output rounded to bf16 (as the model keeps it):
-//            |dD| <= sum_i |dy| ((1 + u) tol_y + u |y|) + (hs + 2) e sum_i |dy y|
-//   dq       sum_s (|ddS| + (u + (T + 2) e) |dS|) |k|       (k rounded)
-//   dk       sum over the group's heads and t of the same with q
-//   dv       sum (rho + 2u + (T + 2) e) p |dy|               (P, dy rounded)
-// times 1.25 for the second-order terms. The rounding terms of q, k and v
-// stay in the bound although those are bf16 numbers here (an overestimate of
-// u per product: the bound also holds for a kernel that rounds fp32 q, k, v).
-// The worst error must also reach 1% of its bound, so fp32 products would
-// fail the test.
+// dout fp32), within the first-order bound of flash_bf16_bound.h, derived
+// from where they round. Shapes: kAttentionShapes (odd sizes: the scalar
+// kernels on the GPU backends) and kFlashTileShapes (T and hs multiples of
+// 16: the tile-primitive kernels of flash_attention_tc.cuh there, with more
+// than one key tile, grouped heads, head sizes 16 to 128). The worst error
+// must also reach 1% of its bound, so fp32 products would fail the test.
 TEST_P(Conformance, FlashAttentionBf16MatchesFp64WithinTheDerivedBound) {
   NEED_OPS(KernelOp::flash_attention_forward_bf16, KernelOp::flash_attention_backward_bf16, KernelOp::cast);
-  constexpr double u = 1.0 / 256, e = kEps32, slack = 1.25;
   Inputs in;
-  double worst_y = 0, worst_d = 0;
-  for (auto [B, T, H, KV, hs] : kAttentionShapes) {
-    const int64_t C = H * hs, W = (H + 2 * KV) * hs, grp = H / KV;
+  std::array<double, 2> worst_y{}, worst_d{};  // [scalar shapes, tile shapes]
+  std::vector<std::array<int64_t, 5>> shapes(kAttentionShapes.begin(), kAttentionShapes.end());
+  shapes.insert(shapes.end(), kFlashTileShapes.begin(), kFlashTileShapes.end());
+  const bool emu = std::string(be().name) == "gpu-emu";
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const auto [B, T, H, KV, hs] = shapes[k];
+    const size_t tile = k < kAttentionShapes.size() ? 0 : 1;
+    const int64_t tile_launches = emu ? gpu::emu::launches("flash_attention_forward_tc_k") : 0;
+    const int64_t C = H * hs, W = (H + 2 * KV) * hs;
     auto qkv = bf16_values(in.normal(B * T * W)), R = in.normal(B * T * C);
     std::vector<double> y(B * T * C), lse(B * H * T), dqkv(qkv.size());
     cpu::flash_attention_forward<double>(y.data(), lse.data(), qkv.data(), B, T, H, KV, hs);
     cpu::flash_attention_backward<double>(dqkv.data(), R.data(), qkv.data(), y.data(), lse.data(), B, T, H, KV, hs);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-    const double prod = 2 * u + u * u + (hs + 2) * e;
-    std::vector<double> tol_y(y.size()), tol_l(lse.size()), tol_d(qkv.size(), 0.0);
-    auto at = [&](int64_t b, int64_t t, int64_t col) { return qkv[(b * T + t) * W + col]; };
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t g = h / grp;
-        for (int64_t t = 0; t < T; ++t) {
-          const int64_t row = (b * H + h) * T + t;
-          std::vector<double> eps(t + 1), p(t + 1);
-          double eps_max = 0;
-          for (int64_t s = 0; s <= t; ++s) {
-            double a = 0, sc = 0;
-            for (int64_t i = 0; i < hs; ++i) {
-              a += std::abs(at(b, t, h * hs + i) * at(b, s, (H + g) * hs + i));
-              sc += at(b, t, h * hs + i) * at(b, s, (H + g) * hs + i);
-            }
-            eps[s] = scale * prod * a;
-            eps_max = std::max(eps_max, eps[s]);
-            p[s] = std::exp(sc * scale - lse[row]);
-          }
-          tol_l[row] = slack * (eps_max + (T + 16) * e * (1 + std::abs(lse[row])));
-          const double* dy = &R[(b * T + t) * C + h * hs];
-          double dD = 0, dyy = 0;
-          for (int64_t i = 0; i < hs; ++i) {
-            double m = 0;
-            for (int64_t s = 0; s <= t; ++s) m += p[s] * (eps[s] + eps_max + 2 * u + (T + 16) * e) * std::abs(at(b, s, (H + KV + g) * hs + i));
-            tol_y[(b * T + t) * C + h * hs + i] = slack * m;
-            dD += std::abs(dy[i]) * ((1 + u) * slack * m + u * std::abs(y[(b * T + t) * C + h * hs + i]));
-            dyy += std::abs(dy[i] * y[(b * T + t) * C + h * hs + i]);
-          }
-          dD += (hs + 2) * e * dyy;
-          double Dt = 0;
-          for (int64_t i = 0; i < hs; ++i) Dt += dy[i] * y[(b * T + t) * C + h * hs + i];
-          for (int64_t s = 0; s <= t; ++s) {
-            double dP = 0, dPa = 0;
-            for (int64_t i = 0; i < hs; ++i) {
-              dP += dy[i] * at(b, s, (H + KV + g) * hs + i);
-              dPa += std::abs(dy[i] * at(b, s, (H + KV + g) * hs + i));
-            }
-            const double rho = eps[s] + tol_l[row] + 4 * e;
-            const double dS = p[s] * (dP - Dt) * scale;
-            const double ddS = scale * (rho * p[s] * std::abs(dP - Dt) + p[s] * (prod * dPa + dD)) + (u + 4 * e) * std::abs(dS);
-            const double w = ddS + (u + (T + 2) * e) * std::abs(dS);
-            for (int64_t i = 0; i < hs; ++i) {
-              tol_d[(b * T + t) * W + h * hs + i] += slack * w * std::abs(at(b, s, (H + g) * hs + i));
-              tol_d[(b * T + s) * W + (H + g) * hs + i] += slack * w * std::abs(at(b, t, h * hs + i));
-              tol_d[(b * T + s) * W + (H + KV + g) * hs + i] += slack * (rho + 2 * u + (T + 2) * e) * p[s] * std::abs(dy[i]);
-            }
-          }
-        }
-      }
-    }
+    const auto [tol_y, tol_l, tol_d] = testing::flash_bf16_bounds(qkv, R, y, lse, B, T, H, KV, hs);
     Bf16Buf qf(be(), qkv);
     F32 Rf(be(), R), yf(be(), y.size()), lf(be(), lse.size()), dqf(be(), qkv.size());
     be().flash_attention_forward_bf16(yf.p, lf.p, qf.p, B, T, H, KV, hs);
@@ -694,12 +638,19 @@ TEST_P(Conformance, FlashAttentionBf16MatchesFp64WithinTheDerivedBound) {
     be().flash_attention_backward_bf16(dqf.p, Rf.p, qf.p, yb.p, lf.p, B, T, H, KV, hs);
     const auto dh = dqf.host();
     expect_within(dh, dqkv, tol_d, "bf16 flash dqkv");
-    for (size_t i = 0; i < y.size(); ++i) worst_y = std::max(worst_y, std::abs(yh[i] - y[i]) / tol_y[i]);
-    for (size_t i = 0; i < dqkv.size(); ++i) worst_d = std::max(worst_d, std::abs(dh[i] - dqkv[i]) / tol_d[i]);
+    for (size_t i = 0; i < y.size(); ++i) worst_y[tile] = std::max(worst_y[tile], std::abs(yh[i] - y[i]) / tol_y[i]);
+    for (size_t i = 0; i < dqkv.size(); ++i) worst_d[tile] = std::max(worst_d[tile], std::abs(dh[i] - dqkv[i]) / tol_d[i]);
+    if (emu) {
+      EXPECT_EQ(gpu::emu::launches("flash_attention_forward_tc_k") - tile_launches, static_cast<int64_t>(tile))
+          << "T " << T << ", hs " << hs << ": the tile kernel runs exactly where flash_tc_fits";
+    }
   }
-  EXPECT_GT(worst_y, 0.01) << "bf16 flash out looks like fp32 products";
-  EXPECT_GT(worst_d, 0.01) << "bf16 flash dqkv looks like fp32 products";
-  std::printf("worst error / bound: out %.3f, dqkv %.3f\n", worst_y, worst_d);
+  for (size_t tile : {0, 1}) {
+    EXPECT_GT(worst_y[tile], 0.01) << "bf16 flash out looks like fp32 products (shape set " << tile << ")";
+    EXPECT_GT(worst_d[tile], 0.01) << "bf16 flash dqkv looks like fp32 products (shape set " << tile << ")";
+    std::printf("worst error / bound, %s shapes: out %.3f, dqkv %.3f\n", tile ? "tile" : "odd", worst_y[tile],
+                worst_d[tile]);
+  }
 }
 
 TEST_P(Conformance, CrossEntropyWithPaddingAndIgnore) {

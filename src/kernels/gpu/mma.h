@@ -1,9 +1,11 @@
 // The tile matrix-multiply-accumulate primitive of the kernel dialect:
 //
-//   mma_16x16x16_bf16(C, ldc, A, lda, B, ldb):  C[16,16] += A[16,16] B[16,16]
+//   mma_16x16x16_bf16(C, ldc, A, lda, B, ldb):       C[16,16] += A[16,16] B[16,16]
+//   mma_16x16x16_bf16_bt(C, ldc, A, lda, Bt, ldbt):  C[16,16] += A[16,16] Bt[16,16]^T
 //
-// A and B bf16 (uint16_t), C fp32, all row-major in shared memory, 32-byte
-// aligned, lda and ldb multiples of 8, ldc a multiple of 4; called by every
+// A, B and Bt bf16 (uint16_t), C fp32, all row-major (Bt holds B's columns
+// as rows: a tile of keys for Q K^T), in shared or global memory, 32-byte
+// aligned, lda, ldb and ldbt multiples of 8, ldc a multiple of 4; called by every
 // lane of one warp (a collective: in divergent code it deadlocks on gpu-emu,
 // as it hangs on a GPU). Products of bf16 values are exact in fp32; the 16
 // terms of each output are accumulated in fp32 in an order the hardware
@@ -42,6 +44,29 @@ TERA_DEVICE void mma_16x16x16_bf16(float* C, int ldc, const uint16_t* A, int lda
     C[i * ldc + j] = s;
   }
   warp_sync();  // C is complete before any lane reads it
+#endif
+}
+
+TERA_DEVICE void mma_16x16x16_bf16_bt(float* C, int ldc, const uint16_t* A, int lda, const uint16_t* Bt, int ldbt) {
+#if defined(TERA_GPU_CUDA)
+  namespace wmma = nvcuda::wmma;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;  // B[k][n] = Bt[n][k]
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+  wmma::load_matrix_sync(a, reinterpret_cast<const __nv_bfloat16*>(A), static_cast<unsigned>(lda));
+  wmma::load_matrix_sync(b, reinterpret_cast<const __nv_bfloat16*>(Bt), static_cast<unsigned>(ldbt));
+  wmma::load_matrix_sync(c, C, static_cast<unsigned>(ldc), wmma::mem_row_major);
+  wmma::mma_sync(c, a, b, c);
+  wmma::store_matrix_sync(C, c, static_cast<unsigned>(ldc), wmma::mem_row_major);
+#else
+  warp_sync();
+  for (int e = lane_id(); e < 256; e += warp_size()) {
+    const int i = e / 16, j = e % 16;
+    float s = C[i * ldc + j];
+    for (int k = 0; k < 16; ++k) s += bf16_to_float(A[i * lda + k]) * bf16_to_float(Bt[j * ldbt + k]);
+    C[i * ldc + j] = s;
+  }
+  warp_sync();
 #endif
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/gpu/dialect.h"
 #include "kernels/gpu/kernels/adamw.cuh"
 #include "kernels/gpu/kernels/attention.cuh"
+#include "kernels/gpu/kernels/flash_attention_tc.cuh"
 #include "kernels/gpu/kernels/cross_entropy.cuh"
 #include "kernels/gpu/kernels/elementwise.cuh"
 #include "kernels/gpu/kernels/embedding.cuh"
@@ -188,6 +189,14 @@ inline void rope_backward(float* dqkv, int64_t N, int64_t T, int64_t H, int64_t 
   rope(dqkv, N, T, H, KV, hs, theta, -1.0);
 }
 
+// The bf16 flash kernels run on the tile primitive (flash_attention_tc.cuh)
+// where the shape allows and qkv is 32-byte aligned (the tile loads'
+// requirement; arena buffers are 64-byte aligned) and B * H fits a grid's
+// y dimension, else in scalar form.
+inline bool flash_tc(const uint16_t* qkv, int64_t B, int64_t T, int64_t H, int64_t hs) {
+  return flash_tc_fits(T, hs) && reinterpret_cast<uintptr_t>(qkv) % 32 == 0 && B * H <= 65535;
+}
+
 inline float attention_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
 
 inline void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
@@ -209,7 +218,11 @@ inline void flash_attention_forward(float* out, float* lse, const float* qkv, in
 inline void flash_attention_forward_bf16(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
                                          int64_t KV, int64_t hs) {
   const AttnShape a{B, T, H, KV, hs};
-  if (B * H * T > 0) {
+  if (B * H * T <= 0) return;
+  if (flash_tc(qkv, B, T, H, hs)) {
+    TERA_LAUNCH(flash_attention_forward_tc_k, grid_xy(static_cast<unsigned>(T / kFlashTcRows), static_cast<unsigned>(B * H)),
+                host_warp_size(), 0, out, lse, qkv, a, attention_scale(hs));
+  } else {
     TERA_LAUNCH(flash_attention_forward_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, lse, qkv, a,
                 attention_scale(hs));
   }
@@ -239,6 +252,14 @@ inline void flash_attention_backward_bf16(float* dqkv, const float* dout, const 
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T <= 0) return;
   auto* D = static_cast<float*>(scratch(B * H * T * static_cast<int64_t>(sizeof(float))));
+  if (flash_tc(qkv, B, T, H, hs)) {
+    const unsigned tiles = static_cast<unsigned>(T / kFlashTcRows);
+    TERA_LAUNCH(flash_attention_backward_q_tc_k, grid_xy(tiles, static_cast<unsigned>(B * H)), host_warp_size(), 0, dqkv,
+                D, dout, qkv, out, lse, a, attention_scale(hs));
+    TERA_LAUNCH(flash_attention_backward_kv_tc_k, grid_xy(tiles, static_cast<unsigned>(B * KV)), host_warp_size(), 0,
+                dqkv, static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
+    return;
+  }
   TERA_LAUNCH(flash_attention_backward_q_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, dqkv, D, dout, qkv, out,
               lse, a, attention_scale(hs));
   TERA_LAUNCH(flash_attention_backward_kv_bf16_k, grid_x(blocks_for(B * KV * T)), kThreads, 0, dqkv,

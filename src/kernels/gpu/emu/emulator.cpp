@@ -226,7 +226,20 @@ void* kernel_address(const void* p, const char* kernel) {
   return reinterpret_cast<void*>(u & ~kDeviceBit);
 }
 
+namespace {
+std::map<std::string, int64_t>& launch_counts() {
+  thread_local std::map<std::string, int64_t> counts;  // per host thread, as the rest of the emulator's state
+  return counts;
+}
+}  // namespace
+
+int64_t launches(const char* kernel) {
+  const auto it = launch_counts().find(kernel);
+  return it == launch_counts().end() ? 0 : it->second;
+}
+
 void run(const char* kernel, Dim grid, int block, size_t shared_bytes, const std::function<void()>& body) {
+  ++launch_counts()[kernel];
   if (block <= 0 || block > kMaxBlock || grid.x == 0 || grid.y == 0) {
     std::fprintf(stderr, "gpu-emu: kernel '%s' launched with grid (%u,%u) and block %d (1..%d threads)\n", kernel,
                  grid.x, grid.y, block, kMaxBlock);

@@ -80,6 +80,10 @@ constexpr uintptr_t kDeviceBit = uintptr_t{1} << 54;
 // given host memory is a bug.
 void* kernel_address(const void* device_ptr, const char* kernel);
 
+// How many times the kernel of that name (TERA_LAUNCH's spelling) has been
+// launched by this host thread: lets tests see which of two kernels an op chose.
+int64_t launches(const char* kernel);
+
 // Runs body on every thread of every block of grid (block threads per block).
 void run(const char* kernel, Dim grid, int block, size_t shared_bytes, const std::function<void()>& body);
 

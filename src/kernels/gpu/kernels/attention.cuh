@@ -12,8 +12,8 @@
 //                   (naive, from probs) or dout_t . y_t (flash, P recomputed
 //                   as exp(scale q.k - lse)); dk_s, dv_s from the key side.
 // Accumulators live in the output rows each thread owns (no per-thread
-// arrays, no head-size limit). The tensor-core form (tiles through a tile
-// MMA primitive) is not written yet.
+// arrays, no head-size limit). The bf16 flash kernels' tensor-core form is
+// flash_attention_tc.cuh (ops_launch.h picks it where the shape allows).
 //
 // The bf16 flash kernels (train.precision = "bf16", the _bf16_k entry
 // points: qkv and the output the backward reads stored in bf16) round the

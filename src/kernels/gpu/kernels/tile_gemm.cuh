@@ -2,9 +2,8 @@
 // B[K,N], bf16 inputs, fp32 accumulation and output, row-major, M, N and K
 // multiples of 16. One warp per 16 x 16 tile of C, walking K in 16-wide
 // steps through shared memory. It is the primitive's check on every target
-// (gpu-emu in CI, cuda by tera-device-check), the building block of the
-// tensor-core flash attention still to be written, not a replacement for
-// cuBLASLt.
+// (gpu-emu in CI, cuda by tera-device-check), as flash_attention_tc.cuh is
+// its use in training; not a replacement for cuBLASLt.
 #pragma once
 
 #include "kernels/gpu/dialect.h"
