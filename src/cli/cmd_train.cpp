@@ -311,13 +311,6 @@ int run_train(const TrainArgs& args) {
                             cfg->train.backend, backend_names()));
     return kExitBadInput;
   }
-  if (chosen->addressing.kind == DeviceAddressing::Kind::device && cfg->parallel.pp > 1) {
-    print_error(fmt::format("{}: parallel.pp = {} on the {} backend needs device point-to-point transfers (NCCL "
-                            "send/receive), which tera does not have yet; use parallel.pp = 1 there (tensor and "
-                            "data parallelism run on NCCL collectives)",
-                            cfg->source, cfg->parallel.pp, chosen->name));
-    return kExitBadInput;
-  }
   if (chosen->unavailable != nullptr) {
     if (const std::string why = chosen->unavailable(); !why.empty()) {
       print_error(fmt::format("{}: train.backend = \"{}\" cannot run on this machine: {}", cfg->source,

@@ -18,7 +18,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/status.h"
 #include "core/trace.h"
 
 namespace tera {
@@ -27,6 +29,12 @@ enum class CommType { f32, f64, i32, i64, u8 };
 enum class ReduceOp { sum, max };
 
 int64_t comm_type_bytes(CommType t);
+
+// Messages from rank src to rank dst of a communicator under one tag.
+struct P2pRoute {
+  int src = 0, dst = 0, tag = 0;
+  bool operator==(const P2pRoute&) const = default;
+};
 
 // A pending non-blocking operation. wait() through the communicator that made it.
 class Request {
@@ -72,6 +80,16 @@ class Communicator {
   virtual Request ibroadcast(void* buf, int64_t count, CommType t, int root) = 0;
   virtual Request isend(const void* buf, int64_t bytes, int dst, int tag) = 0;
   virtual Request irecv(void* buf, int64_t bytes, int src, int tag) = 0;
+  // Collective: every rank passes the same routes in the same order before
+  // its first isend/irecv on them. Communicators that match messages by
+  // (source, tag) need nothing (MPI, the in-process world: the default);
+  // NCCL, which matches by posting order alone and runs one communicator's
+  // operations in order, gives each route a channel of its own (nccl_comm.cpp)
+  // and refuses a message on a route not opened.
+  virtual Status open_routes(const std::vector<P2pRoute>& routes) {
+    (void)routes;
+    return ok_status();
+  }
   virtual void barrier() = 0;
   // A new communicator over the ranks that pass the same color, ordered by
   // (key, rank). Collective over this communicator.

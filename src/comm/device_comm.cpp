@@ -35,6 +35,7 @@ class MappedCommunicator final : public Communicator {
   }
   Request isend(const void* buf, int64_t bytes, int dst, int tag) override { return host_.isend(map(buf), bytes, dst, tag); }
   Request irecv(void* buf, int64_t bytes, int src, int tag) override { return host_.irecv(map(buf), bytes, src, tag); }
+  Status open_routes(const std::vector<P2pRoute>& routes) override { return host_.open_routes(routes); }
   void barrier() override { host_.barrier(); }
   // Groups are split from the host communicators (comm/groups.h), then mapped.
   std::unique_ptr<Communicator> split(int, int, const std::string&) override {

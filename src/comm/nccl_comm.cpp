@@ -12,11 +12,20 @@
 // broadcast. Bytes are counted as the MPI communicator counts them (the
 // ring convention of communicator.h).
 //
-// Point-to-point is not built: NCCL matches sends and receives by posting
-// order rather than by tag, and a queued send blocks its stream until the
-// peer's receive starts, so the pipeline schedules' exchanges would have to
-// be grouped (ncclGroupStart/End) per step. tera train refuses parallel.pp >
-// 1 on a device backend before it gets here.
+// Point-to-point: NCCL matches a send with a receive by posting order
+// between the two ranks (no tags), runs a communicator's operations in
+// order, and a send does not complete before its receive starts. The
+// pipeline executor relies on MPI's matching instead: per (source, tag), in
+// posting order, with messages under different tags independent (it posts
+// an edge's gradient receives at the forwards and the activations' at their
+// instructions, pipeline.h). So open_routes gives every (source,
+// destination, tag) route its own two-rank communicator (ncclCommSplit of
+// this one, collective over the group) and stream: within a route,
+// messages match in posting order as MPI's do within (source, tag); across
+// routes nothing orders them. isend/irecv on a route not opened abort,
+// naming it. Each route's communicator has its own NCCL resources (no
+// splitShare), a few buffers per route: pipelines open 2 to 3 routes per
+// stage edge.
 //
 // This code compiles and links in CI; it has never run (no GPU).
 #include "comm/nccl_comm.h"
@@ -24,8 +33,12 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "core/check.h"
 
@@ -82,6 +95,11 @@ class NcclComm final : public Communicator {
     check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~NcclComm() override {
+    for (auto& [key, r] : routes_) {
+      cudaStreamSynchronize(r.stream);
+      ncclCommDestroy(r.comm);
+      cudaStreamDestroy(r.stream);
+    }
     cudaStreamSynchronize(stream_);
     ncclCommDestroy(comm_);
     cudaEventDestroy(ready_);
@@ -123,13 +141,47 @@ class NcclComm final : public Communicator {
     this->count(rank() == root ? b : 0);
     return finish(label("broadcast", b));
   }
-  Request isend(const void*, int64_t, int, int) override {
-    TERA_ASSERT(false, "nccl communicator: point-to-point is not built (tera train refuses parallel.pp > 1 here)");
-    return Request();
+  Request isend(const void* buf, int64_t bytes, int dst, int tag) override {
+    Route& r = route(rank(), dst, tag);
+    after_compute(r.stream);
+    check_nccl(ncclSend(buf, static_cast<size_t>(bytes), ncclUint8, r.peer, r.comm, r.stream), "ncclSend");
+    this->count(bytes);
+    return finish(label("send", bytes), r.stream);
   }
-  Request irecv(void*, int64_t, int, int) override {
-    TERA_ASSERT(false, "nccl communicator: point-to-point is not built (tera train refuses parallel.pp > 1 here)");
-    return Request();
+  Request irecv(void* buf, int64_t bytes, int src, int tag) override {
+    Route& r = route(src, rank(), tag);
+    after_compute(r.stream);  // the buffer's last readers on the compute stream come first
+    check_nccl(ncclRecv(buf, static_cast<size_t>(bytes), ncclUint8, r.peer, r.comm, r.stream), "ncclRecv");
+    return finish(label("recv", bytes), r.stream);
+  }
+  Status open_routes(const std::vector<P2pRoute>& routes) override {
+    for (size_t i = 0; i < routes.size(); ++i) {
+      const P2pRoute& p = routes[i];
+      if (p.src == p.dst || p.src < 0 || p.dst < 0 || p.src >= size() || p.dst >= size()) {
+        return Status::error("nccl communicator " + name() + ": route " + std::to_string(p.src) + " -> " +
+                             std::to_string(p.dst) + " is not between two ranks of the group");
+      }
+      // Opened before (a route of an earlier list): every rank knows, so every rank skips its split.
+      if (std::find(opened_.begin(), opened_.end(), p) != opened_.end()) continue;
+      opened_.push_back(p);
+      const bool mine = p.src == rank() || p.dst == rank();
+      ncclComm_t child = nullptr;
+      // Every rank of the group takes part in every split; the two ends get
+      // a communicator of 2 ranks ordered as in this one.
+      const ncclResult_t res = ncclCommSplit(comm_, mine ? static_cast<int>(i) : NCCL_SPLIT_NOCOLOR, rank(), &child, nullptr);
+      if (res != ncclSuccess) {
+        return Status::error("ncclCommSplit for the " + name() + " route " + std::to_string(p.src) + " -> " +
+                             std::to_string(p.dst) + " (tag " + std::to_string(p.tag) + "): " + ncclGetErrorString(res));
+      }
+      if (!mine) continue;
+      Route r;
+      r.comm = child;
+      const int other = p.src == rank() ? p.dst : p.src;
+      r.peer = other < rank() ? 0 : 1;  // its rank in the two-rank communicator
+      check_cuda(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      routes_[{p.src, p.dst, p.tag}] = r;
+    }
+    return ok_status();
   }
   void barrier() override {
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -141,12 +193,29 @@ class NcclComm final : public Communicator {
   }
 
  private:
-  void after_compute() {
-    check_cuda(cudaEventRecord(ready_, compute_), "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+  // A point-to-point route's channel: a two-rank communicator and its stream.
+  struct Route {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    int peer = 0;  // the other end's rank in comm
+  };
+  Route& route(int src, int dst, int tag) {
+    const auto it = routes_.find({src, dst, tag});
+    TERA_ASSERT(it != routes_.end(), "nccl communicator " + name() + ": no route " + std::to_string(src) + " -> " +
+                                         std::to_string(dst) + " with tag " + std::to_string(tag) +
+                                         " was opened (open_routes before the first send or receive)");
+    return it->second;
   }
-  Request finish(std::string what) {
-    auto r = std::make_shared<NcclRequest>(stream_, compute_);
+  // The operation about to be queued on `on` starts after what the compute
+  // stream has queued so far.
+  void after_compute(cudaStream_t on) {
+    check_cuda(cudaEventRecord(ready_, compute_), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(on, ready_, 0), "cudaStreamWaitEvent");
+  }
+  void after_compute() { after_compute(stream_); }
+  Request finish(std::string what) { return finish(std::move(what), stream_); }
+  Request finish(std::string what, cudaStream_t on) {
+    auto r = std::make_shared<NcclRequest>(on, compute_);
     r->label = std::move(what);
     return Request(r);
   }
@@ -155,6 +224,8 @@ class NcclComm final : public Communicator {
   cudaStream_t compute_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
+  std::map<std::tuple<int, int, int>, Route> routes_;  // (src, dst, tag) -> channel, on its two ends
+  std::vector<P2pRoute> opened_;                        // every route split so far (the same on every rank)
 };
 
 }  // namespace

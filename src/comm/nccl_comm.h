@@ -13,7 +13,8 @@ namespace tera {
 // carries device buffers with NCCL: rank 0's ncclUniqueId is broadcast over
 // host, every rank joins with ncclCommInitRank. Each operation waits on the
 // backend's compute stream (an event recorded there), runs on this
-// communicator's own stream, and completes its Request with an event there.
+// communicator's own stream (a point-to-point route's, for send/receive:
+// open_routes), and completes its Request with an event there.
 Expected<std::unique_ptr<Communicator>> make_nccl_communicator(Communicator& host, void* compute_stream);
 
 }  // namespace tera

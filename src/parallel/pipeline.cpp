@@ -19,9 +19,48 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, Gpt& model, ZeroMem
   const int64_t n = model.max_batch() * model.spec().config().seq_len;
   tokens_.resize(static_cast<size_t>(n));
   targets_.resize(static_cast<size_t>(n));
+  if (schedule.stages > 1) {
+    // Collective over the pipeline group: every stage builds its executor at start-up.
+    const Status st = g_.pp_dev->open_routes(routes(schedule));
+    TERA_ASSERT(st.is_ok(), "pipeline: " + st.message());
+  }
 }
 
 int PipelineExecutor::peer_rank(int stage) const { return stage; }
+
+P2pRoute PipelineExecutor::message_route(const Schedule& schedule, int stage, const Instr& in) {
+  const int v = schedule.virtual_stage(stage, in.chunk);
+  switch (in.kind) {
+    case InstrKind::send_act: return {stage, in.peer, kActTag};
+    case InstrKind::recv_act: return {in.peer, stage, kActTag};
+    // A gradient goes back over edge v - 1, whose receiver posted it at its forward.
+    case InstrKind::send_grad: return {stage, in.peer, grad_tag(v - 1)};
+    case InstrKind::recv_grad: return {in.peer, stage, grad_tag(v)};
+    default: TERA_ASSERT(false, "message_route of a compute instruction");
+  }
+  return {};
+}
+
+std::vector<P2pRoute> PipelineExecutor::routes(const Schedule& schedule) {
+  std::vector<P2pRoute> out;
+  auto add = [&](const P2pRoute& r) {
+    for (const P2pRoute& o : out) {
+      if (o == r) return;
+    }
+    out.push_back(r);
+  };
+  for (int s = 0; s < schedule.stages; ++s) {
+    for (const Instr& in : schedule.per_stage[static_cast<size_t>(s)]) {
+      if (in.kind == InstrKind::send_act || in.kind == InstrKind::send_grad) add(message_route(schedule, s, in));
+    }
+  }
+  for (int s = 0; s < schedule.stages; ++s) {
+    for (int c = 0; c < schedule.chunks; ++c) {
+      if (schedule.virtual_stage(s, c) < schedule.virtual_stages() - 1) add({s, (s + 1) % schedule.stages, kEvalTag});
+    }
+  }
+  return out;
+}
 
 int& PipelineExecutor::slot_of(int c, int mb) { return slot_of_[static_cast<size_t>(c)][static_cast<size_t>(mb)]; }
 
@@ -97,8 +136,9 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
         // Post the receive of this micro-batch's output gradient now (see pipeline.h).
         const int v = sched_.virtual_stage(stage_, in.chunk);
         if (v < sched_.virtual_stages() - 1) {
-          slots_[static_cast<size_t>(k)].grad_recv =
-              g_.pp_dev->irecv(model_.grad_in(in.chunk, k), n, peer_rank((stage_ + 1) % sched_.stages), grad_tag(v));
+          const Instr recv{InstrKind::recv_grad, in.mb, in.chunk, (stage_ + 1) % sched_.stages};
+          const P2pRoute r = message_route(sched_, stage_, recv);
+          slots_[static_cast<size_t>(k)].grad_recv = g_.pp_dev->irecv(model_.grad_in(in.chunk, k), n, peer_rank(r.src), r.tag);
         }
         name = fmt::format("F{}.{}", in.mb, in.chunk);
         break;
@@ -122,9 +162,8 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
         const int k = slot_of(in.chunk, in.mb);
         TERA_ASSERT(k >= 0, "send from a micro-batch without a slot");
         const float* buf = grad ? model_.grad_out(in.chunk, k) : model_.output(in.chunk, k);
-        // A gradient goes back over edge v - 1, whose receiver posted it at its forward.
-        const int tag = grad ? grad_tag(sched_.virtual_stage(stage_, in.chunk) - 1) : kActTag;
-        slots_[static_cast<size_t>(k)].sends.push_back(g_.pp_dev->isend(buf, n, peer_rank(in.peer), tag));
+        const P2pRoute r = message_route(sched_, stage_, in);
+        slots_[static_cast<size_t>(k)].sends.push_back(g_.pp_dev->isend(buf, n, peer_rank(r.dst), r.tag));
         if (grad) free_slot(in.chunk, in.mb);  // reused only once this send completes
         name = fmt::format("s{}{}.{}>{}", grad ? 'G' : 'A', in.mb, in.chunk, in.peer);
         cat = "p2p";
@@ -141,7 +180,8 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
           TERA_ASSERT(r.pending(), "the gradient receive was not posted at the forward");
           g_.pp_dev->wait(r);
         } else {
-          Request r = g_.pp_dev->irecv(model_.input(in.chunk, k), n, peer_rank(in.peer), kActTag);
+          const P2pRoute route = message_route(sched_, stage_, in);
+          Request r = g_.pp_dev->irecv(model_.input(in.chunk, k), n, peer_rank(route.src), route.tag);
           g_.pp_dev->wait(r);
         }
         idle_ += now_seconds() - t0;
@@ -165,7 +205,6 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
 
 void PipelineExecutor::run_forward(int micro_batches, const MicroBatchFn& batch, int64_t T,
                                    const std::function<bool(int mb)>& counted) {
-  constexpr int kEvalTag = 3;
   const int pp = sched_.stages;
   int next = 0;  // slots in turn, each free again once its send completed
   for (int mb = 0; mb < micro_batches; ++mb) {

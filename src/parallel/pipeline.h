@@ -60,6 +60,16 @@ class PipelineExecutor {
   double idle_seconds() const { return idle_; }
   double step_seconds() const { return step_; }
 
+  // The route (sender, receiver, tag; pipeline-group ranks) of the message a
+  // send_* or recv_* instruction of `stage` carries: activations under one
+  // tag, gradients under one tag per pipeline edge.
+  static P2pRoute message_route(const Schedule& schedule, int stage, const Instr& in);
+  // Every route the executors of all stages use, training (every send of the
+  // schedule) and evaluation (run_forward: one tag, each virtual stage to the
+  // next), in one order on every rank: what the constructor opens on the
+  // pipeline group's device communicator (Communicator::open_routes).
+  static std::vector<P2pRoute> routes(const Schedule& schedule);
+
  private:
   struct SlotState {
     int mb = -1, chunk = -1;       // micro-batch in the slot (mb -1 when free)
@@ -71,6 +81,7 @@ class PipelineExecutor {
   int& slot_of(int c, int mb);
   void wait_sends(SlotState& s);
   static constexpr int kActTag = 1;
+  static constexpr int kEvalTag = 3;
   // Gradients over pipeline edge e (virtual stages e and e + 1).
   static int grad_tag(int edge) { return 16 + edge; }
   int peer_rank(int stage) const;  // pipeline-group rank of a physical stage (= the stage)
