@@ -27,6 +27,7 @@
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 #include "kernels/gpu/emu/emulator.h"
 #include "flash_bf16_bound.h"
+#include "kernels/gpu/kernels/adamw_batch.h"
 
 namespace tera {
 namespace {
@@ -951,6 +952,89 @@ TEST_P(Conformance, AdamWFirstStepClosedFormOverSegments) {
   cpu::adamw<double>(pe.data() + split, gd.data() + split, md.data() + split, vd.data() + split, n - split, a, 0.0f);
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(p4[i], pe[i], 32 * kEps32 * (std::abs(pe[i]) + 0.01)) << i;
   be().release(copy);
+  be().release(bad);
+}
+
+// Many tensors in one call, as the optimizer makes it (a segment per
+// parameter tensor; GPT-2 has ~150): 130 segments of sizes 0 to 3000 (~70K
+// elements a launch: more than the dry run's grid has threads, so threads walk from
+// tensor to tensor), weight decay on every other one, bf16 copies on some,
+// placed in memory with gaps between them whose gradients would overflow;
+// each element against the fp64 update of its own segment, the gaps
+// untouched. On gpu-emu also the launches: one per batch of kAdamWBatch
+// non-empty tensors (adamw.cuh). Then a dry run in which one segment
+// overflows counts exactly its elements (a thread that strayed into a gap
+// would count more).
+TEST_P(Conformance, AdamWManySegmentsInOneCall) {
+  NEED_OPS(KernelOp::adamw);
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<int> size(0, 3000);
+  std::vector<int64_t> at, n;  // each segment's offset in the buffers, its size
+  int64_t used = 0, nonempty = 0;
+  for (int i = 0; i < 130; ++i) {
+    used += 3 + i % 5;  // the gap before it
+    at.push_back(used);
+    n.push_back(i % 17 == 5 ? 0 : size(gen));
+    nonempty += n.back() > 0 ? 1 : 0;
+    used += n.back();
+  }
+  Inputs in;
+  auto p = in.normal(used), g = in.normal(used), m = in.normal(used, 0.1), v = in.normal(used, 0.01);
+  for (auto& x : v) x = std::abs(x);
+  std::vector<bool> gap(static_cast<size_t>(used), true);
+  for (size_t i = 0; i < n.size(); ++i) std::fill(gap.begin() + at[i], gap.begin() + at[i] + n[i], false);
+  for (int64_t j = 0; j < used; ++j) {
+    if (gap[j]) g[j] = 3e38;
+  }
+  F32 pf(be(), p), gf(be(), g), mf(be(), m), vf(be(), v);
+  Bf16Buf copy(be(), static_cast<size_t>(used));
+  std::vector<AdamWSegment> segs;
+  for (size_t i = 0; i < n.size(); ++i) {
+    segs.push_back({pf.p + at[i], gf.p + at[i], mf.p + at[i], vf.p + at[i], n[i], i % 2 ? 0.1f : 0.0f,
+                    i % 3 == 0 ? copy.p + at[i] : nullptr});
+  }
+  const AdamWArgs a{.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .grad_scale = 0.5f, .step = 7};
+  // Dry run first: nothing overflows but the gaps, which no segment covers.
+  double* bad = static_cast<double*>(be().alloc(sizeof(double)));
+  be().adamw(segs.data(), static_cast<int64_t>(segs.size()), a, bad);
+  EXPECT_EQ(device_doubles(be(), bad, 1)[0], 0.0) << "the dry run counted an element outside the segments";
+  const bool emu = std::string(be().name) == "gpu-emu";
+  const int64_t launches = emu ? gpu::emu::launches("adamw_multi_k") : 0;
+  be().adamw(segs.data(), static_cast<int64_t>(segs.size()), a, nullptr);
+  if (emu) {
+    EXPECT_EQ(gpu::emu::launches("adamw_multi_k") - launches, (nonempty + gpu::kAdamWBatch - 1) / gpu::kAdamWBatch);
+  }
+  // p, m and v against fp64 on the same fp32 inputs: a few roundings each.
+  std::vector<double> pd = p, gd = g, md = m, vd = v;
+  for (size_t i = 0; i < n.size(); ++i) {
+    cpu::adamw<double>(pd.data() + at[i], gd.data() + at[i], md.data() + at[i], vd.data() + at[i], n[i], a,
+                       i % 2 ? 0.1f : 0.0f);
+  }
+  const auto ph = pf.host(), mh = mf.host(), vh = vf.host();
+  const auto ch = copy.host();
+  for (size_t i = 0; i < n.size(); ++i) {
+    for (int64_t j = at[i]; j < at[i] + n[i]; ++j) {
+      ASSERT_NEAR(ph[j], pd[j], 16 * kEps32 * (std::abs(pd[j]) + 0.01 * (std::abs(md[j]) / std::sqrt(vd[j]) + 1)))
+          << "segment " << i << " element " << j - at[i];
+      ASSERT_NEAR(mh[j], md[j], 4 * kEps32 * (std::abs(md[j]) + std::abs(gd[j])));
+      ASSERT_NEAR(vh[j], vd[j], 4 * kEps32 * (vd[j] + gd[j] * gd[j]));
+      const float want = i % 3 == 0 ? cpu::from_bf16(cpu::to_bf16(ph[j])) : 0.0f;
+      ASSERT_EQ(ch[j], want) << "bf16 copy, segment " << i;
+    }
+  }
+  for (int64_t j = 0; j < used; ++j) {
+    if (gap[j]) {
+      ASSERT_EQ(ph[j], static_cast<float>(p[j])) << "a gap was written at " << j;
+      ASSERT_EQ(ch[j], 0.0f) << "a gap's bf16 copy was written at " << j;
+    }
+  }
+  // Dry run: segment 40's gradient overflows its m; nothing is written.
+  ASSERT_GT(n[40], 0);
+  std::vector<float> huge(static_cast<size_t>(n[40]), 3e38f);
+  be().copy(gf.p + at[40], huge.data(), n[40] * 4, CopyKind::host_to_device);
+  be().adamw(segs.data(), static_cast<int64_t>(segs.size()), a, bad);
+  EXPECT_EQ(device_doubles(be(), bad, 1)[0], static_cast<double>(n[40]));
+  EXPECT_EQ(pf.host(), ph) << "the dry run wrote parameters";
   be().release(bad);
 }
 

@@ -6,7 +6,8 @@
 //                                   until the next call (launches are ordered)
 // and, on CUDA/HIP, current_stream(). Every pointer an entry receives is
 // device memory; segment lists (SumSquaresFn, AdamWFn) are host arrays of
-// device pointers, one launch per segment.
+// device pointers: sums of squares launch per segment, AdamW per batch of up
+// to kAdamWBatch segments (adamw.cuh).
 //
 // Every op of ops.h but the GEMMs (library calls: cuBLASLt on cuda, a host
 // GEMM on gpu-emu) is written here.
@@ -362,24 +363,34 @@ inline AdamWScalars adamw_scalars(const AdamWArgs& a, float wd) {
   return k;
 }
 
+// The segments in batches of up to kAdamWBatch tensors, one launch each
+// (adamw.cuh); the dry run adds every batch's count into nonfinite[0].
 inline void adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
   if (nonfinite != nullptr) fill(nonfinite, DType::f64, 0.0, 1);
-  for (int64_t s = 0; s < nsegs; ++s) {
-    const AdamWSegment& seg = segs[s];
-    if (seg.n <= 0) continue;
-    const AdamWScalars k = adamw_scalars(a, seg.weight_decay);
+  const AdamWScalars k = adamw_scalars(a, 0.0f);  // the per-tensor decay goes in the table
+  AdamWBatch batch{};
+  auto flush = [&] {
+    if (batch.count == 0) return;
     if (nonfinite == nullptr) {
-      TERA_LAUNCH(adamw_k, grid_x(blocks_for(seg.n)), kThreads, 0, seg.param, seg.grad, seg.m, seg.v, seg.param_bf16,
-                  seg.n, k);
+      TERA_LAUNCH(adamw_multi_k, grid_x(blocks_for(batch.total)), kThreads, 0, batch, k, static_cast<double*>(nullptr));
     } else {
-      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(seg.n), kReduceMaxBlocks));
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(batch.total), kReduceMaxBlocks));
       auto* part = static_cast<double*>(scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
-      TERA_LAUNCH(adamw_nonfinite_k, grid_x(blocks), kThreads, 0, part, static_cast<const float*>(seg.param), seg.grad,
-                  static_cast<const float*>(seg.m), static_cast<const float*>(seg.v), seg.n, k);
+      TERA_LAUNCH(adamw_multi_k, grid_x(blocks), kThreads, 0, batch, k, part);
       TERA_LAUNCH(reduce_finish_k, grid_x(1), kReduceThreads, 0, nonfinite, static_cast<const double*>(part),
                   static_cast<int>(blocks), 1);
     }
+    batch = AdamWBatch{};
+  };
+  for (int64_t s = 0; s < nsegs; ++s) {
+    const AdamWSegment& seg = segs[s];
+    if (seg.n <= 0) continue;
+    batch.t[batch.count] = AdamWTensor{seg.param, seg.grad, seg.m, seg.v, seg.param_bf16, batch.total,
+                                       adamw_scalars(a, seg.weight_decay).decay};
+    batch.total += seg.n;
+    if (++batch.count == kAdamWBatch) flush();
   }
+  flush();
 }
 
 // Fills every entry of b that the dialect provides (all but memory,

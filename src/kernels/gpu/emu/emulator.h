@@ -91,13 +91,18 @@ template <typename A>
 A kernel_arg(A a, const char* kernel) {
   if constexpr (std::is_pointer_v<A>) {
     return a == nullptr ? a : static_cast<A>(kernel_address(a, kernel));
+  } else if constexpr (requires(A& x) { x.for_each_pointer([](auto*&) {}); }) {
+    // A table of device pointers passed by value (adamw.cuh's AdamWBatch).
+    a.for_each_pointer([&](auto*& p) { p = kernel_arg(p, kernel); });
+    return a;
   } else {
     return a;
   }
 }
 
 // TERA_LAUNCH on the emulator: pointer arguments are device memory and are
-// translated to the host addresses behind them; the rest pass as they are.
+// translated to the host addresses behind them, as are the pointers of an
+// argument that lists them (for_each_pointer); the rest pass as they are.
 template <typename Kernel, typename... Args>
 void launch(const char* name, Dim grid, Dim block, size_t shared_bytes, Kernel kernel, Args... args) {
   auto translated = std::make_tuple(kernel_arg(args, name)...);

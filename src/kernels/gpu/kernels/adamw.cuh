@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernels/gpu/dialect.h"
+#include "kernels/gpu/kernels/adamw_batch.h"
 #include "kernels/gpu/kernels/elementwise.cuh"
 
 TERA_GPU_BEGIN
@@ -23,30 +24,81 @@ TERA_DEVICE bool adamw_one(float& p, float& m, float& v, float grad, const AdamW
   return isfinite(m) && isfinite(v) && isfinite(p);
 }
 
-// param, m, v updated in place; bf16 (optional): the rounded new param.
-TERA_KERNEL adamw_k(float* param, const float* grad, float* m, float* v, uint16_t* bf16, int64_t n, AdamWScalars k) {
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    float p = param[i], mi = m[i], vi = v[i];
-    adamw_one(p, mi, vi, grad[i], k);
-    param[i] = p;
-    m[i] = mi;
-    v[i] = vi;
-    if (bf16 != nullptr) bf16[i] = float_to_bf16(p);
+// Multi-tensor AdamW: up to kAdamWBatch tensors (AdamW segments) updated by
+// one launch, their table passed by value as the kernel's argument (under
+// 4 KB, the portable limit of a kernel's arguments), the elements of the
+// tensors taken as one concatenated range by a grid-stride loop. So a step
+// of a model's ~150 tensors is a few launches, not one per tensor.
+struct AdamWTensor {
+  float* param;
+  const float* grad;
+  float* m;
+  float* v;
+  uint16_t* bf16;  // optional: the rounded new param
+  int64_t begin;   // its first element's index in the launch's range
+  float decay;     // 1 - lr weight_decay, the only per-tensor scalar
+};
+struct AdamWBatch {
+  AdamWTensor t[kAdamWBatch];  // 56 bytes each
+  int count;
+  int64_t total;  // elements over the tensors
+  // Every device pointer of the table (gpu-emu translates them at launch, as
+  // it does a kernel's pointer arguments).
+  template <typename F>
+  void for_each_pointer(F&& f) {
+    for (int i = 0; i < count; ++i) {
+      f(t[i].param);
+      f(t[i].grad);
+      f(t[i].m);
+      f(t[i].v);
+      f(t[i].bf16);
+    }
   }
-}
+};
 
-// part[block] = the number of elements of this block whose update would be
-// non-finite; nothing else written.
-TERA_KERNEL adamw_nonfinite_k(double* part, const float* param, const float* grad, const float* m, const float* v,
-                              int64_t n, AdamWScalars k) {
+static_assert(sizeof(AdamWBatch) + sizeof(AdamWScalars) + sizeof(double*) <= 4096,
+              "adamw_multi_k's arguments must fit the portable 4 KB");
+
+// part == null: the update (param, m, v in place; the bf16 copy where
+// given). Else a dry run: part[block] = the number of the block's elements
+// whose update would be non-finite; nothing else written.
+TERA_KERNEL adamw_multi_k(AdamWBatch b, AdamWScalars k, double* part) {
   TERA_SHARED(double, scratch, 256 / 32);
   double bad = 0.0;
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    float p = param[i], mi = m[i], vi = v[i];
-    bad += adamw_one(p, mi, vi, grad[i], k) ? 0.0 : 1.0;
+  int s = -1;  // the tensor of element i; i only grows, so s only moves forward
+  for (int64_t i = grid_first(); i < b.total; i += grid_stride()) {
+    if (s < 0) {
+      int lo = 0, hi = b.count - 1;  // the last tensor beginning at or before i
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (b.t[mid].begin <= i) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      s = lo;
+    }
+    while (s + 1 < b.count && b.t[s + 1].begin <= i) ++s;
+    const AdamWTensor& t = b.t[s];
+    const int64_t j = i - t.begin;
+    AdamWScalars kt = k;
+    kt.decay = t.decay;
+    float p = t.param[j], mi = t.m[j], vi = t.v[j];
+    const bool finite = adamw_one(p, mi, vi, t.grad[j], kt);
+    if (part == nullptr) {
+      t.param[j] = p;
+      t.m[j] = mi;
+      t.v[j] = vi;
+      if (t.bf16 != nullptr) t.bf16[j] = float_to_bf16(p);
+    } else {
+      bad += finite ? 0.0 : 1.0;
+    }
   }
-  bad = block_sum(bad, scratch);
-  if (thread_x() == 0) part[block_x()] = bad;
+  if (part != nullptr) {
+    bad = block_sum(bad, scratch);
+    if (thread_x() == 0) part[block_x()] = bad;
+  }
 }
 
 TERA_GPU_END
