@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/caching_allocator.h"
 #include "kernels/gpu/ops_launch.h"
 
 namespace tera {
@@ -102,8 +103,8 @@ void gemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, con
   lt_gemm(tb, ta, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc, ab, bias);
 }
 
-void* cuda_alloc(int64_t bytes) {
-  if (bytes <= 0) return nullptr;
+// The raw allocation and free behind the caching allocator.
+void* cuda_raw_alloc(int64_t bytes) {
   void* p = nullptr;
   if (cudaMalloc(&p, static_cast<size_t>(bytes)) != cudaSuccess) {
     (void)cudaGetLastError();  // clear the out-of-memory error: the caller reports it
@@ -112,10 +113,22 @@ void* cuda_alloc(int64_t bytes) {
   return p;
 }
 
-void cuda_release(void* p) {
-  if (p == nullptr) return;
+void cuda_raw_free(void* p) {
   check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize (release)");
   check(cudaFree(p), "cudaFree");
+}
+
+// Never destroyed: the CUDA context may be gone when statics are.
+CachingAllocator& cuda_cache() {
+  static CachingAllocator* cache = new CachingAllocator(cuda_raw_alloc, cuda_raw_free);
+  return *cache;
+}
+
+void* cuda_alloc(int64_t bytes) { return cuda_cache().allocate(bytes); }
+
+void cuda_release(void* p) {
+  if (p == nullptr) return;
+  if (!cuda_cache().release(p)) cuda_fail("release", "a pointer this backend did not allocate");
 }
 
 void cuda_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
@@ -188,7 +201,7 @@ Stream current_stream() { return ctx().stream; }
 void* scratch(int64_t bytes) {
   Context& c = ctx();
   if (bytes > c.scratch_bytes) {
-    if (c.scratch != nullptr) cuda_release(c.scratch);
+    if (c.scratch != nullptr) cuda_raw_free(c.scratch);
     check(cudaMalloc(&c.scratch, static_cast<size_t>(bytes)), "cudaMalloc (reduction scratch)");
     c.scratch_bytes = bytes;
   }
@@ -216,7 +229,7 @@ static int64_t cuda_memory_available() {
     (void)cudaGetLastError();
     return 0;
   }
-  return static_cast<int64_t>(free_bytes);
+  return static_cast<int64_t>(free_bytes) + cuda_cache().stats().cached;  // cached blocks are given back on demand
 }
 
 std::string cuda_device_name() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/caching_allocator.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/gpu/emu/emulator.h"
 #include "kernels/gpu/ops_launch.h"
@@ -89,23 +90,20 @@ DeviceMemory& device_memory() {
   return m;
 }
 
-void* emu_alloc(int64_t bytes) {
+// The emulated device's raw allocation and free (the caching allocator's).
+void* emu_raw_alloc(int64_t bytes) {
   DeviceMemory& dm = device_memory();
   std::lock_guard<std::mutex> lock(dm.mu);
   if (dm.capacity >= 0 && dm.used + bytes > dm.capacity) return nullptr;
   void* p = cpu::alloc(bytes);
   if (p == nullptr) return nullptr;
   TERA_ASSERT(!is_device(p), "gpu-emu: the host allocator returned an address with the device bit set");
-  // Fresh device memory holds garbage on a GPU: NaN bytes here, so a kernel
-  // that reads before writing shows it.
-  std::memset(p, 0xff, static_cast<size_t>(bytes));
   dm.sizes[p] = bytes;
   dm.used += bytes;
   return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | gpu::emu::kDeviceBit);
 }
 
-void emu_release(void* p) {
-  if (p == nullptr) return;
+void emu_raw_free(void* p) {
   void* h = host_of(p, "release");
   DeviceMemory& dm = device_memory();
   {
@@ -118,11 +116,34 @@ void emu_release(void* p) {
   cpu::release(h);
 }
 
+// Never destroyed: blocks may be released by other statics' destructors.
+CachingAllocator& emu_cache() {
+  static CachingAllocator* cache = new CachingAllocator(emu_raw_alloc, emu_raw_free);
+  return *cache;
+}
+
+void* emu_alloc(int64_t bytes) {
+  void* p = emu_cache().allocate(bytes);
+  // Fresh device memory holds garbage on a GPU, and a reused block its last
+  // owner's data: NaN bytes here, so a kernel that reads before writing shows it.
+  if (p != nullptr) std::memset(host_of(p, "alloc"), 0xff, static_cast<size_t>(bytes));
+  return p;
+}
+
+void emu_release(void* p) {
+  if (p == nullptr) return;
+  (void)host_of(p, "release");  // a host pointer is a bug
+  TERA_ASSERT(emu_cache().release(p), "gpu-emu: release of device memory this backend did not allocate");
+}
+
+// The capacity left, counting cached blocks as free (the cache gives them
+// back before an allocation fails).
 int64_t emu_memory_available() {
+  const int64_t cached = emu_cache().stats().cached;
   DeviceMemory& dm = device_memory();
   std::lock_guard<std::mutex> lock(dm.mu);
   if (dm.capacity < 0) return 0;  // unknown: unlimited
-  return std::max<int64_t>(1, dm.capacity - dm.used);
+  return std::max<int64_t>(1, dm.capacity - dm.used + cached);
 }
 
 void emu_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
