@@ -99,6 +99,20 @@ bool check_output_flags(const TrainArgs& args, Communicator& comm) {
   return true;
 }
 
+// Puts this rank on its device of the node (Backend::bind_device: one rank
+// per GPU) before anything allocates. False when any rank cannot: each rank
+// that failed prints why (their nodes may differ), every rank learns it.
+bool bind_rank_device(const Backend& backend, CommWorld& world) {
+  if (backend.bind_device == nullptr) return true;
+  Communicator& comm = world.world();
+  const std::string why = backend.bind_device(world.local_rank(), world.local_size());
+  if (!why.empty()) {
+    print_error(fmt::format("train.backend = \"{}\", rank {} ({} of {} on {}): {}", backend.name, comm.rank(),
+                            world.local_rank(), world.local_size(), world.host(), why));
+  }
+  return comm.all_reduce_max(why.empty() ? 0.0 : 1.0) == 0;
+}
+
 // Opens --metrics on rank 0: a resumed run keeps the lines up to its step and
 // appends. False, printed by rank 0, when it cannot (every rank learns it).
 bool open_metrics(const TrainArgs& args, const Trainer& tr, Communicator& comm, std::ofstream* metrics) {
@@ -329,6 +343,7 @@ int run_train(const TrainArgs& args) {
   const bool first = comm.rank() == 0;
   omp_set_num_threads(threads_per_rank(*world));
   if (!check_output_flags(args, comm)) return kExitBadInput;
+  if (!bind_rank_device(*chosen, *world)) return kExitBadInput;
   const Backend& backend = args.profile ? profiling_backend(*chosen) : *chosen;
   auto trainer = Trainer::create(*cfg, backend, comm,
                                  TrainerOptions{.trace_path = args.trace,

@@ -342,6 +342,7 @@ class MpiWorld final : public CommWorld {
     MPI_Comm node;
     TERA_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     TERA_MPI_CHECK(MPI_Comm_size(node, &local_size_));
+    TERA_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
     MPI_Comm_free(&node);
     char name[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
@@ -354,6 +355,7 @@ class MpiWorld final : public CommWorld {
   }
   Communicator& world() override { return *world_; }
   int local_size() const override { return local_size_; }
+  int local_rank() const override { return local_rank_; }
   bool is_mpi() const override { return true; }
   std::string host() const override { return host_; }
   [[noreturn]] void abort(int code) override {
@@ -366,6 +368,7 @@ class MpiWorld final : public CommWorld {
   std::shared_ptr<WatchdogPolicy> policy_ = std::make_shared<WatchdogPolicy>();
   std::unique_ptr<Communicator> world_;
   int local_size_ = 1;
+  int local_rank_ = 0;
   std::string host_;
 };
 
@@ -378,6 +381,7 @@ class SingleWorld final : public CommWorld {
   }
   Communicator& world() override { return *world_; }
   int local_size() const override { return 1; }
+  int local_rank() const override { return 0; }
   bool is_mpi() const override { return false; }
   std::string host() const override { return host_; }
   [[noreturn]] void abort(int code) override { std::_Exit(code); }

@@ -18,6 +18,7 @@ class CommWorld {
   virtual ~CommWorld() = default;
   virtual Communicator& world() = 0;
   virtual int local_size() const = 0;  // ranks of this job on this node
+  virtual int local_rank() const = 0;  // this rank's place among them (0 .. local_size - 1)
   virtual bool is_mpi() const = 0;
   virtual std::string host() const = 0;
   // Ends every rank of the job with `code` (MPI_Abort); the only way out for

@@ -38,6 +38,12 @@ std::string missing_ops(const Backend& b, OpNeed need) {
 std::string missing_required_ops(const Backend& b) { return missing_ops(b, OpNeed::required); }
 std::string missing_bf16_ops(const Backend& b) { return missing_ops(b, OpNeed::bf16); }
 
+int device_for_rank(int local_rank, int local_size, int devices) {
+  if (devices <= 0 || local_rank < 0 || local_rank >= local_size) return -1;
+  if (devices == 1) return 0;
+  return local_size <= devices ? local_rank : -1;
+}
+
 bool has_op(const Backend& b, KernelOp op) {
   switch (op) {
 #define TERA_KERNEL_OP_HAS(o, Fn, need) \

@@ -106,6 +106,11 @@ struct Backend {
   // 0 when unknown. tera train checks each rank's memory plan against it
   // before allocating; without it, against the host's available memory.
   int64_t (*memory_available)() = nullptr;
+  // optional: makes this process use the device of its rank on the node
+  // (device_for_rank) for everything after; "" on success, else why not.
+  // tera train calls it once the ranks know their node, before any
+  // allocation. Backends of one device per process (cpu) leave it null.
+  std::string (*bind_device)(int local_rank, int local_size) = nullptr;
   // How host code reaches this backend's memory: what the device
   // communicator of each process group is (core/device_memory.h).
   DeviceAddressing addressing;
@@ -122,6 +127,13 @@ std::string missing_required_ops(const Backend& b);
 std::string missing_bf16_ops(const Backend& b);
 // Whether the backend fills op (a non-null entry).
 bool has_op(const Backend& b, KernelOp op);
+
+// The device the local_rank-th of local_size ranks on a node uses when the
+// process sees `devices` devices: one rank per device (local_rank), or
+// device 0 when each process sees a single device (srun --gpus-per-task=1,
+// or CUDA_VISIBLE_DEVICES set per rank); -1 when there are more ranks than
+// devices to give them, or no device.
+int device_for_rank(int local_rank, int local_size, int devices);
 
 const Backend& cpu_backend();
 // The CPU kernels over device memory that host code cannot touch: every

@@ -1080,6 +1080,19 @@ INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values("cpu", "cpu-gu
                            return n;
                          });
 
+// One rank per device: rank r of a node's n ranks takes device r when the
+// node shows each process its devices, device 0 when each sees only its own
+// (srun --gpus-per-task=1), and none when ranks outnumber devices.
+TEST(BackendTable, DeviceForRank) {
+  EXPECT_EQ(device_for_rank(0, 1, 1), 0);
+  EXPECT_EQ(device_for_rank(3, 8, 8), 3);
+  EXPECT_EQ(device_for_rank(3, 4, 8), 3);
+  EXPECT_EQ(device_for_rank(5, 8, 1), 0);
+  EXPECT_EQ(device_for_rank(5, 8, 4), -1);
+  EXPECT_EQ(device_for_rank(0, 2, 0), -1);
+  EXPECT_EQ(device_for_rank(2, 2, 4), -1);  // a local rank outside its node's count
+}
+
 TEST(BackendTable, IsComplete) {
   const Backend& be = cpu_backend();
   EXPECT_STREQ(be.name, "cpu");

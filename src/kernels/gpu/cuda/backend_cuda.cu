@@ -232,9 +232,31 @@ static int64_t cuda_memory_available() {
   return static_cast<int64_t>(free_bytes) + cuda_cache().stats().cached;  // cached blocks are given back on demand
 }
 
+// The device of this rank (device_for_rank), made current for the process.
+static std::string cuda_bind_device(int local_rank, int local_size) {
+  int n = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string("no usable GPU: ") + cudaGetErrorString(e);
+  }
+  const int device = device_for_rank(local_rank, local_size, n);
+  if (device < 0) {
+    return std::to_string(local_size) + " ranks run on this node but it has " + std::to_string(n) +
+           " GPUs visible to each: start one rank per GPU (mpirun -n, srun --ntasks-per-node) or give each rank "
+           "its own GPU (srun --gpus-per-task=1)";
+  }
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "cudaSetDevice(" + std::to_string(device) + "): " + cudaGetErrorString(e);
+  }
+  return "";
+}
+
 std::string cuda_device_name() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) device = 0;
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "?";
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "?";
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
          std::to_string(p.multiProcessorCount) + " SMs)";
 }
@@ -247,6 +269,7 @@ const Backend& cuda_backend() {
         .gemm_bf16_path = cuda_gemm_bf16_path,
         .unavailable = cuda_device_status,
         .memory_available = cuda_memory_available,
+        .bind_device = cuda_bind_device,
         .addressing = {DeviceAddressing::Kind::device, nullptr, cuda_compute_stream},
         .alloc = cuda_alloc,
         .release = cuda_release,
