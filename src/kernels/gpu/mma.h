@@ -15,6 +15,8 @@
 //   gpu-emu: the scalar form: lane l computes outputs l, l + warp, ...
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/gpu/dialect.h"
 
 #if defined(TERA_GPU_CUDA)
@@ -24,11 +26,15 @@
 
 TERA_GPU_BEGIN
 
-TERA_DEVICE void mma_16x16x16_bf16(float* C, int ldc, const uint16_t* A, int lda, const uint16_t* B, int ldb) {
+// The one body of both forms: B row-major (kBt false) or given by its
+// columns as rows (kBt true: B[k][n] = B[n * ldb + k]).
+template <bool kBt>
+TERA_DEVICE void mma_16x16x16_bf16_tile(float* C, int ldc, const uint16_t* A, int lda, const uint16_t* B, int ldb) {
 #if defined(TERA_GPU_CUDA)
   namespace wmma = nvcuda::wmma;
+  using BLayout = std::conditional_t<kBt, wmma::col_major, wmma::row_major>;
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BLayout> b;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
   wmma::load_matrix_sync(a, reinterpret_cast<const __nv_bfloat16*>(A), static_cast<unsigned>(lda));
   wmma::load_matrix_sync(b, reinterpret_cast<const __nv_bfloat16*>(B), static_cast<unsigned>(ldb));
@@ -40,34 +46,18 @@ TERA_DEVICE void mma_16x16x16_bf16(float* C, int ldc, const uint16_t* A, int lda
   for (int e = lane_id(); e < 256; e += warp_size()) {
     const int i = e / 16, j = e % 16;
     float s = C[i * ldc + j];
-    for (int k = 0; k < 16; ++k) s += bf16_to_float(A[i * lda + k]) * bf16_to_float(B[k * ldb + j]);
+    for (int k = 0; k < 16; ++k) s += bf16_to_float(A[i * lda + k]) * bf16_to_float(kBt ? B[j * ldb + k] : B[k * ldb + j]);
     C[i * ldc + j] = s;
   }
   warp_sync();  // C is complete before any lane reads it
 #endif
 }
 
+TERA_DEVICE void mma_16x16x16_bf16(float* C, int ldc, const uint16_t* A, int lda, const uint16_t* B, int ldb) {
+  mma_16x16x16_bf16_tile<false>(C, ldc, A, lda, B, ldb);
+}
 TERA_DEVICE void mma_16x16x16_bf16_bt(float* C, int ldc, const uint16_t* A, int lda, const uint16_t* Bt, int ldbt) {
-#if defined(TERA_GPU_CUDA)
-  namespace wmma = nvcuda::wmma;
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;  // B[k][n] = Bt[n][k]
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-  wmma::load_matrix_sync(a, reinterpret_cast<const __nv_bfloat16*>(A), static_cast<unsigned>(lda));
-  wmma::load_matrix_sync(b, reinterpret_cast<const __nv_bfloat16*>(Bt), static_cast<unsigned>(ldbt));
-  wmma::load_matrix_sync(c, C, static_cast<unsigned>(ldc), wmma::mem_row_major);
-  wmma::mma_sync(c, a, b, c);
-  wmma::store_matrix_sync(C, c, static_cast<unsigned>(ldc), wmma::mem_row_major);
-#else
-  warp_sync();
-  for (int e = lane_id(); e < 256; e += warp_size()) {
-    const int i = e / 16, j = e % 16;
-    float s = C[i * ldc + j];
-    for (int k = 0; k < 16; ++k) s += bf16_to_float(A[i * lda + k]) * bf16_to_float(Bt[j * ldbt + k]);
-    C[i * ldc + j] = s;
-  }
-  warp_sync();
-#endif
+  mma_16x16x16_bf16_tile<true>(C, ldc, A, lda, Bt, ldbt);
 }
 
 TERA_GPU_END

@@ -347,11 +347,14 @@ inline void count_nonfinite(double* out, const SegmentRef* segs, int64_t nsegs, 
 }
 
 // The per-call scalars, as kernels/cpu/elementwise.cpp computes them.
+// 1 - lr wd: the only per-tensor scalar of the update.
+inline float adamw_decay(const AdamWArgs& a, float wd) { return static_cast<float>(1.0 - static_cast<double>(a.lr) * wd); }
+
 inline AdamWScalars adamw_scalars(const AdamWArgs& a, float wd) {
   const double bc1 = 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.step));
   AdamWScalars k{};
-  k.decay = static_cast<float>(1.0 - static_cast<double>(a.lr) * wd);
+  k.decay = adamw_decay(a, wd);
   k.step_size = static_cast<float>(a.lr / bc1);
   k.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
   k.b1 = a.beta1;
@@ -386,7 +389,7 @@ inline void adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, d
     const AdamWSegment& seg = segs[s];
     if (seg.n <= 0) continue;
     batch.t[batch.count] = AdamWTensor{seg.param, seg.grad, seg.m, seg.v, seg.param_bf16, batch.total,
-                                       adamw_scalars(a, seg.weight_decay).decay};
+                                       adamw_decay(a, seg.weight_decay)};
     batch.total += seg.n;
     if (++batch.count == kAdamWBatch) flush();
   }
