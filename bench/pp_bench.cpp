@@ -1,62 +1,57 @@
-// Pipeline benchmark, run under mpirun with P ranks (layout pp = P): trains a
-// synthetic-data GPT with the 1F1B schedule and m micro-batches, and prints
-// one JSON line from the first rank with, per stage, the measured bubble
-// (seconds blocked in pipeline receives / step seconds, median over steps)
-// next to the theoretical (p - 1) / (m + p - 1), and each stage's activation
-// bytes as allocated next to the memory plan's (model/memory_plan.h).
+// Pipeline benchmark, run under mpirun with P ranks (layout pp = P), or with
+// --in-process P as P threads of one process (a machine without MPI, such as
+// the GPU node of scripts/device-check), each rank with --threads OpenMP
+// threads. It trains a synthetic-data GPT with the 1F1B schedule (or
+// --schedule) and m micro-batches, and prints one JSON line from the first
+// rank with, per stage, the measured bubble (seconds blocked in pipeline
+// receives / step seconds, median over steps) next to the theoretical
+// (p - 1) / (m + p - 1), and each stage's activation bytes as allocated next
+// to the memory plan's (model/memory_plan.h).
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "comm/groups.h"
+#include "comm/in_process_comm.h"
 #include "comm/world.h"
 #include "core/rng.h"
 #include "train/engine.h"
 
 using namespace tera;
 
-int main(int argc, char** argv) {
-  CLI::App app{"tera pipeline benchmark (run under mpirun; pp = number of ranks)"};
+namespace {
+
+struct BenchArgs {
   int64_t layers = 8, hidden = 256, heads = 4, seq = 64, micro_batch = 2, micro = 16, steps = 5;
   bool recompute = false;
-  std::string schedule = "1f1b";
-  app.add_option("--layers", layers)->capture_default_str();
-  app.add_option("--hidden", hidden)->capture_default_str();
-  app.add_option("--heads", heads)->capture_default_str();
-  app.add_option("--seq", seq)->capture_default_str();
-  app.add_option("--micro-batch", micro_batch, "sequences per micro-batch")->capture_default_str();
-  app.add_option("-m,--micro-batches", micro, "micro-batches per step")->capture_default_str();
-  app.add_option("--steps", steps)->capture_default_str();
-  app.add_option("--schedule", schedule)->capture_default_str();
-  app.add_flag("--recompute", recompute, "full activation recomputation");
-  CLI11_PARSE(app, argc, argv);
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;
+  int in_process = 0;  // 0: one rank per process (mpirun)
+  int threads = 1;     // OpenMP threads per rank
+};
 
-  auto world = CommWorld::init();
-  Communicator& comm = world->world();
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(1);
+// One rank's part: every rank trains its stage, the first prints the JSON.
+void run_rank(Communicator& comm, const BenchArgs& a) {
+  omp_set_num_threads(a.threads);
   RunConfig cfg;
-  cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
+  cfg.model = ModelConfig{.layers = a.layers, .hidden = a.hidden, .heads = a.heads, .seq_len = a.seq, .vocab = 256,
                           .ffn_hidden = 0, .vocab_align = 64};
-  cfg.parallel.micro_batch = micro_batch;
-  cfg.train.global_batch = micro_batch * micro;
+  cfg.parallel.micro_batch = a.micro_batch;
+  cfg.train.global_batch = a.micro_batch * a.micro;
   cfg.train.lr = 1e-3f;
-  cfg.parallel.recompute = recompute ? Recompute::full : Recompute::none;
+  cfg.parallel.recompute = a.recompute ? Recompute::full : Recompute::none;
   cfg.parallel.pp = comm.size();
-  auto kind = parse_schedule_kind(schedule);
-  if (!kind) {
-    fmt::print(stderr, "{}\n", kind.error());
-    return 2;
-  }
-  cfg.parallel.schedule = *kind;
+  cfg.parallel.schedule = a.schedule;
   cfg.parallel.dp = 1;
   ProcessGroups groups(comm, cfg.parallel);
   Engine engine(cfg, cpu_backend(), groups.groups());
   engine.init_parameters(1);
-  const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
+  const int64_t seq = a.seq;
+  const BatchFn data = [seq](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
     const PhiloxKey key = philox_key(5, "bench");
     for (int64_t i = 0; i < count * seq; ++i) {
       tok[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i), 256));
@@ -64,7 +59,7 @@ int main(int argc, char** argv) {
     }
   };
   std::vector<double> bubble;
-  for (int64_t s = 0; s < steps + 1; ++s) {
+  for (int64_t s = 0; s < a.steps + 1; ++s) {
     comm.barrier();
     engine.train_step(s, cfg.train.lr, data);
     if (s > 0) bubble.push_back(engine.bubble_seconds() / engine.pipeline_seconds());
@@ -72,19 +67,56 @@ int main(int argc, char** argv) {
   std::sort(bubble.begin(), bubble.end());
   const ParallelLayout layout = with_world_size(cfg.parallel, comm.size());
   const int64_t formula = rank_memory_plan(cfg, layout, layout.coord(comm.rank())).bytes(MemoryClass::activations);
-  double mine[3] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory()[MemoryClass::activations]), static_cast<double>(formula)};
+  double mine[3] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory()[MemoryClass::activations]),
+                    static_cast<double>(formula)};
   std::vector<double> all(static_cast<size_t>(3 * comm.size()));
   comm.all_gather(mine, all.data(), 3, CommType::f64);
-  if (comm.rank() == 0) {
-    nlohmann::json stages = nlohmann::json::array();
-    for (int r = 0; r < comm.size(); ++r) {
-      stages.push_back({{"bubble", all[static_cast<size_t>(3 * r)]},
-                        {"activation_bytes", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 1)])},
-                        {"activation_bytes_formula", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 2)])}});
-    }
-    const double p = comm.size(), m = static_cast<double>(micro);
-    fmt::print("{}\n", nlohmann::json{{"pp", comm.size()}, {"m", micro}, {"recompute", recompute},
-                                      {"theoretical_bubble", (p - 1) / (m + p - 1)}, {"stages", stages}}.dump());
+  if (comm.rank() != 0) return;
+  nlohmann::json stages = nlohmann::json::array();
+  for (int r = 0; r < comm.size(); ++r) {
+    stages.push_back({{"bubble", all[static_cast<size_t>(3 * r)]},
+                      {"activation_bytes", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 1)])},
+                      {"activation_bytes_formula", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 2)])}});
+  }
+  const double p = comm.size(), m = static_cast<double>(a.micro);
+  fmt::print("{}\n", nlohmann::json{{"pp", comm.size()}, {"m", a.micro}, {"recompute", a.recompute},
+                                    {"in_process", a.in_process > 0}, {"threads_per_rank", a.threads},
+                                    {"theoretical_bubble", (p - 1) / (m + p - 1)}, {"stages", stages}}
+                         .dump());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tera pipeline benchmark (under mpirun, pp = number of ranks; or --in-process P)"};
+  BenchArgs a;
+  std::string schedule = "1f1b";
+  app.add_option("--layers", a.layers)->capture_default_str();
+  app.add_option("--hidden", a.hidden)->capture_default_str();
+  app.add_option("--heads", a.heads)->capture_default_str();
+  app.add_option("--seq", a.seq)->capture_default_str();
+  app.add_option("--micro-batch", a.micro_batch, "sequences per micro-batch")->capture_default_str();
+  app.add_option("-m,--micro-batches", a.micro, "micro-batches per step")->capture_default_str();
+  app.add_option("--steps", a.steps)->capture_default_str();
+  app.add_option("--schedule", schedule)->capture_default_str();
+  app.add_flag("--recompute", a.recompute, "full activation recomputation");
+  app.add_option("--in-process", a.in_process, "run P ranks as threads of this process (no mpirun)")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--threads", a.threads, "OpenMP threads per rank (default: OMP_NUM_THREADS, else 1)")
+      ->check(CLI::Range(1, 256));
+  CLI11_PARSE(app, argc, argv);
+  if (app.count("--threads") == 0 && std::getenv("OMP_NUM_THREADS") != nullptr) a.threads = omp_get_max_threads();
+  auto kind = parse_schedule_kind(schedule);
+  if (!kind) {
+    fmt::print(stderr, "{}\n", kind.error());
+    return 2;
+  }
+  a.schedule = *kind;
+  if (a.in_process > 0) {
+    InProcessWorld::run(a.in_process, [&](Communicator& comm) { run_rank(comm, a); });
+  } else {
+    auto world = CommWorld::init();
+    run_rank(world->world(), a);
   }
   return 0;
 }

@@ -11,6 +11,12 @@
 // head 2CV). Peak: --peak-gflops (default 448 = 2 cores x 2 AVX-512 FMA
 // units x 16 lanes x 2 FLOPs x 3.5 GHz, the figure measured for this machine).
 //
+// --backend cuda (scripts/device-check on a GPU node) times tera alone on the
+// GPU (PyTorch runs there from scripts/device_check_torch.py on the same
+// shapes) and --peak-gflops is then the GPU's dense bf16 peak, so the
+// percentage printed is the model FLOPs utilisation (MFU); --json writes the
+// numbers for the device check's report.
+//
 // PyTorch runs in the best configuration found on this machine: OpenBLAS's
 // AVX-512 kernels (OPENBLAS_CORETYPE=SkylakeX, set for that command alone),
 // its OpenMP build so BLAS and torch share one thread pool, and tcmalloc,
@@ -73,6 +79,7 @@ int main(int argc, char** argv) {
   double peak = 448.0;
   bool no_pytorch = false, profile = false;
   std::string script = std::string(TERA_SOURCE_DIR) + "/bench/pytorch_gpt2_step.py";
+  std::string backend_name = "cpu", json_path;
   app.add_option("--layers", layers)->capture_default_str();
   app.add_option("--hidden", hidden)->capture_default_str();
   app.add_option("--heads", heads)->capture_default_str();
@@ -81,15 +88,41 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "micro-batch = global batch")->capture_default_str();
   app.add_option("--steps", steps, "timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
-  app.add_option("--peak-gflops", peak, "fp32 peak of this machine")->capture_default_str();
+  app.add_option("--peak-gflops", peak, "peak of this machine: fp32 on a CPU, dense bf16 on a GPU (MFU)")
+      ->capture_default_str();
   app.add_flag("--no-pytorch", no_pytorch, "measure tera only");
   app.add_flag("--profile", profile, "time every op of tera's timed steps (adds a little overhead)");
   app.add_option("--pytorch-script", script)->capture_default_str();
+  app.add_option("--backend", backend_name, "tera's backend (cpu, or cuda on a GPU node: tera alone, no PyTorch)")
+      ->capture_default_str();
+  app.add_option("--json", json_path, "also write the results as JSON to this file");
   std::vector<std::string> precisions = {"fp32", "bf16"};
   app.add_option("--precision", precisions, "train.precision values to measure, side by side (tera and PyTorch)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const Backend* chosen = find_backend(backend_name);
+  if (chosen == nullptr) {
+    fmt::print(stderr, "--backend {} is not a backend of this binary; it has: {}\n", backend_name, backend_names());
+    return 2;
+  }
+  if (chosen->unavailable != nullptr) {
+    if (const std::string why = chosen->unavailable(); !why.empty()) {
+      fmt::print(stderr, "--backend {} cannot run on this machine: {}\n", backend_name, why);
+      return 2;
+    }
+  }
+  const bool on_cpu = chosen == &cpu_backend();
+  if (!on_cpu) no_pytorch = true;
+  nlohmann::json report = {{"backend", backend_name}, {"layers", layers}, {"hidden", hidden}, {"heads", heads},
+                           {"vocab", vocab}, {"seq", seq}, {"micro_batch", batch}, {"peak_gflops", peak},
+                           {"runs", nlohmann::json::array()}};
+  const auto write_json = [&] {
+    if (json_path.empty()) return;
+    std::ofstream f(json_path);
+    f << report.dump(1) << "\n";
+    if (!f) fmt::print(stderr, "cannot write {}\n", json_path);
+  };
 
   // A synthetic corpus: tokens are bytes, the compute is the same for any text.
   const std::string corpus = (std::filesystem::temp_directory_path() / "tera_bench_corpus.txt").string();
@@ -110,7 +143,7 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "{}\n", run_cfg.error());
       return 2;
     }
-    const Backend& be = profile ? profiling_backend(cpu_backend()) : cpu_backend();
+    const Backend& be = profile ? profiling_backend(*chosen) : *chosen;
     auto tr = Trainer::create(*run_cfg, be);
     if (!tr) {
       fmt::print(stderr, "{}\n", tr.error());
@@ -119,6 +152,9 @@ int main(int argc, char** argv) {
     const ModelSpec& spec = (*tr)->spec();
     const double flops_per_token = spec.train_flops_per_token();
     if (tera_tps.empty()) {
+      report["parameters"] = spec.num_params();
+      report["flops_per_token"] = flops_per_token;
+      fmt::print("backend: {}\n", be.name);
       fmt::print("shape: GPT {} layers, hidden {}, {} heads, vocab {}, seq {}, micro-batch {} = {:.1f}M parameters, "
                  "{} threads\n",
                  layers, hidden, heads, vocab, seq, batch, static_cast<double>(spec.num_params()) / 1e6,
@@ -138,10 +174,22 @@ int main(int argc, char** argv) {
     if (profile) fmt::print("{}{:<26} {:>8} {:>10.1f}\n", profiling_report(), "step total", "", step_seconds * 1e3);
     tera_tps.push_back(median(rates));
     const double gflops = tera_tps.back() * flops_per_token / 1e9;
-    fmt::print("tera {}: median {:.1f} tokens/s over {} steps ({:.0f} .. {:.0f}); {:.1f} GFLOP/s = {:.1f}% of fp32 "
-               "peak ({:.0f})\n",
-               precision, tera_tps.back(), rates.size(), *std::min_element(rates.begin(), rates.end()),
-               *std::max_element(rates.begin(), rates.end()), gflops, 100 * gflops / peak, peak);
+    fmt::print("tera {}: median {:.1f} tokens/s over {} steps ({:.0f} .. {:.0f}); {:.1f} GFLOP/s", precision,
+               tera_tps.back(), rates.size(), *std::min_element(rates.begin(), rates.end()),
+               *std::max_element(rates.begin(), rates.end()), gflops);
+    if (peak > 0) {
+      fmt::print(" = {:.1f}% of the {} peak ({:.0f})", 100 * gflops / peak, on_cpu ? "fp32" : "dense bf16 (MFU)", peak);
+    }
+    fmt::print("\n");
+    report["runs"].push_back({{"precision", precision}, {"tokens_per_s", tera_tps.back()},
+                              {"tokens_per_s_min", *std::min_element(rates.begin(), rates.end())},
+                              {"tokens_per_s_max", *std::max_element(rates.begin(), rates.end())},
+                              {"steps", rates.size()}, {"gflops", gflops}});
+    if (peak > 0) report["runs"].back()["fraction_of_peak"] = gflops / peak;
+  }
+  if (!on_cpu) {
+    write_json();
+    return 0;
   }
   const double gemm = measured_gemm_gflops(batch * seq, 3 * hidden, hidden);
   const double gemm_big = measured_gemm_gflops(2048, 2048, 2048);
@@ -149,7 +197,10 @@ int main(int argc, char** argv) {
              cpu_backend().gemm_library, cpu::gemm_isa_name(), gemm, batch * seq, 3 * hidden, hidden, gemm_big,
              cpu::gemm_bf16_path());
 
-  if (no_pytorch) return 0;
+  if (no_pytorch) {
+    write_json();
+    return 0;
+  }
   const std::string tc = find_tcmalloc();
   const std::string env =
       std::string("OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp ") +
@@ -179,9 +230,11 @@ int main(int argc, char** argv) {
                j["torch"].get<std::string>(), j["threads"].get<int>(), tc.empty() ? ", tcmalloc not found" : ", tcmalloc");
   }
   for (size_t k = 0; k < precisions.size(); ++k) {
+    report["runs"][k]["pytorch_tokens_per_s"] = torch_tps[k];
     fmt::print("ratio {}: tera / pytorch = {:.2f}x", precisions[k], tera_tps[k] / torch_tps[k]);
     if (k > 0) fmt::print("; tera {} / tera {} = {:.2f}x", precisions[k], precisions[0], tera_tps[k] / tera_tps[0]);
     fmt::print("\n");
   }
+  write_json();
   return 0;
 }

@@ -14,7 +14,6 @@
 #include <vector>
 #include <fmt/format.h>
 
-#include "comm/in_process_comm.h"
 #include "comm/world.h"
 #include "core/check.h"
 #include "core/timer.h"
@@ -372,39 +371,8 @@ class MpiWorld final : public CommWorld {
   std::string host_;
 };
 
-class SingleWorld final : public CommWorld {
- public:
-  SingleWorld() : local_(1), world_(local_.communicator(0)) {
-    char h[256] = "localhost";
-    gethostname(h, sizeof(h) - 1);
-    host_ = h;
-  }
-  Communicator& world() override { return *world_; }
-  int local_size() const override { return 1; }
-  int local_rank() const override { return 0; }
-  bool is_mpi() const override { return false; }
-  std::string host() const override { return host_; }
-  [[noreturn]] void abort(int code) override { std::_Exit(code); }
-
- private:
-  InProcessWorld local_;
-  std::unique_ptr<Communicator> world_;
-  std::string host_;
-};
-
 }  // namespace
 
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"}) {
-    if (std::getenv(v) != nullptr) return true;
-  }
-  const char* ntasks = std::getenv("SLURM_NTASKS");
-  return std::getenv("SLURM_PROCID") != nullptr && ntasks != nullptr && std::atoi(ntasks) > 1;
-}
-
-std::unique_ptr<CommWorld> CommWorld::init() {
-  if (launched_by_mpi()) return std::make_unique<MpiWorld>();
-  return std::make_unique<SingleWorld>();
-}
+std::unique_ptr<CommWorld> make_mpi_world() { return std::make_unique<MpiWorld>(); }
 
 }  // namespace tera

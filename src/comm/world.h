@@ -30,6 +30,10 @@ class CommWorld {
   virtual void set_comm_timeout(double seconds) {}
 };
 
+// The MPI world (mpi_comm.cpp; only in builds with MPI). CommWorld::init
+// calls it under an MPI launcher.
+std::unique_ptr<CommWorld> make_mpi_world();
+
 // True when an MPI launcher started this process (environment of mpirun,
 // Hydra, PMI/PMIx or a multi-task srun).
 bool launched_by_mpi();

@@ -3,8 +3,11 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#if defined(TERA_HAVE_ZLIB)
 #include <zlib.h>
+#endif
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,8 +16,30 @@ namespace tera {
 
 namespace fs = std::filesystem;
 
+uint32_t crc32_portable(const void* data, size_t bytes, uint32_t crc) {
+  // Byte-at-a-time with a 256-entry table of the reflected polynomial
+  // 0xEDB88320 (CRC-32 of zlib, gzip and PNG).
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~crc;
+  for (size_t i = 0; i < bytes; ++i) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  return ~c;
+}
+
 uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc) {
+#if defined(TERA_HAVE_ZLIB)
   return static_cast<uint32_t>(::crc32_z(crc, static_cast<const Bytef*>(data), bytes));
+#else
+  return crc32_portable(data, bytes, crc);
+#endif
 }
 
 Expected<AtomicFile> AtomicFile::create(const std::string& path) {

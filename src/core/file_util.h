@@ -37,7 +37,10 @@ class AtomicFile {
 
 Expected<std::vector<uint8_t>> read_file(const std::string& path);
 Status fsync_dir(const std::string& dir);
+// CRC-32 (zlib's; `crc` continues a running value). crc32_portable is the
+// same function without zlib, used where zlib is absent (a GPU node's build).
 uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc = 0);
+uint32_t crc32_portable(const void* data, size_t bytes, uint32_t crc = 0);
 // CRC-32 of a whole file, streamed (constant memory).
 Expected<uint32_t> crc32_file(const std::string& path);
 

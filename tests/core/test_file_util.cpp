@@ -235,5 +235,21 @@ TEST(ResolveBeside, RelativeToTheContainerAbsoluteUnchanged) {
   EXPECT_EQ(resolve_beside("/runs/a/meta.json", ""), "");
 }
 
+// The portable CRC-32 (builds without zlib) is zlib's: the standard check
+// value of "123456789", and equal to crc32_of on random bytes of every
+// length 0..300 and when continued across a split.
+TEST(Crc32Portable, MatchesZlib) {
+  EXPECT_EQ(crc32_portable("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(crc32_of("123456789", 9), 0xCBF43926u);
+  std::vector<uint8_t> bytes(300);
+  uint32_t x = 12345;
+  for (auto& b : bytes) b = static_cast<uint8_t>((x = x * 1103515245u + 12345u) >> 23);
+  for (size_t n = 0; n <= bytes.size(); ++n) {
+    ASSERT_EQ(crc32_portable(bytes.data(), n), crc32_of(bytes.data(), n)) << n << " bytes";
+  }
+  const uint32_t head = crc32_portable(bytes.data(), 100);
+  EXPECT_EQ(crc32_portable(bytes.data() + 100, 200, head), crc32_of(bytes.data(), 300));
+}
+
 }  // namespace
 }  // namespace tera

@@ -6,7 +6,9 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/tile_mac.h"
+#if defined(TERA_HAVE_GPU_EMU)
 #include "kernels/gpu/emu/backend_gpu_emu.h"
+#endif
 #if defined(TERA_HAVE_CUDA)
 #include "kernels/gpu/cuda/backend_cuda.h"
 #endif
@@ -31,7 +33,11 @@ bool cpu_supports(KernelOp op, DType dtype) {
 const Backend& cpu_backend() {
   static const Backend backend = {
       .name = "cpu",
+#if defined(TERA_HAVE_DNNL)
       .gemm_library = "oneDNN dnnl_sgemm",
+#else
+      .gemm_library = "portable sgemm (no oneDNN in this build)",
+#endif
       .gemm_bf16_path = cpu_bf16_paths,
       .addressing = DeviceAddressing{DeviceAddressing::Kind::host, nullptr},
       .alloc = cpu::alloc,
@@ -89,7 +95,9 @@ const Backend& cpu_backend() {
 const Backend* find_backend(std::string_view name) {
   if (name == "cpu") return &cpu_backend();
   if (name == "cpu-guarded") return &cpu_guarded_backend();
+#if defined(TERA_HAVE_GPU_EMU)
   if (name == "gpu-emu") return &gpu_emu_backend();
+#endif
 #if defined(TERA_HAVE_CUDA)
   if (name == "cuda") return &cuda_backend();
 #endif
@@ -97,11 +105,14 @@ const Backend* find_backend(std::string_view name) {
 }
 
 std::string backend_names() {
-#if defined(TERA_HAVE_CUDA)
-  return "cpu, cpu-guarded, gpu-emu, cuda";
-#else
-  return "cpu, cpu-guarded, gpu-emu";
+  std::string names = "cpu, cpu-guarded";
+#if defined(TERA_HAVE_GPU_EMU)
+  names += ", gpu-emu";
 #endif
+#if defined(TERA_HAVE_CUDA)
+  names += ", cuda";
+#endif
+  return names;
 }
 
 }  // namespace tera

@@ -7,8 +7,11 @@
 // AVX-512), the inputs are widened to fp32 (exactly: a bf16 value is an fp32
 // value) and multiplied by dnnl_sgemm, which gives the same result up to the
 // order of the fp32 accumulation. Primitives are built once per shape and
-// cached (creating one costs far more than a small product).
+// cached (creating one costs far more than a small product). A build without
+// oneDNN (TERA_GPU_NODE) always takes the widening path (portable sgemm).
+#if defined(TERA_HAVE_DNNL)
 #include <dnnl.h>
+#endif
 
 #include <cstring>
 #include <map>
@@ -24,6 +27,7 @@ namespace tera::cpu {
 
 namespace {
 
+#if defined(TERA_HAVE_DNNL)
 void check(dnnl_status_t st, const char* what) {
   TERA_ASSERT(st == dnnl_success, std::string("oneDNN ") + what + " failed with status " +
                                       std::to_string(static_cast<int>(st)));
@@ -103,6 +107,8 @@ const Matmul& matmul_for(const Key& key) {
   return *cache.emplace(key, std::move(m)).first->second;
 }
 
+#endif  // TERA_HAVE_DNNL
+
 float widen(uint16_t b) {
   const uint32_t u = static_cast<uint32_t>(b) << 16;
   float f;
@@ -123,13 +129,19 @@ std::vector<float> widened(const uint16_t* x, int64_t rows, int64_t ld) {
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
                int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+#if defined(TERA_HAVE_DNNL)
   const Matmul& m = matmul_for(Key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta});
-  if (m.prim == nullptr) {
+  const bool widen_inputs = m.prim == nullptr;
+#else
+  const bool widen_inputs = true;
+#endif
+  if (widen_inputs) {
     // Stored rows of A and B: op(A) is [M, K], so A holds trans_a ? K : M rows of lda.
     const std::vector<float> a = widened(A, trans_a ? K : M, lda), b = widened(B, trans_b ? N : K, ldb);
     gemm<float>(trans_a, trans_b, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc);
     return;
   }
+#if defined(TERA_HAVE_DNNL)
   dnnl_memory_t ma = nullptr, mb = nullptr, mc = nullptr;
   check(dnnl_memory_create(&ma, &m.a, engine(), const_cast<uint16_t*>(A)), "memory A");
   check(dnnl_memory_create(&mb, &m.b, engine(), const_cast<uint16_t*>(B)), "memory B");
@@ -140,9 +152,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
   dnnl_memory_destroy(ma);
   dnnl_memory_destroy(mb);
   dnnl_memory_destroy(mc);
+#endif
 }
 
 const char* gemm_bf16_path() {
+#if !defined(TERA_HAVE_DNNL)
+  return "fp32 fallback (built without oneDNN: inputs widened, portable sgemm)";
+#else
   const Matmul& m = matmul_for(Key{false, false, 16, 16, 16, 16, 16, 16, 1.0f, 0.0f});
   if (m.prim == nullptr) return "fp32 fallback (oneDNN has no bf16 matmul on this CPU: inputs widened, dnnl_sgemm)";
   switch (dnnl_get_effective_cpu_isa()) {
@@ -150,6 +166,7 @@ const char* gemm_bf16_path() {
     case dnnl_cpu_isa_avx512_core_bf16: return "oneDNN matmul, AVX512-BF16 dot products";
     default: return "oneDNN matmul, bf16 emulated on AVX-512 (no bf16 instructions)";
   }
+#endif
 }
 
 }  // namespace tera::cpu

@@ -1,11 +1,17 @@
 // GEMM and linear layers. fp32 runs on oneDNN's dnnl_sgemm (row-major; it
 // picks its AVX-512/AVX2 kernel from the CPU it runs on); fp64, the reference
-// path for tests, on OpenBLAS's cblas_dgemm. No hand-written GEMM here.
+// path for tests, on OpenBLAS's cblas_dgemm. A build without those libraries
+// (TERA_GPU_NODE) runs both on the portable GEMM (gemm_portable.h).
+#if defined(TERA_HAVE_OPENBLAS)
 #include <cblas.h>
+#endif
+#if defined(TERA_HAVE_DNNL)
 #include <dnnl.h>
+#endif
 
 #include "core/check.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/gemm_portable.h"
 
 namespace tera::cpu {
 
@@ -13,21 +19,30 @@ template <>
 void gemm<float>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+#if defined(TERA_HAVE_DNNL)
   const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
                                       beta, C, ldc);
   TERA_ASSERT(st == dnnl_success, "dnnl_sgemm failed with status " + std::to_string(static_cast<int>(st)));
+#else
+  gemm_portable<float>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
 }
 
 template <>
 void gemm<double>(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
                   int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+#if defined(TERA_HAVE_OPENBLAS)
   cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
               static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+#else
+  gemm_portable<double>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
 }
 
 const char* gemm_isa_name() {
+#if defined(TERA_HAVE_DNNL)
   switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_sse41: return "sse41";
     case dnnl_cpu_isa_avx: return "avx";
@@ -39,6 +54,9 @@ const char* gemm_isa_name() {
     case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
     default: return "other";
   }
+#else
+  return "portable C++ (compiler-vectorized; built without oneDNN)";
+#endif
 }
 
 template <typename T>
