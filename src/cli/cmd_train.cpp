@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <vector>
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -102,6 +103,8 @@ bool check_output_flags(const TrainArgs& args, Communicator& comm) {
 // Puts this rank on its device of the node (Backend::bind_device: one rank
 // per GPU) before anything allocates. False when any rank cannot: each rank
 // that failed prints why (their nodes may differ), every rank learns it.
+// Then no two ranks may hold one device (Backend::device_identity): rank 0
+// names the first pair.
 bool bind_rank_device(const Backend& backend, CommWorld& world) {
   if (backend.bind_device == nullptr) return true;
   Communicator& comm = world.world();
@@ -110,7 +113,30 @@ bool bind_rank_device(const Backend& backend, CommWorld& world) {
     print_error(fmt::format("train.backend = \"{}\", rank {} ({} of {} on {}): {}", backend.name, comm.rank(),
                             world.local_rank(), world.local_size(), world.host(), why));
   }
-  return comm.all_reduce_max(why.empty() ? 0.0 : 1.0) == 0;
+  if (comm.all_reduce_max(why.empty() ? 0.0 : 1.0) > 0) return false;
+  if (backend.device_identity == nullptr) return true;
+  // Every rank's device and node, in rank order: two ranks on one GPU (each
+  // shown the same single GPU) would fail later inside NCCL.
+  constexpr int64_t kId = 64, kHost = 192;
+  std::vector<uint8_t> mine(kId + kHost, 0), all(static_cast<size_t>((kId + kHost) * comm.size()));
+  const std::string id = backend.device_identity(), host = world.host();
+  std::copy_n(id.begin(), std::min<size_t>(id.size(), kId - 1), mine.begin());
+  std::copy_n(host.begin(), std::min<size_t>(host.size(), kHost - 1), mine.begin() + kId);
+  comm.all_gather(mine.data(), all.data(), kId + kHost, CommType::u8);
+  const auto field = [&](int r, int64_t at) {
+    return std::string(reinterpret_cast<const char*>(all.data() + r * (kId + kHost) + at));
+  };
+  std::vector<std::string> ids;
+  for (int r = 0; r < comm.size(); ++r) ids.push_back(field(r, 0));
+  const auto [a, b] = ranks_sharing_a_device(ids);
+  if (a < 0) return true;
+  if (comm.rank() == 0) {
+    print_error(fmt::format("train.backend = \"{}\": ranks {} and {} (on {}) were both given GPU {}: each rank needs a "
+                            "GPU of its own; with one GPU visible per rank, make it a different one "
+                            "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per local rank)",
+                            backend.name, a, b, field(a, kId), ids[static_cast<size_t>(a)]));
+  }
+  return false;
 }
 
 // Opens --metrics on rank 0: a resumed run keeps the lines up to its step and

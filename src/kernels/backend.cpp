@@ -1,6 +1,8 @@
 // The op list's names and completeness check; see backend.h.
 #include "kernels/backend.h"
 
+#include <map>
+
 namespace tera {
 
 const char* kernel_op_name(KernelOp op) {
@@ -42,6 +44,23 @@ int device_for_rank(int local_rank, int local_size, int devices) {
   if (devices <= 0 || local_rank < 0 || local_rank >= local_size) return -1;
   if (devices == 1) return 0;
   return local_size <= devices ? local_rank : -1;
+}
+
+std::string too_few_devices(int local_size, int devices) {
+  return std::to_string(local_size) + " ranks run on this node but it has " + std::to_string(devices) +
+         " GPUs visible to each: start one rank per GPU (mpirun -n, srun --ntasks-per-node) or give each rank "
+         "its own GPU (srun --gpus-per-task=1)";
+}
+
+std::pair<int, int> ranks_sharing_a_device(const std::vector<std::string>& identities) {
+  std::map<std::string, int> first_rank;
+  for (int r = 0; r < static_cast<int>(identities.size()); ++r) {
+    const std::string& id = identities[static_cast<size_t>(r)];
+    if (id.empty()) continue;
+    const auto [it, fresh] = first_rank.emplace(id, r);
+    if (!fresh) return {it->second, r};
+  }
+  return {-1, -1};
 }
 
 bool has_op(const Backend& b, KernelOp op) {

@@ -6,6 +6,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/device_memory.h"
 #include "core/tensor.h"
@@ -111,6 +113,11 @@ struct Backend {
   // tera train calls it once the ranks know their node, before any
   // allocation. Backends of one device per process (cpu) leave it null.
   std::string (*bind_device)(int local_rank, int local_size) = nullptr;
+  // optional: the identity of the physical device this process now uses
+  // (a GPU's UUID as nvidia-smi prints it), "" when unknown. tera train
+  // compares the ranks' after bind_device: two ranks on one GPU (every rank
+  // shown the same single GPU) are refused before NCCL would be.
+  std::string (*device_identity)() = nullptr;
   // How host code reaches this backend's memory: what the device
   // communicator of each process group is (core/device_memory.h).
   DeviceAddressing addressing;
@@ -134,6 +141,13 @@ bool has_op(const Backend& b, KernelOp op);
 // or CUDA_VISIBLE_DEVICES set per rank); -1 when there are more ranks than
 // devices to give them, or no device.
 int device_for_rank(int local_rank, int local_size, int devices);
+// Why device_for_rank found no device: local_size ranks on a node whose
+// processes each see `devices` devices, and what to do about it.
+std::string too_few_devices(int local_size, int devices);
+// The first two ranks (a < b, the lowest such b) whose device identities
+// (Backend::device_identity, one per rank in rank order) are equal and not
+// empty; {-1, -1} when every rank has a device of its own.
+std::pair<int, int> ranks_sharing_a_device(const std::vector<std::string>& identities);
 
 const Backend& cpu_backend();
 // The CPU kernels over device memory that host code cannot touch: every

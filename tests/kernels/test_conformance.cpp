@@ -1093,6 +1093,18 @@ TEST(BackendTable, DeviceForRank) {
   EXPECT_EQ(device_for_rank(2, 2, 4), -1);  // a local rank outside its node's count
 }
 
+// Ranks that would share one GPU: the first pair in rank order with equal
+// identities; unknown ("") identities never match.
+TEST(BackendTable, RanksSharingADevice) {
+  EXPECT_EQ(ranks_sharing_a_device({}), std::make_pair(-1, -1));
+  EXPECT_EQ(ranks_sharing_a_device({"GPU-a", "GPU-b", "GPU-c"}), std::make_pair(-1, -1));
+  EXPECT_EQ(ranks_sharing_a_device({"", "", "GPU-a"}), std::make_pair(-1, -1));
+  EXPECT_EQ(ranks_sharing_a_device({"GPU-a", "GPU-b", "GPU-b", "GPU-a"}), std::make_pair(1, 2));
+  EXPECT_EQ(ranks_sharing_a_device({"GPU-a", "GPU-b", "GPU-c", "GPU-a", "GPU-b"}), std::make_pair(0, 3));
+  EXPECT_NE(too_few_devices(8, 4).find("8 ranks run on this node but it has 4 GPUs visible to each"),
+            std::string::npos);
+}
+
 TEST(BackendTable, IsComplete) {
   const Backend& be = cpu_backend();
   EXPECT_STREQ(be.name, "cpu");

@@ -240,16 +240,31 @@ static std::string cuda_bind_device(int local_rank, int local_size) {
     return std::string("no usable GPU: ") + cudaGetErrorString(e);
   }
   const int device = device_for_rank(local_rank, local_size, n);
-  if (device < 0) {
-    return std::to_string(local_size) + " ranks run on this node but it has " + std::to_string(n) +
-           " GPUs visible to each: start one rank per GPU (mpirun -n, srun --ntasks-per-node) or give each rank "
-           "its own GPU (srun --gpus-per-task=1)";
-  }
+  if (device < 0) return too_few_devices(local_size, n);
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
     (void)cudaGetLastError();
     return "cudaSetDevice(" + std::to_string(device) + "): " + cudaGetErrorString(e);
   }
   return "";
+}
+
+// The current device's UUID as nvidia-smi prints it (GPU-8-4-4-4-12 hex).
+static std::string cuda_device_identity() {
+  int device = 0;
+  cudaDeviceProp p{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "";
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string id = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    const auto b = static_cast<unsigned char>(p.uuid.bytes[i]);
+    id += hex[b >> 4];
+    id += hex[b & 15];
+    if (i == 3 || i == 5 || i == 7 || i == 9) id += '-';
+  }
+  return id;
 }
 
 std::string cuda_device_name() {
@@ -270,6 +285,7 @@ const Backend& cuda_backend() {
         .unavailable = cuda_device_status,
         .memory_available = cuda_memory_available,
         .bind_device = cuda_bind_device,
+        .device_identity = cuda_device_identity,
         .addressing = {DeviceAddressing::Kind::device, nullptr, cuda_compute_stream},
         .alloc = cuda_alloc,
         .release = cuda_release,

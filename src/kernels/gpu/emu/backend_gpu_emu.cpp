@@ -3,6 +3,8 @@
 // emulator, host GEMMs for the linear ops.
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -146,6 +148,40 @@ int64_t emu_memory_available() {
   return std::max<int64_t>(1, dm.capacity - dm.used + cached);
 }
 
+// The emulated node's GPUs, for testing how ranks are put on devices:
+// TERA_GPU_EMU_GPUS devices visible to each process (as CUDA_VISIBLE_DEVICES
+// would show them); unset, one per rank of the node. Each rank binds one as
+// the cuda backend does (device_for_rank); its identity names the node and
+// the index, so ranks shown the same single GPU share an identity.
+int& emu_bound_device() {
+  static int device = -1;
+  return device;
+}
+
+std::string emu_bind_device(int local_rank, int local_size) {
+  int visible = local_size;
+  if (const char* env = std::getenv("TERA_GPU_EMU_GPUS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*end != '\0' || n < 1 || n > 1024) {
+      return std::string("TERA_GPU_EMU_GPUS='") + env + "' is not a GPU count: give 1 to 1024, or unset it for one "
+             "emulated GPU per rank";
+    }
+    visible = static_cast<int>(n);
+  }
+  const int device = device_for_rank(local_rank, local_size, visible);
+  if (device < 0) return too_few_devices(local_size, visible);
+  emu_bound_device() = device;
+  return "";
+}
+
+std::string emu_device_identity() {
+  if (emu_bound_device() < 0) return "";
+  char host[256] = "localhost";
+  gethostname(host, sizeof(host) - 1);
+  return std::string("gpu-emu:") + host + ":" + std::to_string(emu_bound_device());
+}
+
 void emu_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
   const bool dst_dev = kind != CopyKind::device_to_host, src_dev = kind != CopyKind::host_to_device;
   TERA_ASSERT(is_device(dst) == dst_dev && is_device(src) == src_dev,
@@ -215,6 +251,8 @@ const Backend& gpu_emu_backend() {
         .gemm_library = "host GEMM (gpu-emu)",
         .gemm_bf16_path = emu_gemm_bf16_path,
         .memory_available = emu_memory_available,
+        .bind_device = emu_bind_device,
+        .device_identity = emu_device_identity,
         .addressing = {DeviceAddressing::Kind::mapped_host, to_host},
         .alloc = emu_alloc,
         .release = emu_release,
