@@ -6,7 +6,7 @@
 #include "kernels/cpu/gemm_portable.h"
 
 #include <algorithm>
-#include <vector>
+#include <memory>
 
 namespace tera::cpu {
 
@@ -65,11 +65,13 @@ void gemm_portable(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   }
   if (K <= 0 || alpha == T(0)) return;
   constexpr int64_t nr = kNr<T>;
-  std::vector<T> bp(static_cast<size_t>(kKc * kNc));
+  // The shared panel, uninitialised (every element read is packed first) and
+  // no deeper than K: a small product does not pay for zeroing 512 KB.
+  const std::unique_ptr<T[]> bp(new T[static_cast<size_t>(std::min(kKc, K) * kNc)]);
   const int64_t row_blocks = (M + kMr - 1) / kMr;
 #pragma omp parallel
   {
-    std::vector<T> ap(static_cast<size_t>(kMr * kKc));
+    const std::unique_ptr<T[]> ap(new T[static_cast<size_t>(kMr * kKc)]);
     for (int64_t k0 = 0; k0 < K; k0 += kKc) {
       const int64_t kc = std::min(kKc, K - k0);
       for (int64_t n0 = 0; n0 < N; n0 += kNc) {
@@ -77,7 +79,7 @@ void gemm_portable(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
         // bp[kk][j] = op(B)(k0 + kk, n0 + j)
 #pragma omp for schedule(static)
         for (int64_t kk = 0; kk < kc; ++kk) {
-          T* dst = bp.data() + kk * kNc;
+          T* dst = bp.get() + kk * kNc;
           if (trans_b) {
             for (int64_t j = 0; j < nc; ++j) dst[j] = B[(n0 + j) * ldb + k0 + kk];
           } else {
@@ -91,16 +93,16 @@ void gemm_portable(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
           for (int64_t r = 0; r < rows; ++r) {
             for (int64_t kk = 0; kk < kc; ++kk) {
               const int64_t i = i0 + r, k = k0 + kk;
-              ap[static_cast<size_t>(r * kKc + kk)] = alpha * (trans_a ? A[k * lda + i] : A[i * lda + k]);
+              ap[r * kKc + kk] = alpha * (trans_a ? A[k * lda + i] : A[i * lda + k]);
             }
           }
           T* c = C + i0 * ldc + n0;
           int64_t j0 = 0;
           if (rows == kMr) {
-            for (; j0 + nr <= nc; j0 += nr) tile_fixed<T, kMr, nr>(ap.data(), bp.data() + j0, kc, c + j0, ldc);
+            for (; j0 + nr <= nc; j0 += nr) tile_fixed<T, kMr, nr>(ap.get(), bp.get() + j0, kc, c + j0, ldc);
           }
           for (; j0 < nc; j0 += nr) {
-            tile_edge<T>(ap.data(), bp.data() + j0, kc, c + j0, ldc, rows, std::min(nr, nc - j0));
+            tile_edge<T>(ap.get(), bp.get() + j0, kc, c + j0, ldc, rows, std::min(nr, nc - j0));
           }
         }
       }
