@@ -20,8 +20,9 @@ namespace tera {
 // names all come from it. need is `required` (production code calls it; a
 // backend must fill it), `bf16` (train.precision = "bf16" calls it: a backend
 // without one of them cannot train in bf16, missing_bf16_ops) or `optional`
-// (only benchmarks and conformance tests call it; a backend may leave it
-// null).
+// (benchmarks and conformance tests call it, or the model calls it as a
+// fused form of required ops when the backend fills it; a backend may leave
+// it null).
 #define TERA_BACKEND_OPS(X)                                   \
   /* memory and ordering: the backend owns tensor memory */    \
   X(alloc, AllocFn, required)                                 \
@@ -39,6 +40,8 @@ namespace tera {
   X(linear_backward, LinearBackwardFn, required)              \
   X(linear_forward_bf16, LinearForwardBf16Fn, bf16)           \
   X(linear_backward_bf16, LinearBackwardBf16Fn, bf16)         \
+  X(linear_gelu_forward_bf16, LinearGeluForwardBf16Fn, optional) /* fused; else the two ops */ \
+  X(linear_backward_gelu_bf16, LinearBackwardGeluBf16Fn, optional) \
   X(layernorm_forward, LayerNormForwardFn, required)          \
   X(layernorm_backward, LayerNormBackwardFn, required)        \
   X(rmsnorm_forward, RmsNormForwardFn, required)              \

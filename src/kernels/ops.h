@@ -52,6 +52,23 @@ using LinearBackwardBf16Fn = void (*)(float* dx, float* dW, float* db, const flo
                                       const uint16_t* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx,
                                       uint16_t* cast);
 
+// The GPT MLP's GELU fused into its two bf16 linear layers (optional: the
+// model calls these when a backend has them, else linear_*_bf16 and the
+// gelu_*_bf16 ops; the cuda backend runs them as cuBLASLt's GELU epilogues).
+//   linear_gelu_forward_bf16: y = x[N,I] @ W[O,I]^T + b[O] accumulated in
+//     fp32; pre[N,O] = bf16(y) (the activation's input, kept for backward),
+//     act[N,O] = bf16(gelu(y)) (GELU of the fp32 y). work: device workspace
+//     of N*O floats that a backend without the fused form stages y in.
+//   linear_backward_gelu_bf16: linear_backward_bf16 of a layer whose input
+//     x[N,I] = gelu(pre) (the MLP's output projection), with dx replaced by
+//     the gradient of pre: dpre[N,I] = (bf16(dy) @ W) * gelu'(pre)
+//     (overwrite); dW and db as linear_backward_bf16 (cast as there).
+using LinearGeluForwardBf16Fn = void (*)(uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W,
+                                         const float* b, int64_t N, int64_t I, int64_t O, float* work);
+using LinearBackwardGeluBf16Fn = void (*)(float* dpre, float* dW, float* db, const float* dy, const uint16_t* x,
+                                          const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I, int64_t O,
+                                          uint16_t* cast);
+
 // out[N,C] = (x - mean) * rstd * g + b; mean[N], rstd[N] saved for backward.
 using LayerNormForwardFn = void (*)(float* out, float* mean, float* rstd, const float* x, const float* g,
                                     const float* b, int64_t N, int64_t C);

@@ -430,23 +430,29 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   // bf16 GEMMs: fch (and the gate) are rounded to bf16 as the linear layers
   // write them, and the activation reads and writes bf16 (fp32 inside).
   const bool bf16 = a.fch_bf16 != nullptr;
-  float* fch = staged(a.fch, a.fch_bf16, ws_.dwide);
-  linear_fwd(fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
-  keep_bf16(a.fch_bf16, fch, N * Fl_);
-  if (gated_) {
-    float* gate = staged(a.fch_gate, a.fch_gate_bf16, ws_.dwide + N * Fl_);
-    linear_fwd(gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
-    keep_bf16(a.fch_gate_bf16, gate, N * Fl_);
-    if (bf16) {
-      be_.swiglu_forward_bf16(a.fch_swiglu_bf16, a.fch_gate_bf16, a.fch_bf16, N * Fl_);
-    } else {
-      be_.swiglu_forward(a.fch_swiglu, a.fch_gate, a.fch, N * Fl_);
-    }
+  if (fused_gelu(a, w)) {
+    // One op: fch and its GELU in bf16 (a GEMM epilogue on cuda), no fp32 fch.
+    be_.linear_gelu_forward_bf16(a.fch_gelu_bf16, a.fch_bf16, bf16_input(ln2, N, C, ws_.cast), w.bf16(w.fc_w), w.fc_b,
+                                 N, C, Fl_, ws_.dwide);
   } else {
-    if (bf16) {
-      be_.gelu_forward_bf16(a.fch_gelu_bf16, a.fch_bf16, N * Fl_);
+    float* fch = staged(a.fch, a.fch_bf16, ws_.dwide);
+    linear_fwd(fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
+    keep_bf16(a.fch_bf16, fch, N * Fl_);
+    if (gated_) {
+      float* gate = staged(a.fch_gate, a.fch_gate_bf16, ws_.dwide + N * Fl_);
+      linear_fwd(gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
+      keep_bf16(a.fch_gate_bf16, gate, N * Fl_);
+      if (bf16) {
+        be_.swiglu_forward_bf16(a.fch_swiglu_bf16, a.fch_gate_bf16, a.fch_bf16, N * Fl_);
+      } else {
+        be_.swiglu_forward(a.fch_swiglu, a.fch_gate, a.fch, N * Fl_);
+      }
     } else {
-      be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
+      if (bf16) {
+        be_.gelu_forward_bf16(a.fch_gelu_bf16, a.fch_bf16, N * Fl_);
+      } else {
+        be_.gelu_forward(a.fch_gelu, a.fch, N * Fl_);
+      }
     }
   }
   linear_fwd(partial_sum_buffer(a.out), mlp_activation(a), w.fcp_w, w.bf16(w.fcp_w), nullptr, N, Fl_, C, ws_.cast);
@@ -478,8 +484,15 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     return ws_.full;
   };
   // MLP: out = res1 + reduce(act @ Wfp^T) + b; dres = d(out) = d(res1) through the skip.
-  linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), mlp_activation(a), w.fcp_w, w.bf16(w.fcp_w), N, Fl_, C, false,
-             ws_.cast);
+  const bool fused = fused_gelu(a, w);
+  if (fused) {
+    // d(fch) = (d(out) @ Wfp) * gelu'(fch) in one op (a GEMM epilogue on cuda).
+    be_.linear_backward_gelu_bf16(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), a.fch_gelu_bf16, w.bf16(w.fcp_w),
+                                  a.fch_bf16, N, Fl_, C, ws_.cast + N * C);
+  } else {
+    linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), mlp_activation(a), w.fcp_w, w.bf16(w.fcp_w), N, Fl_, C,
+               false, ws_.cast);
+  }
   const LinearInput ln2 = norm_output(a.ln2, a.ln2_bf16, N);
   if (gated_) {
     // act = silu(gate) * up: d(up) over d(act) in place, d(gate) after it; d(ln2) from both projections.
@@ -492,10 +505,10 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     linear_bwd(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, w.bf16(w.fc_w), N, C, Fl_, false, ws_.cast);
     linear_bwd(dnarrow, g.gate_w, g.gate_b, dgate, ln2, w.gate_w, w.bf16(w.gate_w), N, C, Fl_, true, ws_.cast);
   } else {
-    if (a.fch_bf16 != nullptr) {
-      be_.gelu_backward_bf16(dwide, a.fch_bf16, dwide, N * Fl_);
-    } else {
+    if (a.fch_bf16 == nullptr) {
       be_.gelu_backward(dwide, a.fch, dwide, N * Fl_);
+    } else if (!fused) {  // fused: dwide holds d(fch) already
+      be_.gelu_backward_bf16(dwide, a.fch_bf16, dwide, N * Fl_);
     }
     linear_bwd(dnarrow, g.fc_w, g.fc_b, dwide, ln2, w.fc_w, w.bf16(w.fc_w), N, C, Fl_, false, ws_.cast);
   }
@@ -551,6 +564,11 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
     be_.fill(s.dx_head, DType::f32, 0.0, Nt * C);
     norm_backward(s.dx_head, g.lnf_g, g.lnf_b, dlnf, x, w.lnf_g, ws_.lnf_mean, ws_.lnf_rstd, Nt);
   }
+}
+
+bool Gpt::fused_gelu(const BlockActs& a, const BlockWeights& w) const {
+  return !gated_ && a.fch_bf16 != nullptr && a.fch_gelu_bf16 != nullptr && w.bf16(w.fc_w) != nullptr &&
+         has_op(be_, KernelOp::linear_gelu_forward_bf16) && has_op(be_, KernelOp::linear_backward_gelu_bf16);
 }
 
 const uint16_t* Gpt::bf16_input(LinearInput x, int64_t N, int64_t I, uint16_t* cast) {

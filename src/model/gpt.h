@@ -235,6 +235,10 @@ class Gpt {
                   int64_t O, uint16_t* cast);
   void linear_bwd(float* dx, float* dW, float* db, const float* dy, LinearInput x, const float* W, const uint16_t* Wb,
                   int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast);
+  // Whether the GELU MLP of this block runs as the backend's fused ops
+  // (linear_gelu_forward_bf16, linear_backward_gelu_bf16): bf16 GEMMs and
+  // activations on a backend that has them; else the linear and GELU ops.
+  bool fused_gelu(const BlockActs& a, const BlockWeights& w) const;
   // x as the bf16 linear ops take it: x.bf16, or x.f32 rounded into cast.
   const uint16_t* bf16_input(LinearInput x, int64_t N, int64_t I, uint16_t* cast);
   const float* block_input(const Slot& s, size_t i) const { return i == 0 ? s.input : s.blocks[i - 1].out; }

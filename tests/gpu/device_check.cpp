@@ -29,6 +29,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "../kernels/flash_bf16_bound.h"
+#include "../kernels/linear_gelu_bound.h"
 #if defined(TERA_HAVE_CUDA)
 #include "kernels/gpu/cuda/backend_cuda.h"
 #endif
@@ -336,6 +337,46 @@ void check_linear(const Backend& be, int64_t N, int64_t I, int64_t O, bool bf16)
   compare((tag + "db").c_str(), dbf.host(), db, [&](size_t i) { return (N + 2) * kEps32 * adb[i] + 1e-30; });
 }
 
+// The GELU MLP's fused bf16 ops (cuBLASLt's GELU_AUX_BIAS and DGELU
+// epilogues on cuda where it has them, else the GEMM and a GELU pass)
+// against fp64 within linear_gelu_bound.h's bounds: the up-projection
+// [N, I] -> [N, O] with its GELU, then the down-projection's backward.
+void check_linear_gelu(const Backend& be, int64_t N, int64_t I, int64_t O) {
+  auto bf16_numbers = [](std::vector<float> v) {
+    std::vector<uint16_t> h(v.size());
+    cpu::cast(h.data(), DType::bf16, v.data(), DType::f32, static_cast<int64_t>(v.size()));
+    cpu::cast(v.data(), DType::f32, h.data(), DType::bf16, static_cast<int64_t>(v.size()));
+    return std::make_pair(h, widen(v));
+  };
+  const auto [xh, x] = bf16_numbers(normal(N * I));
+  const auto [Wh, W] = bf16_numbers(normal(O * I, 0.05));
+  const auto b = normal(O);
+  const testing::LinearGeluForwardRef f = testing::linear_gelu_forward_ref(x, W, widen(b), N, I, O);
+  Buf<uint16_t> xb(be, xh), Wb(be, Wh), act(be, N * O), pre(be, N * O);
+  Buf<float> bf(be, b), work(be, N * O);
+  be.linear_gelu_forward_bf16(act.p, pre.p, xb.p, Wb.p, bf.p, N, I, O, work.p);
+  auto widen16 = [](const std::vector<uint16_t>& h) {
+    std::vector<float> v(h.size());
+    cpu::cast(v.data(), DType::f32, h.data(), DType::bf16, static_cast<int64_t>(h.size()));
+    return v;
+  };
+  const std::vector<float> preh = widen16(pre.host()), acth = widen16(act.host());
+  const std::string tag = "linear_gelu bf16 " + std::to_string(N) + "x" + std::to_string(I) + "x" + std::to_string(O) + " ";
+  compare((tag + "pre").c_str(), preh, f.pre, [&](size_t i) { return f.tol_pre[i]; });
+  compare((tag + "act").c_str(), acth, f.act, [&](size_t i) { return f.tol_act[i]; });
+  // The down-projection W2[I, O] reading act, its GELU gradient at pre.
+  const auto [W2h, W2] = bf16_numbers(normal(I * O, 0.05));
+  const auto dy = normal(N * I), dW0 = normal(I * O), db0 = normal(I);
+  const testing::LinearGeluBackwardRef g =
+      testing::linear_backward_gelu_ref(widen(dy), widen(acth), W2, widen(preh), widen(dW0), widen(db0), N, O, I);
+  Buf<uint16_t> W2b(be, W2h), cast(be, N * I);
+  Buf<float> dyf(be, dy), dpre(be, N * O), dW(be, dW0), db(be, db0);
+  be.linear_backward_gelu_bf16(dpre.p, dW.p, db.p, dyf.p, act.p, W2b.p, pre.p, N, O, I, cast.p);
+  compare((tag + "dpre").c_str(), dpre.host(), g.dpre, [&](size_t i) { return g.tol_dpre[i]; });
+  compare((tag + "dW").c_str(), dW.host(), g.dW, [&](size_t i) { return g.tol_dW[i]; });
+  compare((tag + "db").c_str(), db.host(), g.db, [&](size_t i) { return g.tol_db[i]; });
+}
+
 // The tile primitive (tensor cores on cuda) over a whole product: bf16
 // inputs, so products are exact and the bound is fp32 accumulation alone.
 void check_tile_gemm(const Backend& be, int64_t M, int64_t N, int64_t K) {
@@ -427,6 +468,29 @@ void bench(const Backend& be) {
     g_bench.push_back({"linear_forward_bf16 " + shape, ms, flop / ms / 1e9, "TFLOP/s"});
     ms = time_ms(be, 20, [&] { be.linear_backward_bf16(dx.p, dW.p, db.p, dy.p, x.p, W.p, N, I, O, false, cast.p); });
     g_bench.push_back({"linear_backward_bf16 " + shape, ms, 2 * flop / ms / 1e9, "TFLOP/s"});
+    // The MLP's GELU: in the GEMM's epilogue (fused) against the GEMM, the
+    // cast to bf16 and the GELU pass the model runs without it (unfused);
+    // backward: the down-projection of [N, O] -> [N, I] with the GELU gradient.
+    Buf<uint16_t> act(be, N * O), pre(be, N * O);
+    Buf<float> dpre(be, N * O), dy2(be, N * I), dW2(be, O * I), db2(be, I);
+    be.fill(dy2.p, DType::f32, 0.01, N * I);
+    ms = time_ms(be, 20, [&] { be.linear_gelu_forward_bf16(act.p, pre.p, x.p, W.p, b.p, N, I, O, y.p); });
+    g_bench.push_back({"mlp_gelu_forward fused " + shape, ms, flop / ms / 1e9, "TFLOP/s"});
+    ms = time_ms(be, 20, [&] {
+      be.linear_forward_bf16(y.p, x.p, W.p, b.p, N, I, O);
+      be.cast(pre.p, DType::bf16, y.p, DType::f32, N * O);
+      be.gelu_forward_bf16(act.p, pre.p, N * O);
+    });
+    g_bench.push_back({"mlp_gelu_forward unfused " + shape, ms, flop / ms / 1e9, "TFLOP/s"});
+    ms = time_ms(be, 20, [&] {
+      be.linear_backward_gelu_bf16(dpre.p, dW2.p, db2.p, dy2.p, act.p, W.p, pre.p, N, O, I, cast.p);
+    });
+    g_bench.push_back({"mlp_gelu_backward fused " + shape, ms, 2 * flop / ms / 1e9, "TFLOP/s"});
+    ms = time_ms(be, 20, [&] {
+      be.linear_backward_bf16(dpre.p, dW2.p, db2.p, dy2.p, act.p, W.p, N, O, I, false, cast.p);
+      be.gelu_backward_bf16(dpre.p, pre.p, dpre.p, N * O);
+    });
+    g_bench.push_back({"mlp_gelu_backward unfused " + shape, ms, 2 * flop / ms / 1e9, "TFLOP/s"});
   }
   {
     const int64_t N = 8192, C = 2048;
@@ -478,6 +542,8 @@ int run(const Backend& be, bool small, bool with_bench, const std::string& devic
     check_cast(be, 1001);
     check_linear(be, 7, 19, 11, false);
     check_linear(be, 7, 19, 11, true);
+    check_linear_gelu(be, 7, 24, 40);   // O, I multiples of 8: cuBLASLt's epilogues where it has them
+    check_linear_gelu(be, 9, 19, 13);   // odd: the GELU as its own pass
     check_tile_gemm(be, 32, 48, 64);
     check_flash_bf16(be, 1, 48, 2, 1, 32);  // tile kernels
     check_flash_bf16(be, 2, 21, 2, 2, 24);  // scalar kernels
@@ -492,6 +558,8 @@ int run(const Backend& be, bool small, bool with_bench, const std::string& devic
     check_linear(be, 512, 768, 2304, false);
     check_linear(be, 512, 768, 2304, true);
     check_linear(be, 77, 131, 59, true);
+    check_linear_gelu(be, 256, 768, 3072);  // GPT-2's MLP
+    check_linear_gelu(be, 77, 131, 59);
     check_tile_gemm(be, 512, 768, 1024);
     check_flash_bf16(be, 1, 512, 4, 4, 64);   // GPT-2's head size, tile kernels
     check_flash_bf16(be, 1, 256, 4, 2, 128);  // grouped heads of 128, tile kernels

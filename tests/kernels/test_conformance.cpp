@@ -27,6 +27,7 @@
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 #include "kernels/gpu/emu/emulator.h"
 #include "flash_bf16_bound.h"
+#include "linear_gelu_bound.h"
 #include "kernels/gpu/kernels/adamw_batch.h"
 
 namespace tera {
@@ -475,6 +476,38 @@ TEST_P(Conformance, GeluAndSwigluBf16) {
   be().swiglu_backward_bf16(df.p, R2.p, xb.p, ub.p, R2.p, n);  // dup over dout, as the model runs it
   expect_within(df.host(), dgate, tol_g, "swiglu dgate bf16");
   expect_within(R2.host(), dup, tol_u, "swiglu dup bf16");
+}
+
+// The GELU MLP's fused bf16 ops (ops.h; cuBLASLt epilogues on cuda, the
+// linear op and a GELU pass on gpu-emu) against fp64 on bf16 x, W and pre,
+// within linear_gelu_bound.h's bounds. The backward is the next layer's
+// (W2[I, O]) on what the forward wrote, adding to non-zero dW and db.
+TEST_P(Conformance, LinearGeluBf16Fused) {
+  NEED_OPS(KernelOp::linear_gelu_forward_bf16, KernelOp::linear_backward_gelu_bf16);
+  Inputs in;
+  for (const auto& [N, I, O] : {std::array<int64_t, 3>{7, 24, 40}, std::array<int64_t, 3>{33, 16, 19}}) {
+    const std::vector<double> x = bf16_values(in.normal(N * I)), W = bf16_values(in.normal(O * I, 0.5)),
+                              b = in.normal(O);
+    const testing::LinearGeluForwardRef f = testing::linear_gelu_forward_ref(x, W, b, N, I, O);
+    Bf16Buf xb(be(), x), Wb(be(), W), actb(be(), N * O), preb(be(), N * O);
+    F32 bf(be(), b), work(be(), static_cast<size_t>(N * O));
+    be().linear_gelu_forward_bf16(actb.p, preb.p, xb.p, Wb.p, bf.p, N, I, O, work.p);
+    const std::vector<float> pre = preb.host(), act = actb.host();
+    expect_within(pre, f.pre, f.tol_pre, "linear_gelu pre");
+    expect_within(act, f.act, f.tol_act, "linear_gelu act");
+
+    const int64_t I2 = O, O2 = I;
+    const std::vector<double> W2 = bf16_values(in.normal(O2 * I2, 0.5)), dy = in.normal(N * O2),
+                              dW0 = in.normal(O2 * I2), db0 = in.normal(O2);
+    const testing::LinearGeluBackwardRef g = testing::linear_backward_gelu_ref(
+        dy, {act.begin(), act.end()}, W2, {pre.begin(), pre.end()}, dW0, db0, N, I2, O2);
+    Bf16Buf W2b(be(), W2), cast(be(), N * O2);
+    F32 dyf(be(), dy), dpref(be(), static_cast<size_t>(N * I2)), dWf(be(), dW0), dbf(be(), db0);
+    be().linear_backward_gelu_bf16(dpref.p, dWf.p, dbf.p, dyf.p, actb.p, W2b.p, preb.p, N, I2, O2, cast.p);
+    expect_within(dpref.host(), g.dpre, g.tol_dpre, "linear_backward_gelu dpre");
+    expect_within(dWf.host(), g.dW, g.tol_dW, "linear_backward_gelu dW (accumulated)");
+    expect_within(dbf.host(), g.db, g.tol_db, "linear_backward_gelu db (accumulated)");
+  }
 }
 
 // The norms' bf16 forms: the fp32 arithmetic and statistics of the

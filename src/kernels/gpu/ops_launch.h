@@ -100,6 +100,25 @@ inline void gelu_forward_bf16(uint16_t* out, const uint16_t* x, int64_t n) {
 inline void gelu_backward_bf16(float* dx, const uint16_t* x, const float* dout, int64_t n) {
   if (n > 0) TERA_LAUNCH(gelu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
 }
+inline void gelu_split_bf16(uint16_t* act, uint16_t* pre, const float* y, int64_t n) {
+  if (n > 0) TERA_LAUNCH(gelu_split_bf16_k, grid_x(blocks_for(n)), kThreads, 0, act, pre, y, n);
+}
+
+// The MLP's fused ops (ops.h) as a backend's bf16 linear op and a GELU pass:
+// gpu-emu's form, and the cuda backend's where cuBLASLt refuses the epilogue.
+inline void linear_gelu_forward_bf16_passes(LinearForwardBf16Fn linear, uint16_t* act, uint16_t* pre,
+                                            const uint16_t* x, const uint16_t* W, const float* b, int64_t N,
+                                            int64_t I, int64_t O, float* work) {
+  linear(work, x, W, b, N, I, O);  // y[N,O] fp32, bias added
+  gelu_split_bf16(act, pre, work, N * O);
+}
+inline void linear_backward_gelu_bf16_passes(LinearBackwardBf16Fn linear, float* dpre, float* dW, float* db,
+                                             const float* dy, const uint16_t* x, const uint16_t* W,
+                                             const uint16_t* pre, int64_t N, int64_t I, int64_t O, uint16_t* cast) {
+  linear(dpre, dW, db, dy, x, W, N, I, O, false, cast);  // dpre = d(act), then times gelu'(pre) in place
+  gelu_backward_bf16(dpre, pre, dpre, N * I);
+}
+
 inline void residual_forward(float* out, const float* a, const float* b, int64_t n) {
   if (n > 0) TERA_LAUNCH(residual_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, a, b, n);
 }

@@ -1,7 +1,9 @@
 // The cuda backend (backend_cuda.h): device memory from cudaMalloc, every
 // launch and copy on one compute stream, GEMMs through cuBLASLt (fp32, or
-// bf16 inputs with fp32 accumulation; the bias added by the GEMM's epilogue),
-// and the dialect kernels of kernels/gpu/ops_launch.h.
+// bf16 inputs with fp32 accumulation; the bias added by the GEMM's epilogue,
+// and the GPT MLP's GELU and its gradient by the GELU_AUX_BIAS and DGELU
+// epilogues where cuBLASLt has them for the shape), and the dialect kernels
+// of kernels/gpu/ops_launch.h.
 //
 // Row-major products on a column-major library: a row-major [R, C] matrix is
 // the column-major [C, R] matrix, its transpose, so C = op(A) op(B) row-major
@@ -12,6 +14,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -56,28 +59,56 @@ Context& ctx() {
   return c;
 }
 
-// C (col-major m x n, ldc) = alpha op(A) op(B) + beta C (+ bias[m] per column
-// when bias != null); A and B of type ab (fp32 or bf16), C fp32, fp32 compute.
-void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* A, int64_t lda,
-             const void* B, int64_t ldb, float beta, float* C, int64_t ldc, cudaDataType_t ab, const float* bias) {
-  if (m <= 0 || n <= 0) return;
+// What cuBLASLt's epilogue does after the product (col-major D[m, n]): the
+// bias (a vector of m, added to every column), GELU with its input kept in
+// aux (GELU_AUX_BIAS), or the GELU gradient at aux (DGELU). aux is [m, n]
+// with leading dimension aux_ld (a multiple of 8).
+struct LtEpilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  cudaDataType_t bias_type = CUDA_R_32F;
+  const void* aux = nullptr;
+  int64_t aux_ld = 0;
+  cudaDataType_t aux_type = CUDA_R_16BF;
+};
+
+template <typename T>
+void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const T& v, const char* what) {
+  check(cublasLtMatmulDescSetAttribute(desc, a, &v, sizeof v), what);
+}
+
+// D (col-major m x n, ldc, type cd) = alpha op(A) op(B) + beta D, then the
+// epilogue; A and B of type ab (fp32 or bf16), fp32 compute. With
+// `refusable`, returns false without launching anything when cuBLASLt has no
+// algorithm for this product and epilogue (the caller runs it another way);
+// otherwise that aborts.
+bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* A, int64_t lda,
+             const void* B, int64_t ldb, float beta, void* C, int64_t ldc, cudaDataType_t ab, cudaDataType_t cd,
+             const LtEpilogue& epi = {}, bool refusable = false) {
+  if (m <= 0 || n <= 0) return true;
   Context& c = ctx();
   cublasLtMatmulDesc_t desc;
   check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "TRANSA");
-  check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "TRANSB");
-  if (bias != nullptr) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
-    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
-    const cudaDataType_t bt = CUDA_R_32F;
-    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt), "BIAS_DATA_TYPE");
+  set_attr(desc, CUBLASLT_MATMUL_DESC_TRANSA, opa, "TRANSA");
+  set_attr(desc, CUBLASLT_MATMUL_DESC_TRANSB, opb, "TRANSB");
+  if (epi.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+    set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epi.kind, "EPILOGUE");
+    if (epi.bias != nullptr) {
+      set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epi.bias, "BIAS_POINTER");
+      set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(epi.bias_type), "BIAS_DATA_TYPE");
+    }
+    if (epi.aux != nullptr) {
+      set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, epi.aux, "EPILOGUE_AUX_POINTER");
+      set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, epi.aux_ld, "EPILOGUE_AUX_LD");
+      set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, static_cast<int32_t>(epi.aux_type),
+               "EPILOGUE_AUX_DATA_TYPE");
+    }
   }
   cublasLtMatrixLayout_t la, lb, lc;
   check(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda), "layout A");
   check(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb), "layout B");
-  check(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc), "layout C");
+  check(cublasLtMatrixLayoutCreate(&lc, cd, m, n, ldc), "layout C");
   cublasLtMatmulPreference_t pref;
   check(cublasLtMatmulPreferenceCreate(&pref), "preference");
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c.workspace_bytes,
@@ -85,22 +116,30 @@ void lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
         "workspace preference");
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found), "heuristic");
-  if (found == 0) cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
-  check(cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &heur.algo, c.workspace,
-                       c.workspace_bytes, c.stream),
-        "cublasLtMatmul");
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+  const bool ok = hs == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (ok) {
+    check(cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &heur.algo, c.workspace,
+                         c.workspace_bytes, c.stream),
+          "cublasLtMatmul");
+  } else if (!refusable) {
+    if (hs != CUBLAS_STATUS_SUCCESS) check(hs, "cublasLtMatmulAlgoGetHeuristic");
+    cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(lc);
   cublasLtMatrixLayoutDestroy(lb);
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatmulDescDestroy(desc);
+  return ok;
 }
 
-// Row-major C[M,N] = alpha op(A) op(B) + beta C (+ bias[N] on every row).
+// Row-major C[M,N] = alpha op(A) op(B) + beta C (+ bias[N] on every row), C fp32.
 void gemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda, const void* B,
              int64_t ldb, float beta, float* C, int64_t ldc, cudaDataType_t ab, const float* bias) {
-  lt_gemm(tb, ta, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc, ab, bias);
+  LtEpilogue epi;
+  if (bias != nullptr) epi = LtEpilogue{CUBLASLT_EPILOGUE_BIAS, bias, CUDA_R_32F};
+  lt_gemm(tb, ta, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc, ab, CUDA_R_32F, epi);
 }
 
 // The raw allocation and free behind the caching allocator.
@@ -183,12 +222,70 @@ void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy,
   if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
 }
 
+// Says once per epilogue, on stderr, that cuBLASLt refused it and the GELU
+// runs as its own pass (the device check's log shows which path ran).
+void note_refused(const char* epilogue, std::atomic<bool>& said, int64_t m, int64_t n, int64_t k) {
+  if (said.exchange(true)) return;
+  std::fprintf(stderr,
+               "tera: cuda backend: cuBLASLt has no %s epilogue for the bf16 product m=%lld n=%lld k=%lld here; the "
+               "GELU runs as its own pass (noted once)\n",
+               epilogue, static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
+}
+
+// The MLP's first linear layer with GELU in cuBLASLt's epilogue
+// (GELU_AUX_BIAS: act = gelu(y) into D, y into aux, both bf16). cuBLASLt's
+// bias has D's type: b is rounded to bf16 first (O values, in scratch).
+void cuda_linear_gelu_forward_bf16(uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W, const float* b,
+                                   int64_t N, int64_t I, int64_t O, float* work) {
+  static std::atomic<bool> said{false};
+  if (N <= 0 || O <= 0) return;
+  if (O % 8 == 0) {  // aux's leading dimension must be a multiple of 8
+    LtEpilogue epi{CUBLASLT_EPILOGUE_GELU_AUX, nullptr, CUDA_R_16BF, pre, O, CUDA_R_16BF};
+    if (b != nullptr) {
+      auto* b16 = static_cast<uint16_t*>(gpu::scratch(O * static_cast<int64_t>(sizeof(uint16_t))));
+      cuda_cast(b16, DType::bf16, b, DType::f32, O);
+      epi.kind = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+      epi.bias = b16;
+    }
+    // Row-major act[N,O] = x[N,I] W[O,I]^T is col-major act^T[O,N] = W x^T.
+    if (lt_gemm(true, false, O, N, I, 1.0f, W, I, x, I, 0.0f, act, O, CUDA_R_16BF, CUDA_R_16BF, epi, true)) return;
+  }
+  note_refused(b != nullptr ? "GELU_AUX_BIAS" : "GELU_AUX", said, O, N, I);
+  gpu::launch::linear_gelu_forward_bf16_passes(cuda_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
+}
+
+// The MLP's output projection with the GELU gradient in cuBLASLt's epilogue
+// of the dx product (DGELU: dpre = (dy W) * gelu'(pre), pre read as aux).
+void cuda_linear_backward_gelu_bf16(float* dpre, float* dW, float* db, const float* dy, const uint16_t* xb,
+                                    const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I, int64_t O,
+                                    uint16_t* cast) {
+  static std::atomic<bool> said{false};
+  if (N <= 0 || I % 8 != 0) {
+    if (N > 0) note_refused("DGELU", said, I, N, O);
+    gpu::launch::linear_backward_gelu_bf16_passes(cuda_linear_backward_bf16, dpre, dW, db, dy, xb, W, pre, N, I, O,
+                                                  cast);
+    return;
+  }
+  uint16_t* dyb = cast;  // [N, O]
+  cuda_cast(dyb, DType::bf16, dy, DType::f32, N * O);
+  // Row-major dpre[N,I] = dyb[N,O] W[O,I] is col-major dpre^T[I,N] = W^T dyb^T.
+  const LtEpilogue epi{CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_32F, pre, I, CUDA_R_16BF};
+  if (!lt_gemm(false, false, I, N, O, 1.0f, W, I, dyb, O, 0.0f, dpre, I, CUDA_R_16BF, CUDA_R_32F, epi, true)) {
+    note_refused("DGELU", said, I, N, O);
+    gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, 0.0f, dpre, I, CUDA_R_16BF, nullptr);
+    gpu::launch::gelu_backward_bf16(dpre, pre, dpre, N * I);
+  }
+  gemm_rm(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
+  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
+}
+
 const char* cuda_gemm_bf16_path() { return "cuBLASLt: bf16 inputs, fp32 accumulation (tensor cores)"; }
 
 bool cuda_supports(KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
   return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
-                                  op == KernelOp::tile_gemm_bf16);
+                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
+                                  op == KernelOp::linear_backward_gelu_bf16);
 }
 
 }  // namespace
@@ -297,6 +394,8 @@ const Backend& cuda_backend() {
         .linear_backward = cuda_linear_backward,
         .linear_forward_bf16 = cuda_linear_forward_bf16,
         .linear_backward_bf16 = cuda_linear_backward_bf16,
+        .linear_gelu_forward_bf16 = cuda_linear_gelu_forward_bf16,
+        .linear_backward_gelu_bf16 = cuda_linear_backward_gelu_bf16,
         .cast = cuda_cast,
         .supports = cuda_supports,
     };

@@ -227,12 +227,25 @@ void emu_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, 
                             host_of(W, op), N, I, O, accumulate_dx, host_of(cast, op));
 }
 
+// The GELU runs as its own pass after the host GEMM (the cuda backend's form
+// where cuBLASLt refuses the epilogue).
+void emu_linear_gelu_forward_bf16(uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W, const float* b,
+                                  int64_t N, int64_t I, int64_t O, float* work) {
+  gpu::launch::linear_gelu_forward_bf16_passes(emu_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
+}
+void emu_linear_backward_gelu_bf16(float* dpre, float* dW, float* db, const float* dy, const uint16_t* x,
+                                   const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I, int64_t O,
+                                   uint16_t* cast) {
+  gpu::launch::linear_backward_gelu_bf16_passes(emu_linear_backward_bf16, dpre, dW, db, dy, x, W, pre, N, I, O, cast);
+}
+
 const char* emu_gemm_bf16_path() { return "gpu-emu: host GEMM, bf16 inputs, fp32 accumulation"; }
 
 bool emu_supports(KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
   return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
-                                  op == KernelOp::tile_gemm_bf16);
+                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
+                                  op == KernelOp::linear_backward_gelu_bf16);
 }
 
 }  // namespace
@@ -263,6 +276,8 @@ const Backend& gpu_emu_backend() {
         .linear_backward = emu_linear_backward,
         .linear_forward_bf16 = emu_linear_forward_bf16,
         .linear_backward_bf16 = emu_linear_backward_bf16,
+        .linear_gelu_forward_bf16 = emu_linear_gelu_forward_bf16,
+        .linear_backward_gelu_bf16 = emu_linear_backward_gelu_bf16,
         .cast = emu_cast,
         .supports = emu_supports,
     };

@@ -12,16 +12,16 @@ TERA_GPU_BEGIN
 TERA_DEVICE int64_t grid_first() { return static_cast<int64_t>(block_x()) * block_dim_x() + thread_x(); }
 TERA_DEVICE int64_t grid_stride() { return static_cast<int64_t>(grid_dim_x()) * block_dim_x(); }
 
-// GELU, tanh approximation: y = 0.5 x (1 + tanh(k (x + a x^3))). X and Y:
-// the storage of x and y (float, or bf16 as uint16_t; fp32 arithmetic).
+// GELU, tanh approximation: y = 0.5 x (1 + tanh(k (x + a x^3))), in fp32.
+TERA_DEVICE float gelu_f32(float x) {
+  const float k = 0.7978845608028654f, a = 0.044715f;
+  return 0.5f * x * (1.0f + tanhf(k * (x + a * x * x * x)));
+}
+
+// X and Y: the storage of x and y (float, or bf16 as uint16_t; fp32 arithmetic).
 template <typename Y, typename X>
 TERA_DEVICE void gelu_forward_body(Y* out, const X* x, int64_t n) {
-  const float k = 0.7978845608028654f, a = 0.044715f;
-  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
-    const float xi = load_f32(x, i);
-    const float u = k * (xi + a * xi * xi * xi);
-    store_f32(out, i, 0.5f * xi * (1.0f + tanhf(u)));
-  }
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) store_f32(out, i, gelu_f32(load_f32(x, i)));
 }
 
 // dx = dout * (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) k (1 + 3 a x^2)), overwritten.
@@ -43,6 +43,16 @@ TERA_KERNEL gelu_backward_k(float* dx, const float* x, const float* dout, int64_
 TERA_KERNEL gelu_forward_bf16_k(uint16_t* out, const uint16_t* x, int64_t n) { gelu_forward_body(out, x, n); }
 TERA_KERNEL gelu_backward_bf16_k(float* dx, const uint16_t* x, const float* dout, int64_t n) {
   gelu_backward_body(dx, x, dout, n);
+}
+
+// The GELU epilogue of linear_gelu_forward_bf16 as its own pass (where the
+// GEMM does not apply it): y fp32 (bias added) -> pre = bf16(y), act = bf16(gelu(y)).
+TERA_KERNEL gelu_split_bf16_k(uint16_t* act, uint16_t* pre, const float* y, int64_t n) {
+  for (int64_t i = grid_first(); i < n; i += grid_stride()) {
+    const float v = y[i];
+    pre[i] = float_to_bf16(v);
+    act[i] = float_to_bf16(gelu_f32(v));
+  }
 }
 
 TERA_KERNEL residual_forward_k(float* out, const float* a, const float* b, int64_t n) {
