@@ -11,8 +11,13 @@
 // terms of each output are accumulated in fp32 in an order the hardware
 // chooses, so |err| <= 17 * 2^-24 * sum |a b| + |C| rounding.
 //   CUDA:   tensor cores (wmma, bf16 inputs, fp32 accumulator; sm_80+).
-//   HIP:    the lanes' scalar form below (gfx90a's MFMA is not wired yet).
-//   gpu-emu: the scalar form: lane l computes outputs l, l + warp, ...
+//   HIP:    gfx90a's matrix cores: one v_mfma_f32_16x16x16bf16_1k per tile,
+//           the fragments loaded and stored in the instruction's lane layout
+//           (mfma_tile below).
+//   gpu-emu: at warp 64 the same MFMA form, the instruction itself modelled
+//           by shuffles (mfma_16x16x16_bf16_1k's emulated body), so the
+//           fragment layout is what CI checks; at warp 32 the scalar form:
+//           lane l computes outputs l, l + warp, ...
 #pragma once
 
 #include <type_traits>
@@ -25,6 +30,72 @@
 #endif
 
 TERA_GPU_BEGIN
+
+// gfx90a's v_mfma_f32_16x16x16bf16_1k on one wave of 64 lanes: D = A B + C
+// for 16 x 16 tiles, lane l = 16 g + r (g = l / 16, r = l % 16) holding
+//   a[v] = A[r][4 g + v],  b[v] = B[4 g + v][r],  c[v] = C[4 g + v][r]  (v = 0..3)
+// (AMD's layout for the 16x16x16 MFMA: the k dimension split in four groups
+// of lanes, 4 consecutive k per lane; D as C). Products of bf16 are exact in
+// fp32, sums in fp32.
+struct MfmaFragments {
+  uint16_t a[4], b[4];
+  float c[4];
+};
+
+TERA_DEVICE void mfma_16x16x16_bf16_1k(MfmaFragments& f) {
+#if defined(TERA_GPU_HIP)
+  typedef short bf16x4 __attribute__((ext_vector_type(4)));
+  typedef float f32x4 __attribute__((ext_vector_type(4)));
+  bf16x4 a, b;
+  f32x4 c;
+  for (int v = 0; v < 4; ++v) {
+    a[v] = static_cast<short>(f.a[v]);
+    b[v] = static_cast<short>(f.b[v]);
+    c[v] = f.c[v];
+  }
+  c = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
+  for (int v = 0; v < 4; ++v) f.c[v] = c[v];
+#elif defined(TERA_GPU_EMU)
+  // The instruction's semantics from its lane layout: every lane sees every
+  // other lane's fragments through the 64 butterfly masks (lane l ^ m), and
+  // keeps the A rows and the B column of its own outputs.
+  const int l = lane_id(), g = l / 16, r = l % 16;
+  float a_rows[4][16], b_col[16];
+  for (int m = 0; m < 64; ++m) {
+    const int s = l ^ m, sg = s / 16, sr = s % 16;  // lane s holds A[sr][4 sg + v] and B[4 sg + v][sr]
+    for (int v = 0; v < 4; ++v) {
+      // m = 0 is the lane's own (the same m on every lane: no divergence)
+      const auto av = m == 0 ? f.a[v] : static_cast<uint16_t>(shfl_xor(static_cast<int>(f.a[v]), m));
+      const auto bv = m == 0 ? f.b[v] : static_cast<uint16_t>(shfl_xor(static_cast<int>(f.b[v]), m));
+      if (sr / 4 == g) a_rows[sr % 4][4 * sg + v] = bf16_to_float(av);
+      if (sr == r) b_col[4 * sg + v] = bf16_to_float(bv);
+    }
+  }
+  for (int v = 0; v < 4; ++v) {  // output row 4 g + v, column r
+    float s = f.c[v];
+    for (int k = 0; k < 16; ++k) s += a_rows[v][k] * b_col[k];
+    f.c[v] = s;
+  }
+#else
+  (void)f;  // CUDA has no MFMA (wmma above)
+#endif
+}
+
+// The tile product in the MFMA form: fragments loaded in the instruction's
+// layout, one MFMA, C stored back. B row-major, or by its columns (kBt).
+template <bool kBt>
+TERA_DEVICE void mma_tile_mfma(float* C, int ldc, const uint16_t* A, int lda, const uint16_t* B, int ldb) {
+  const int l = lane_id(), g = l / 16, r = l % 16;
+  MfmaFragments f;
+  for (int v = 0; v < 4; ++v) {
+    const int k = 4 * g + v;
+    f.a[v] = A[r * lda + k];
+    f.b[v] = kBt ? B[r * ldb + k] : B[k * ldb + r];
+    f.c[v] = C[k * ldc + r];  // row 4 g + v
+  }
+  mfma_16x16x16_bf16_1k(f);
+  for (int v = 0; v < 4; ++v) C[(4 * g + v) * ldc + r] = f.c[v];
+}
 
 // The one body of both forms: B row-major (kBt false) or given by its
 // columns as rows (kBt true: B[k][n] = B[n * ldb + k]).
@@ -41,8 +112,17 @@ TERA_DEVICE void mma_16x16x16_bf16_tile(float* C, int ldc, const uint16_t* A, in
   wmma::load_matrix_sync(c, C, static_cast<unsigned>(ldc), wmma::mem_row_major);
   wmma::mma_sync(c, a, b, c);
   wmma::store_matrix_sync(C, c, static_cast<unsigned>(ldc), wmma::mem_row_major);
+#elif defined(TERA_GPU_HIP)
+  warp_sync();  // the tiles every lane wrote are visible to every lane
+  mma_tile_mfma<kBt>(C, ldc, A, lda, B, ldb);
+  warp_sync();  // C is complete before any lane reads it
 #else
   warp_sync();  // the tiles every lane wrote are visible to every lane
+  if (warp_size() == 64) {  // AMD's width: the MFMA form, its instruction emulated
+    mma_tile_mfma<kBt>(C, ldc, A, lda, B, ldb);
+    warp_sync();
+    return;
+  }
   for (int e = lane_id(); e < 256; e += warp_size()) {
     const int i = e / 16, j = e % 16;
     float s = C[i * ldc + j];
