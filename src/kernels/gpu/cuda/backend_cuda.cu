@@ -79,9 +79,10 @@ void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const
 
 // D (col-major m x n, ldc, type cd) = alpha op(A) op(B) + beta D, then the
 // epilogue; A and B of type ab (fp32 or bf16), fp32 compute. With
-// `refusable`, returns false without launching anything when cuBLASLt has no
-// algorithm for this product and epilogue (the caller runs it another way);
-// otherwise that aborts.
+// `refusable`, returns false without writing anything when cuBLASLt has no
+// algorithm for this product and epilogue, or refuses the call as not
+// supported or invalid (the caller runs it another way); otherwise that
+// aborts.
 bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* A, int64_t lda,
              const void* B, int64_t ldb, float beta, void* C, int64_t ldc, cudaDataType_t ab, cudaDataType_t cd,
              const LtEpilogue& epi = {}, bool refusable = false) {
@@ -117,11 +118,15 @@ bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
   const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
-  const bool ok = hs == CUBLAS_STATUS_SUCCESS && found > 0;
+  bool ok = hs == CUBLAS_STATUS_SUCCESS && found > 0;
   if (ok) {
-    check(cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &heur.algo, c.workspace,
-                         c.workspace_bytes, c.stream),
-          "cublasLtMatmul");
+    const cublasStatus_t ms = cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &heur.algo,
+                                             c.workspace, c.workspace_bytes, c.stream);
+    // Refused before it launched: an argument combination it does not take.
+    ok = ms == CUBLAS_STATUS_SUCCESS;
+    if (!ok && !(refusable && (ms == CUBLAS_STATUS_NOT_SUPPORTED || ms == CUBLAS_STATUS_INVALID_VALUE))) {
+      check(ms, "cublasLtMatmul");
+    }
   } else if (!refusable) {
     if (hs != CUBLAS_STATUS_SUCCESS) check(hs, "cublasLtMatmulAlgoGetHeuristic");
     cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
@@ -222,15 +227,17 @@ void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy,
   if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
 }
 
-// Says once per epilogue, on stderr, that cuBLASLt refused it and the GELU
-// runs as its own pass (the device check's log shows which path ran).
-void note_refused(const char* epilogue, std::atomic<bool>& said, int64_t m, int64_t n, int64_t k) {
+// Says once per epilogue, on stderr, why the GELU runs as its own pass
+// instead (the device check's log shows which path ran).
+void note_unfused(const char* epilogue, const char* why, std::atomic<bool>& said, int64_t m, int64_t n, int64_t k) {
   if (said.exchange(true)) return;
   std::fprintf(stderr,
-               "tera: cuda backend: cuBLASLt has no %s epilogue for the bf16 product m=%lld n=%lld k=%lld here; the "
-               "GELU runs as its own pass (noted once)\n",
-               epilogue, static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
+               "tera: cuda backend: no cuBLASLt %s epilogue for the bf16 product m=%lld n=%lld k=%lld (%s); the "
+               "GELU runs as its own pass (said once)\n",
+               epilogue, static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), why);
 }
+constexpr const char* kNotMultipleOf8 = "the GELU matrix's width is not a multiple of 8";
+constexpr const char* kRefused = "cuBLASLt refused it here";
 
 // The MLP's first linear layer with GELU in cuBLASLt's epilogue
 // (GELU_AUX_BIAS: act = gelu(y) into D, y into aux, both bf16). cuBLASLt's
@@ -250,7 +257,7 @@ void cuda_linear_gelu_forward_bf16(uint16_t* act, uint16_t* pre, const uint16_t*
     // Row-major act[N,O] = x[N,I] W[O,I]^T is col-major act^T[O,N] = W x^T.
     if (lt_gemm(true, false, O, N, I, 1.0f, W, I, x, I, 0.0f, act, O, CUDA_R_16BF, CUDA_R_16BF, epi, true)) return;
   }
-  note_refused(b != nullptr ? "GELU_AUX_BIAS" : "GELU_AUX", said, O, N, I);
+  note_unfused(b != nullptr ? "GELU_AUX_BIAS" : "GELU_AUX", O % 8 == 0 ? kRefused : kNotMultipleOf8, said, O, N, I);
   gpu::launch::linear_gelu_forward_bf16_passes(cuda_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
 }
 
@@ -261,7 +268,7 @@ void cuda_linear_backward_gelu_bf16(float* dpre, float* dW, float* db, const flo
                                     uint16_t* cast) {
   static std::atomic<bool> said{false};
   if (N <= 0 || I % 8 != 0) {
-    if (N > 0) note_refused("DGELU", said, I, N, O);
+    if (N > 0) note_unfused("DGELU", kNotMultipleOf8, said, I, N, O);
     gpu::launch::linear_backward_gelu_bf16_passes(cuda_linear_backward_bf16, dpre, dW, db, dy, xb, W, pre, N, I, O,
                                                   cast);
     return;
@@ -271,7 +278,7 @@ void cuda_linear_backward_gelu_bf16(float* dpre, float* dW, float* db, const flo
   // Row-major dpre[N,I] = dyb[N,O] W[O,I] is col-major dpre^T[I,N] = W^T dyb^T.
   const LtEpilogue epi{CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_32F, pre, I, CUDA_R_16BF};
   if (!lt_gemm(false, false, I, N, O, 1.0f, W, I, dyb, O, 0.0f, dpre, I, CUDA_R_16BF, CUDA_R_32F, epi, true)) {
-    note_refused("DGELU", said, I, N, O);
+    note_unfused("DGELU", kRefused, said, I, N, O);
     gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, 0.0f, dpre, I, CUDA_R_16BF, nullptr);
     gpu::launch::gelu_backward_bf16(dpre, pre, dpre, N * I);
   }
