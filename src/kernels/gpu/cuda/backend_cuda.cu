@@ -14,10 +14,13 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "kernels/caching_allocator.h"
 #include "kernels/gpu/ops_launch.h"
@@ -72,6 +75,44 @@ struct LtEpilogue {
   cudaDataType_t aux_type = CUDA_R_16BF;
 };
 
+// What the heuristic's choice depends on: the product's shape, types,
+// epilogue and the alignment of every operand (up to 256 bytes).
+struct LtKey {
+  int64_t m, n, k, lda, ldb, ldc, aux_ld;
+  int32_t ta, tb, ab, cd, epilogue, bias_type, aux_type;
+  int32_t align[5];  // A, B, C, bias, aux
+  bool operator==(const LtKey&) const = default;
+};
+struct LtKeyHash {
+  size_t operator()(const LtKey& k) const {
+    size_t h = 1469598103934665603ull;
+    auto mix = [&h](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 1099511628211ull; };
+    for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc, k.aux_ld}) mix(v);
+    for (int32_t v : {k.ta, k.tb, k.ab, k.cd, k.epilogue, k.bias_type, k.aux_type}) mix(v);
+    for (int32_t v : k.align) mix(v);
+    return h;
+  }
+};
+struct LtChoice {
+  bool found = false;  // false: cuBLASLt has no algorithm for it (or refused the query)
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  cublasLtMatmulAlgo_t algo{};
+};
+int32_t alignment(const void* p) {
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  return u == 0 ? 256 : static_cast<int32_t>(std::min<uintptr_t>(256, u & (~u + 1)));
+}
+// cuBLASLt's heuristic is a host-side search (tens of microseconds): asked
+// once per product description, its answer kept for the process.
+std::unordered_map<LtKey, LtChoice, LtKeyHash>& lt_choices() {
+  static auto* m = new std::unordered_map<LtKey, LtChoice, LtKeyHash>();
+  return *m;
+}
+std::mutex& lt_choices_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 template <typename T>
 void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const T& v, const char* what) {
   check(cublasLtMatmulDescSetAttribute(desc, a, &v, sizeof v), what);
@@ -115,17 +156,37 @@ bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
   check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c.workspace_bytes,
                                              sizeof c.workspace_bytes),
         "workspace preference");
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
-  bool ok = hs == CUBLAS_STATUS_SUCCESS && found > 0;
+  const LtKey key{m, n, k, lda, ldb, ldc, epi.aux_ld, ta, tb, static_cast<int32_t>(ab), static_cast<int32_t>(cd),
+                  static_cast<int32_t>(epi.kind), static_cast<int32_t>(epi.bias_type),
+                  static_cast<int32_t>(epi.aux_type),
+                  {alignment(A), alignment(B), alignment(C), alignment(epi.bias), alignment(epi.aux)}};
+  LtChoice choice;
+  {
+    std::lock_guard<std::mutex> lock(lt_choices_mutex());
+    auto it = lt_choices().find(key);
+    if (it == lt_choices().end()) {
+      cublasLtMatmulHeuristicResult_t heur{};
+      int found = 0;
+      choice.status = cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+      choice.found = choice.status == CUBLAS_STATUS_SUCCESS && found > 0;
+      choice.algo = heur.algo;
+      it = lt_choices().emplace(key, choice).first;
+    }
+    choice = it->second;
+  }
+  const cublasStatus_t hs = choice.status;
+  bool ok = choice.found;
   if (ok) {
-    const cublasStatus_t ms = cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &heur.algo,
+    const cublasStatus_t ms = cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &choice.algo,
                                              c.workspace, c.workspace_bytes, c.stream);
     // Refused before it launched: an argument combination it does not take.
     ok = ms == CUBLAS_STATUS_SUCCESS;
     if (!ok && !(refusable && (ms == CUBLAS_STATUS_NOT_SUPPORTED || ms == CUBLAS_STATUS_INVALID_VALUE))) {
       check(ms, "cublasLtMatmul");
+    }
+    if (!ok) {  // remembered: the same description goes the other way at once
+      std::lock_guard<std::mutex> lock(lt_choices_mutex());
+      lt_choices()[key].found = false;
     }
   } else if (!refusable) {
     if (hs != CUBLAS_STATUS_SUCCESS) check(hs, "cublasLtMatmulAlgoGetHeuristic");
