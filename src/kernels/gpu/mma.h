@@ -13,13 +13,14 @@
 //   CUDA:   tensor cores (wmma, bf16 inputs, fp32 accumulator; sm_80+).
 //   HIP:    gfx90a's matrix cores: one v_mfma_f32_16x16x16bf16_1k per tile,
 //           the fragments loaded and stored in the instruction's lane layout
-//           (mfma_tile below).
+//           (mma_tile_mfma below).
 //   gpu-emu: at warp 64 the same MFMA form, the instruction itself modelled
 //           by shuffles (mfma_16x16x16_bf16_1k's emulated body), so the
 //           fragment layout is what CI checks; at warp 32 the scalar form:
 //           lane l computes outputs l, l + warp, ...
 #pragma once
 
+#include <bit>
 #include <type_traits>
 
 #include "kernels/gpu/dialect.h"
@@ -57,18 +58,24 @@ TERA_DEVICE void mfma_16x16x16_bf16_1k(MfmaFragments& f) {
   for (int v = 0; v < 4; ++v) f.c[v] = c[v];
 #elif defined(TERA_GPU_EMU)
   // The instruction's semantics from its lane layout: every lane sees every
-  // other lane's fragments through the 64 butterfly masks (lane l ^ m), and
+  // other lane's fragments through the 64 butterfly masks (lane l ^ m), each
+  // fragment's four bf16 values in one 64-bit exchange (bit for bit), and
   // keeps the A rows and the B column of its own outputs.
   const int l = lane_id(), g = l / 16, r = l % 16;
   float a_rows[4][16], b_col[16];
-  for (int m = 0; m < 64; ++m) {
+  auto pack = [](const uint16_t (&x)[4]) {
+    return uint64_t{x[0]} | (uint64_t{x[1]} << 16) | (uint64_t{x[2]} << 32) | (uint64_t{x[3]} << 48);
+  };
+  const uint64_t mine_a = pack(f.a), mine_b = pack(f.b);
+  auto exchange = [](uint64_t bits, int m) {
+    return m == 0 ? bits : std::bit_cast<uint64_t>(shfl_xor(std::bit_cast<double>(bits), m));
+  };
+  for (int m = 0; m < 64; ++m) {  // the same m on every lane (m = 0: the lane's own): no divergence
     const int s = l ^ m, sg = s / 16, sr = s % 16;  // lane s holds A[sr][4 sg + v] and B[4 sg + v][sr]
+    const uint64_t ga = exchange(mine_a, m), gb = exchange(mine_b, m);
     for (int v = 0; v < 4; ++v) {
-      // m = 0 is the lane's own (the same m on every lane: no divergence)
-      const auto av = m == 0 ? f.a[v] : static_cast<uint16_t>(shfl_xor(static_cast<int>(f.a[v]), m));
-      const auto bv = m == 0 ? f.b[v] : static_cast<uint16_t>(shfl_xor(static_cast<int>(f.b[v]), m));
-      if (sr / 4 == g) a_rows[sr % 4][4 * sg + v] = bf16_to_float(av);
-      if (sr == r) b_col[4 * sg + v] = bf16_to_float(bv);
+      if (sr / 4 == g) a_rows[sr % 4][4 * sg + v] = bf16_to_float(static_cast<uint16_t>(ga >> (16 * v)));
+      if (sr == r) b_col[4 * sg + v] = bf16_to_float(static_cast<uint16_t>(gb >> (16 * v)));
     }
   }
   for (int v = 0; v < 4; ++v) {  // output row 4 g + v, column r
