@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace tera::testing {
@@ -31,6 +32,18 @@ inline double gelu_tanh_derivative(double x) {
   const double k = 0.7978845608028654, a = 0.044715;
   const double t = std::tanh(k * (x + a * x * x * x));
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * a * x * x);
+}
+
+// The sum of K products term(j) and the sum of their magnitudes.
+template <typename Term>
+inline std::pair<double, double> sum_and_magnitude(int64_t K, Term term) {
+  double s = 0, a = 0;
+  for (int64_t j = 0; j < K; ++j) {
+    const double v = term(j);
+    s += v;
+    a += std::abs(v);
+  }
+  return {s, a};
 }
 
 constexpr double kLinearGeluU = 1.0 / 256;  // bf16's unit roundoff
@@ -54,11 +67,9 @@ inline LinearGeluForwardRef linear_gelu_forward_ref(const std::vector<double>& x
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       const double bo = b.empty() ? 0.0 : b[o];
-      double s = bo, a = std::abs(bo);
-      for (int64_t i = 0; i < I; ++i) {
-        s += x[n * I + i] * W[o * I + i];
-        a += std::abs(x[n * I + i] * W[o * I + i]);
-      }
+      auto [s, a] = sum_and_magnitude(I, [&](int64_t i) { return x[n * I + i] * W[o * I + i]; });
+      s += bo;
+      a += std::abs(bo);
       const size_t k = static_cast<size_t>(n * O + o);
       const double tol_y = (I + 2) * e * a + u * std::abs(bo);
       const double act = gelu_tanh(s), tol_act = kGeluSlope * tol_y + 16 * e * (1 + std::abs(s));
@@ -87,11 +98,7 @@ inline LinearGeluBackwardRef linear_backward_gelu_ref(const std::vector<double>&
   r.tol_dpre.resize(N * I);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t i = 0; i < I; ++i) {
-      double s = 0, a = 0;
-      for (int64_t o = 0; o < O; ++o) {
-        s += dy[n * O + o] * W[o * I + i];
-        a += std::abs(dy[n * O + o] * W[o * I + i]);
-      }
+      const auto [s, a] = sum_and_magnitude(O, [&](int64_t o) { return dy[n * O + o] * W[o * I + i]; });
       const size_t k = static_cast<size_t>(n * I + i);
       const double p = pre[k], t = (u + (O + 2) * e) * a;
       r.dpre[k] = s * gelu_tanh_derivative(p);
@@ -103,11 +110,7 @@ inline LinearGeluBackwardRef linear_backward_gelu_ref(const std::vector<double>&
   r.tol_db.resize(O);
   for (int64_t o = 0; o < O; ++o) {
     for (int64_t i = 0; i < I; ++i) {
-      double s = 0, a = 0;
-      for (int64_t n = 0; n < N; ++n) {
-        s += dy[n * O + o] * x[n * I + i];
-        a += std::abs(dy[n * O + o] * x[n * I + i]);
-      }
+      const auto [s, a] = sum_and_magnitude(N, [&](int64_t n) { return dy[n * O + o] * x[n * I + i]; });
       const size_t k = static_cast<size_t>(o * I + i);
       r.tol_dW[k] = (u + (N + 2) * e) * a + (N + 2) * e * std::abs(dW0[k]) + 1e-30;
       r.dW[k] += s;
