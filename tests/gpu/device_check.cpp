@@ -90,6 +90,20 @@ std::vector<float> normal(size_t n, double sd = 1.0) {
   return v;
 }
 std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+// bf16 values as fp32 (exact).
+std::vector<float> from_bf16(const std::vector<uint16_t>& h) {
+  std::vector<float> v(h.size());
+  cpu::cast(v.data(), DType::f32, h.data(), DType::bf16, static_cast<int64_t>(h.size()));
+  return v;
+}
+// Rounds v to bf16 numbers in place (the reference then sees what the device
+// reads) and returns their bf16 bits.
+std::vector<uint16_t> round_to_bf16(std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  cpu::cast(h.data(), DType::bf16, v.data(), DType::f32, static_cast<int64_t>(v.size()));
+  v = from_bf16(h);
+  return h;
+}
 
 // Compares got to ref with a per-element bound; records the worst ratio.
 void compare(const char* name, const std::vector<float>& got, const std::vector<double>& ref,
@@ -268,11 +282,8 @@ void check_cast(const Backend& be, int64_t n) {
 // y = x W^T + b and its backward in fp32, or with bf16 inputs (W given in bf16).
 void check_linear(const Backend& be, int64_t N, int64_t I, int64_t O, bool bf16) {
   auto x = normal(N * I), W = normal(O * I, 0.05), b = normal(O), dy = normal(N * O);
-  std::vector<uint16_t> Wb(O * I);
-  if (bf16) {
-    cpu::cast(Wb.data(), DType::bf16, W.data(), DType::f32, O * I);
-    cpu::cast(W.data(), DType::f32, Wb.data(), DType::bf16, O * I);  // the reference sees the bf16 weights
-  }
+  std::vector<uint16_t> Wb;
+  if (bf16) Wb = round_to_bf16(W);  // the reference sees the bf16 weights
   std::vector<double> y(N * O), dx(N * I), dW(O * I, 0.0), db(O, 0.0), ay(N * O), adx(N * I), adW(O * I), adb(O);
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; ++n)
@@ -342,33 +353,23 @@ void check_linear(const Backend& be, int64_t N, int64_t I, int64_t O, bool bf16)
 // against fp64 within linear_gelu_bound.h's bounds: the up-projection
 // [N, I] -> [N, O] with its GELU, then the down-projection's backward.
 void check_linear_gelu(const Backend& be, int64_t N, int64_t I, int64_t O) {
-  auto bf16_numbers = [](std::vector<float> v) {
-    std::vector<uint16_t> h(v.size());
-    cpu::cast(h.data(), DType::bf16, v.data(), DType::f32, static_cast<int64_t>(v.size()));
-    cpu::cast(v.data(), DType::f32, h.data(), DType::bf16, static_cast<int64_t>(v.size()));
-    return std::make_pair(h, widen(v));
-  };
-  const auto [xh, x] = bf16_numbers(normal(N * I));
-  const auto [Wh, W] = bf16_numbers(normal(O * I, 0.05));
+  auto x = normal(N * I), W = normal(O * I, 0.05);
+  const std::vector<uint16_t> xh = round_to_bf16(x), Wh = round_to_bf16(W);
   const auto b = normal(O);
-  const testing::LinearGeluForwardRef f = testing::linear_gelu_forward_ref(x, W, widen(b), N, I, O);
+  const testing::LinearGeluForwardRef f = testing::linear_gelu_forward_ref(widen(x), widen(W), widen(b), N, I, O);
   Buf<uint16_t> xb(be, xh), Wb(be, Wh), act(be, N * O), pre(be, N * O);
   Buf<float> bf(be, b), work(be, N * O);
   be.linear_gelu_forward_bf16(act.p, pre.p, xb.p, Wb.p, bf.p, N, I, O, work.p);
-  auto widen16 = [](const std::vector<uint16_t>& h) {
-    std::vector<float> v(h.size());
-    cpu::cast(v.data(), DType::f32, h.data(), DType::bf16, static_cast<int64_t>(h.size()));
-    return v;
-  };
-  const std::vector<float> preh = widen16(pre.host()), acth = widen16(act.host());
+  const std::vector<float> preh = from_bf16(pre.host()), acth = from_bf16(act.host());
   const std::string tag = "linear_gelu bf16 " + std::to_string(N) + "x" + std::to_string(I) + "x" + std::to_string(O) + " ";
   compare((tag + "pre").c_str(), preh, f.pre, [&](size_t i) { return f.tol_pre[i]; });
   compare((tag + "act").c_str(), acth, f.act, [&](size_t i) { return f.tol_act[i]; });
   // The down-projection W2[I, O] reading act, its GELU gradient at pre.
-  const auto [W2h, W2] = bf16_numbers(normal(I * O, 0.05));
+  auto W2 = normal(I * O, 0.05);
+  const std::vector<uint16_t> W2h = round_to_bf16(W2);
   const auto dy = normal(N * I), dW0 = normal(I * O), db0 = normal(I);
-  const testing::LinearGeluBackwardRef g =
-      testing::linear_backward_gelu_ref(widen(dy), widen(acth), W2, widen(preh), widen(dW0), widen(db0), N, O, I);
+  const testing::LinearGeluBackwardRef g = testing::linear_backward_gelu_ref(
+      widen(dy), widen(acth), widen(W2), widen(preh), widen(dW0), widen(db0), N, O, I);
   Buf<uint16_t> W2b(be, W2h), cast(be, N * I);
   Buf<float> dyf(be, dy), dpre(be, N * O), dW(be, dW0), db(be, db0);
   be.linear_backward_gelu_bf16(dpre.p, dW.p, db.p, dyf.p, act.p, W2b.p, pre.p, N, O, I, cast.p);
@@ -381,11 +382,7 @@ void check_linear_gelu(const Backend& be, int64_t N, int64_t I, int64_t O) {
 // inputs, so products are exact and the bound is fp32 accumulation alone.
 void check_tile_gemm(const Backend& be, int64_t M, int64_t N, int64_t K) {
   auto a = normal(M * K), b = normal(K * N);
-  std::vector<uint16_t> ah(M * K), bh(K * N);
-  cpu::cast(ah.data(), DType::bf16, a.data(), DType::f32, M * K);
-  cpu::cast(bh.data(), DType::bf16, b.data(), DType::f32, K * N);
-  cpu::cast(a.data(), DType::f32, ah.data(), DType::bf16, M * K);
-  cpu::cast(b.data(), DType::f32, bh.data(), DType::bf16, K * N);
+  const std::vector<uint16_t> ah = round_to_bf16(a), bh = round_to_bf16(b);
   std::vector<double> want(M * N), mag(M * N);
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < M; ++i)
@@ -411,11 +408,8 @@ void check_tile_gemm(const Backend& be, int64_t M, int64_t N, int64_t K) {
 // (flash_attention_tc.cuh: tensor cores on cuda), others the scalar ones.
 void check_flash_bf16(const Backend& be, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
   const int64_t C = H * hs, W = (H + 2 * KV) * hs;
-  const auto qf = normal(B * T * W);
-  std::vector<uint16_t> qb(qf.size());
-  cpu::cast(qb.data(), DType::bf16, qf.data(), DType::f32, static_cast<int64_t>(qf.size()));
-  std::vector<float> q32(qf.size());
-  cpu::cast(q32.data(), DType::f32, qb.data(), DType::bf16, static_cast<int64_t>(qf.size()));
+  auto q32 = normal(B * T * W);
+  const std::vector<uint16_t> qb = round_to_bf16(q32);
   const std::vector<double> qkv = widen(q32);
   const auto Rf = normal(B * T * C);
   const std::vector<double> R = widen(Rf);

@@ -32,6 +32,7 @@
 
 TERA_GPU_BEGIN
 
+#if !defined(TERA_GPU_CUDA)  // CUDA runs wmma (below)
 // gfx90a's v_mfma_f32_16x16x16bf16_1k on one wave of 64 lanes: D = A B + C
 // for 16 x 16 tiles, lane l = 16 g + r (g = l / 16, r = l % 16) holding
 //   a[v] = A[r][4 g + v],  b[v] = B[4 g + v][r],  c[v] = C[4 g + v][r]  (v = 0..3)
@@ -56,7 +57,7 @@ TERA_DEVICE void mfma_16x16x16_bf16_1k(MfmaFragments& f) {
   }
   c = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
   for (int v = 0; v < 4; ++v) f.c[v] = c[v];
-#elif defined(TERA_GPU_EMU)
+#else  // gpu-emu
   // The instruction's semantics from its lane layout: every lane sees every
   // other lane's fragments through the 64 butterfly masks (lane l ^ m), each
   // fragment's four bf16 values in one 64-bit exchange (bit for bit), and
@@ -83,8 +84,6 @@ TERA_DEVICE void mfma_16x16x16_bf16_1k(MfmaFragments& f) {
     for (int k = 0; k < 16; ++k) s += a_rows[v][k] * b_col[k];
     f.c[v] = s;
   }
-#else
-  (void)f;  // CUDA has no MFMA (wmma above)
 #endif
 }
 
@@ -103,6 +102,7 @@ TERA_DEVICE void mma_tile_mfma(float* C, int ldc, const uint16_t* A, int lda, co
   mfma_16x16x16_bf16_1k(f);
   for (int v = 0; v < 4; ++v) C[(4 * g + v) * ldc + r] = f.c[v];
 }
+#endif
 
 // The one body of both forms: B row-major (kBt false) or given by its
 // columns as rows (kBt true: B[k][n] = B[n * ldb + k]).

@@ -105,7 +105,9 @@ inline void gelu_split_bf16(uint16_t* act, uint16_t* pre, const float* y, int64_
 }
 
 // The MLP's fused ops (ops.h) as a backend's bf16 linear op and a GELU pass:
-// gpu-emu's form, and the cuda backend's where cuBLASLt refuses the epilogue.
+// gpu-emu's form. The cuda backend falls back to the same passes where
+// cuBLASLt refuses the epilogue (the forward through this one, the backward
+// inside its own linear backward).
 inline void linear_gelu_forward_bf16_passes(LinearForwardBf16Fn linear, uint16_t* act, uint16_t* pre,
                                             const uint16_t* x, const uint16_t* W, const float* b, int64_t N,
                                             int64_t I, int64_t O, float* work) {

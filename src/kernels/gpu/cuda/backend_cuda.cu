@@ -151,11 +151,6 @@ bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
   check(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda), "layout A");
   check(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb), "layout B");
   check(cublasLtMatrixLayoutCreate(&lc, cd, m, n, ldc), "layout C");
-  cublasLtMatmulPreference_t pref;
-  check(cublasLtMatmulPreferenceCreate(&pref), "preference");
-  check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c.workspace_bytes,
-                                             sizeof c.workspace_bytes),
-        "workspace preference");
   const LtKey key{m, n, k, lda, ldb, ldc, epi.aux_ld, ta, tb, static_cast<int32_t>(ab), static_cast<int32_t>(cd),
                   static_cast<int32_t>(epi.kind), static_cast<int32_t>(epi.bias_type),
                   static_cast<int32_t>(epi.aux_type),
@@ -165,9 +160,15 @@ bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
     std::lock_guard<std::mutex> lock(lt_choices_mutex());
     auto it = lt_choices().find(key);
     if (it == lt_choices().end()) {
+      cublasLtMatmulPreference_t pref;
+      check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+      check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c.workspace_bytes,
+                                                 sizeof c.workspace_bytes),
+            "workspace preference");
       cublasLtMatmulHeuristicResult_t heur{};
       int found = 0;
       choice.status = cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+      cublasLtMatmulPreferenceDestroy(pref);
       choice.found = choice.status == CUBLAS_STATUS_SUCCESS && found > 0;
       choice.algo = heur.algo;
       it = lt_choices().emplace(key, choice).first;
@@ -192,7 +193,6 @@ bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
     if (hs != CUBLAS_STATUS_SUCCESS) check(hs, "cublasLtMatmulAlgoGetHeuristic");
     cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
   }
-  cublasLtMatmulPreferenceDestroy(pref);
   cublasLtMatrixLayoutDestroy(lc);
   cublasLtMatrixLayoutDestroy(lb);
   cublasLtMatrixLayoutDestroy(la);
@@ -277,17 +277,6 @@ void cuda_linear_forward_bf16(float* y, const uint16_t* x, const uint16_t* W, co
   gemm_rm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O, CUDA_R_16BF, b);
 }
 
-void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* xb, const uint16_t* W,
-                               int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
-  uint16_t* dyb = cast;  // [N, O]
-  cuda_cast(dyb, DType::bf16, dy, DType::f32, N * O);
-  if (dx != nullptr) {
-    gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_16BF, nullptr);
-  }
-  gemm_rm(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
-  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
-}
-
 // Says once per epilogue, on stderr, why the GELU runs as its own pass
 // instead (the device check's log shows which path ran).
 void note_unfused(const char* epilogue, const char* why, std::atomic<bool>& said, int64_t m, int64_t n, int64_t k) {
@@ -297,8 +286,42 @@ void note_unfused(const char* epilogue, const char* why, std::atomic<bool>& said
                "GELU runs as its own pass (said once)\n",
                epilogue, static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), why);
 }
+
 constexpr const char* kNotMultipleOf8 = "the GELU matrix's width is not a multiple of 8";
 constexpr const char* kRefused = "cuBLASLt refused it here";
+
+// The bf16 linear backward; with gelu_pre (the MLP's down-projection, whose
+// input is gelu(pre)) dx is the gradient of pre instead: the dx product runs
+// cuBLASLt's DGELU epilogue reading pre as aux (dx = (dy W) * gelu'(pre)),
+// or a GELU-gradient pass after it where cuBLASLt does not take that.
+void linear_backward_bf16_any(float* dx, float* dW, float* db, const float* dy, const uint16_t* xb, const uint16_t* W,
+                              int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast,
+                              const uint16_t* gelu_pre) {
+  static std::atomic<bool> said{false};
+  uint16_t* dyb = cast;  // [N, O]
+  cuda_cast(dyb, DType::bf16, dy, DType::f32, N * O);
+  if (dx != nullptr) {
+    // Row-major dx[N,I] = dyb[N,O] W[O,I] is col-major dx^T[I,N] = W^T dyb^T.
+    const LtEpilogue dgelu{CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_32F, gelu_pre, I, CUDA_R_16BF};
+    const bool fused = gelu_pre != nullptr && I % 8 == 0 && N > 0 &&
+                       lt_gemm(false, false, I, N, O, 1.0f, W, I, dyb, O, 0.0f, dx, I, CUDA_R_16BF, CUDA_R_32F, dgelu,
+                               true);
+    if (!fused) {
+      gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_16BF, nullptr);
+      if (gelu_pre != nullptr && N > 0) {
+        note_unfused("DGELU", I % 8 == 0 ? kRefused : kNotMultipleOf8, said, I, N, O);
+        gpu::launch::gelu_backward_bf16(dx, gelu_pre, dx, N * I);
+      }
+    }
+  }
+  gemm_rm(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
+  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
+}
+
+void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* xb, const uint16_t* W,
+                               int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+  linear_backward_bf16_any(dx, dW, db, dy, xb, W, N, I, O, accumulate_dx, cast, nullptr);
+}
 
 // The MLP's first linear layer with GELU in cuBLASLt's epilogue
 // (GELU_AUX_BIAS: act = gelu(y) into D, y into aux, both bf16). cuBLASLt's
@@ -323,28 +346,11 @@ void cuda_linear_gelu_forward_bf16(uint16_t* act, uint16_t* pre, const uint16_t*
 }
 
 // The MLP's output projection with the GELU gradient in cuBLASLt's epilogue
-// of the dx product (DGELU: dpre = (dy W) * gelu'(pre), pre read as aux).
+// of the dx product (linear_backward_bf16_any).
 void cuda_linear_backward_gelu_bf16(float* dpre, float* dW, float* db, const float* dy, const uint16_t* xb,
                                     const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I, int64_t O,
                                     uint16_t* cast) {
-  static std::atomic<bool> said{false};
-  if (N <= 0 || I % 8 != 0) {
-    if (N > 0) note_unfused("DGELU", kNotMultipleOf8, said, I, N, O);
-    gpu::launch::linear_backward_gelu_bf16_passes(cuda_linear_backward_bf16, dpre, dW, db, dy, xb, W, pre, N, I, O,
-                                                  cast);
-    return;
-  }
-  uint16_t* dyb = cast;  // [N, O]
-  cuda_cast(dyb, DType::bf16, dy, DType::f32, N * O);
-  // Row-major dpre[N,I] = dyb[N,O] W[O,I] is col-major dpre^T[I,N] = W^T dyb^T.
-  const LtEpilogue epi{CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_32F, pre, I, CUDA_R_16BF};
-  if (!lt_gemm(false, false, I, N, O, 1.0f, W, I, dyb, O, 0.0f, dpre, I, CUDA_R_16BF, CUDA_R_32F, epi, true)) {
-    note_unfused("DGELU", kRefused, said, I, N, O);
-    gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, 0.0f, dpre, I, CUDA_R_16BF, nullptr);
-    gpu::launch::gelu_backward_bf16(dpre, pre, dpre, N * I);
-  }
-  gemm_rm(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
-  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
+  linear_backward_bf16_any(dpre, dW, db, dy, xb, W, N, I, O, false, cast, pre);
 }
 
 const char* cuda_gemm_bf16_path() { return "cuBLASLt: bf16 inputs, fp32 accumulation (tensor cores)"; }
