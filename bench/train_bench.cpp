@@ -38,6 +38,7 @@
 #include "config/config.h"
 #include "core/timer.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/backend_registry.h"
 #include "kernels/profiling_backend.h"
 #include "train/trainer.h"
 
@@ -101,18 +102,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  const Backend* chosen = find_backend(backend_name);
-  if (chosen == nullptr) {
-    fmt::print(stderr, "--backend {} is not a backend of this binary; it has: {}\n", backend_name, backend_names());
+  auto made = make_backend(backend_name);
+  if (!made) {
+    fmt::print(stderr, "--backend {}: {}\n", backend_name, made.error());
     return 2;
   }
-  if (chosen->unavailable != nullptr) {
-    if (const std::string why = chosen->unavailable(); !why.empty()) {
-      fmt::print(stderr, "--backend {} cannot run on this machine: {}\n", backend_name, why);
-      return 2;
-    }
-  }
-  const bool on_cpu = chosen == &cpu_backend();
+  const std::unique_ptr<Backend> chosen = std::move(*made);
+  const bool on_cpu = backend_name == "cpu";
   if (!on_cpu) no_pytorch = true;
   nlohmann::json report = {{"backend", backend_name}, {"layers", layers}, {"hidden", hidden}, {"heads", heads},
                            {"vocab", vocab}, {"seq", seq}, {"micro_batch", batch}, {"peak_gflops", peak},
@@ -143,7 +139,8 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "{}\n", run_cfg.error());
       return 2;
     }
-    const Backend& be = profile ? profiling_backend(*chosen) : *chosen;
+    const std::unique_ptr<Backend> profiled = profile ? make_profiling_backend(*chosen) : nullptr;
+    const Backend& be = profile ? *profiled : *chosen;
     auto tr = Trainer::create(*run_cfg, be);
     if (!tr) {
       fmt::print(stderr, "{}\n", tr.error());
@@ -164,14 +161,14 @@ int main(int argc, char** argv) {
     std::vector<double> rates;
     double step_seconds = 0;
     for (int64_t s = 0; s < warmup + steps; ++s) {
-      if (s == warmup) profiling_reset();
+      if (s == warmup && profile) profiling_reset(be);
       const StepStats st = (*tr)->step();
       if (s >= warmup) {
         rates.push_back(st.tokens_per_s);
         step_seconds += st.seconds;
       }
     }
-    if (profile) fmt::print("{}{:<26} {:>8} {:>10.1f}\n", profiling_report(), "step total", "", step_seconds * 1e3);
+    if (profile) fmt::print("{}{:<26} {:>8} {:>10.1f}\n", profiling_report(be), "step total", "", step_seconds * 1e3);
     tera_tps.push_back(median(rates));
     const double gflops = tera_tps.back() * flops_per_token / 1e9;
     fmt::print("tera {}: median {:.1f} tokens/s over {} steps ({:.0f} .. {:.0f}); {:.1f} GFLOP/s", precision,

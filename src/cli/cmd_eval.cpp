@@ -37,7 +37,7 @@ int run_eval(const EvalArgs& args) {
     print_error("eval: name the model to evaluate: tera eval SOURCE --data FILE (or --ckpt SOURCE)");
     return kExitBadInput;
   }
-  const Backend* be = backend_from_flag(args.backend);
+  const std::unique_ptr<Backend> be = start_backend(args.backend, "--backend");
   if (be == nullptr) return kExitBadInput;
   auto source = resolve_model_source(args.ckpt);
   if (!source) {

@@ -77,7 +77,7 @@ int run_generate(const GenerateArgs& args) {
                             src->model().vocab));
     return kExitBadInput;
   }
-  const Backend* be = backend_from_flag(args.backend);
+  const std::unique_ptr<Backend> be = start_backend(args.backend, "--backend");
   if (be == nullptr) return kExitBadInput;
   Gpt model(ModelSpec(src->model()), *be, 1);
   {

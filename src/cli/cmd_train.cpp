@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "core/file_util.h"
 #include "core/format.h"
+#include "kernels/backend_registry.h"
 #include "kernels/profiling_backend.h"
 #include "train/preemption.h"
 #include "train/trainer.h"
@@ -26,12 +27,15 @@ namespace tera::cli {
 
 void print_error(const std::string& msg) { fmt::print(stderr, "tera: error: {}\n", msg); }
 
-const Backend* backend_from_flag(const std::string& name) {
-  const Backend* be = find_backend(name);
-  if (be == nullptr) {
-    print_error(fmt::format("--backend {} is not a backend of this binary; it has: {}", name, backend_names()));
+std::unique_ptr<Backend> start_backend(const std::string& name, const std::string& what) {
+  auto made = make_backend(name);
+  if (!made) {
+    const bool flag = what.rfind("--", 0) == 0;
+    print_error(flag ? fmt::format("{} {} {}", what, name, made.error())
+                     : fmt::format("{} = \"{}\" {}", what, name, made.error()));
+    return nullptr;
   }
-  return be;
+  return std::move(*made);
 }
 
 namespace {
@@ -100,21 +104,32 @@ bool check_output_flags(const TrainArgs& args, Communicator& comm) {
   return true;
 }
 
+// Puts this process on its device before MPI starts (a CUDA-aware MPI
+// would otherwise open a context on device 0 in every rank), from the
+// launcher's local rank; "" when done or nothing to do, else why not.
+std::string bind_before_mpi(const Backend& backend, const LocalPlace& place) {
+  if (!backend.binds_devices() || place.rank < 0) return "";
+  return backend.bind_device(place.rank, place.size);
+}
+
 // Puts this rank on its device of the node (Backend::bind_device: one rank
-// per GPU) before anything allocates. False when any rank cannot: each rank
-// that failed prints why (their nodes may differ), every rank learns it.
-// Then no two ranks may hold one device (Backend::device_identity): rank 0
-// names the first pair.
-bool bind_rank_device(const Backend& backend, CommWorld& world) {
-  if (backend.bind_device == nullptr) return true;
+// per GPU) before anything allocates, where the launcher did not say the
+// local rank before MPI started, or said another than MPI's. False when any
+// rank cannot: each rank that failed prints why (their nodes may differ),
+// every rank learns it. Then no two ranks may hold one device
+// (Backend::device_identity): rank 0 names the first pair.
+bool bind_rank_device(const Backend& backend, CommWorld& world, const LocalPlace& place) {
+  if (!backend.binds_devices()) return true;
   Communicator& comm = world.world();
-  const std::string why = backend.bind_device(world.local_rank(), world.local_size());
+  std::string why;
+  if (place.rank != world.local_rank() || place.size != world.local_size()) {
+    why = backend.bind_device(world.local_rank(), world.local_size());
+  }
   if (!why.empty()) {
     print_error(fmt::format("train.backend = \"{}\", rank {} ({} of {} on {}): {}", backend.name, comm.rank(),
                             world.local_rank(), world.local_size(), world.host(), why));
   }
   if (comm.all_reduce_max(why.empty() ? 0.0 : 1.0) > 0) return false;
-  if (backend.device_identity == nullptr) return true;
   // Every rank's device and node, in rank order: two ranks on one GPU (each
   // shown the same single GPU) would fail later inside NCCL.
   constexpr int64_t kId = 64, kHost = 192;
@@ -198,6 +213,12 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
   }
   fmt::print("compute: {} backend, GEMM by {}; {:.1f} MFLOP per token\n", tr.backend().name, tr.backend().gemm_library,
              spec.train_flops_per_token() / 1e6);
+  fmt::print("backend {}: {}\n", tr.backend().name, tr.device_comm());
+  const DeviceQueue* gpu = tr.backend().addressing.queue;
+  if (gpu != nullptr && std::string(gpu->vendor()) != "" && cfg.train.precision != DType::bf16) {
+    fmt::print("note: train.precision = \"fp32\" on a GPU runs full-fp32 GEMMs (no tensor cores) and the scalar "
+               "attention kernels; bf16 is the GPU precision (train.precision = \"bf16\")\n");
+  }
   if (cfg.train.precision == DType::bf16) {
     fmt::print("precision: bf16 inputs to the GEMMs and flash attention's products, fp32 accumulation; "
                "activations kept in bf16 but the residual stream; fp32 master weights, statistics and reductions; "
@@ -217,10 +238,10 @@ struct RunTally {
 
 // Adds one step to the tally; the first step (page faults, one-time setup) is
 // left out of the profile and the bubble, and resets the profile with --profile.
-void tally_step(const StepStats& s, int64_t start_step, bool profile, RunTally* t) {
+void tally_step(const StepStats& s, int64_t start_step, const Backend* profiled, RunTally* t) {
   t->elapsed += s.seconds;
   if (s.step == start_step + 1) t->first_loss = s.loss;
-  if (profile && s.step == start_step + 1) profiling_reset();
+  if (profiled != nullptr && s.step == start_step + 1) profiling_reset(*profiled);
   if (s.step > start_step + 1) t->profiled_seconds += s.seconds + s.eval_seconds;  // the ops the profile counted
   t->last_loss = s.loss;
   if (s.val_loss) t->last_val = s.val_loss;
@@ -265,14 +286,21 @@ void write_metrics_line(const StepStats& s, std::ofstream& metrics) {
 
 // Runs the steps: each is tallied, and rank 0 prints its line and writes its
 // metrics. A failed run aborts every rank.
-RunTally run_steps(const TrainArgs& args, Trainer& tr, Communicator& comm, CommWorld& world, std::ofstream& metrics) {
+RunTally run_steps(const TrainArgs& args, Trainer& tr, Communicator& comm, CommWorld& world, std::ofstream& metrics,
+                   const Backend* profiled) {
   const bool first = comm.rank() == 0;
   const int64_t start_step = tr.next_step();
   RunTally t;
   t.bubble_sum.assign(static_cast<size_t>(tr.groups().layout.pp), 0.0);
   const Status st = tr.run([&](const StepStats& s) {
-    tally_step(s, start_step, args.profile, &t);
+    tally_step(s, start_step, profiled, &t);
     if (!first) return;
+    // Which path each GEMM took (cuda: cuBLASLt, or the fallback and why), once.
+    if (s.step == start_step + 1 && !args.quiet) {
+      if (const std::string paths = tr.backend().gemm_report(); !paths.empty()) {
+        fmt::print("GEMM paths ({} backend, after step {}):\n{}", tr.backend().name, s.step, paths);
+      }
+    }
     if (s.skipped) print_skipped(s);
     // ETA from the mean step time so far (the first step includes page faults).
     const double eta = t.elapsed / static_cast<double>(s.step - start_step) * static_cast<double>(s.total - s.step);
@@ -298,13 +326,13 @@ void print_bubble(const RunTally& t, const Trainer& tr) {
 }
 
 // Each rank's --profile table, rank by rank so the tables do not interleave. Collective.
-void print_profiles(const RunTally& t, Communicator& comm) {
+void print_profiles(const RunTally& t, Communicator& comm, const Backend& profiled) {
   for (int r = 0; r < comm.size(); ++r) {
     comm.barrier();
     if (r != comm.rank()) continue;
     fmt::print("profile rank {} (steps after the first and their evaluations; wall clock in each compute op):\n"
                "{}{:<26} {:>8} {:>10.1f}\n",
-               r, profiling_report(), "steps + evaluations", "", t.profiled_seconds * 1e3);
+               r, profiling_report(profiled), "steps + evaluations", "", t.profiled_seconds * 1e3);
     std::fflush(stdout);
   }
 }
@@ -345,22 +373,18 @@ int run_train(const TrainArgs& args) {
     print_error(cfg.error());
     return kExitBadInput;
   }
-  const Backend* chosen = find_backend(cfg->train.backend);
-  if (chosen == nullptr) {
-    print_error(fmt::format("{}: train.backend = \"{}\" is not a backend of this binary; it has: {}", cfg->source,
-                            cfg->train.backend, backend_names()));
-    return kExitBadInput;
-  }
-  if (chosen->unavailable != nullptr) {
-    if (const std::string why = chosen->unavailable(); !why.empty()) {
-      print_error(fmt::format("{}: train.backend = \"{}\" cannot run on this machine: {}", cfg->source,
-                              cfg->train.backend, why));
-      return kExitBadInput;
-    }
-  }
+  std::unique_ptr<Backend> chosen = start_backend(cfg->train.backend, cfg->source + ": train.backend");
+  if (chosen == nullptr) return kExitBadInput;
   if (cfg->train.precision == DType::bf16 && !missing_bf16_ops(*chosen).empty()) {
     print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
                             "use train.precision = \"fp32\"", cfg->source, chosen->name));
+    return kExitBadInput;
+  }
+  // The GPU first, from the launcher's local rank, before MPI_Init.
+  const LocalPlace place = launcher_local_place();
+  if (const std::string why = bind_before_mpi(*chosen, place); !why.empty()) {
+    print_error(fmt::format("{}: train.backend = \"{}\", local rank {} of {}: {}", cfg->source, chosen->name, place.rank,
+                            place.size, why));
     return kExitBadInput;
   }
   auto world = CommWorld::init();
@@ -369,8 +393,9 @@ int run_train(const TrainArgs& args) {
   const bool first = comm.rank() == 0;
   omp_set_num_threads(threads_per_rank(*world));
   if (!check_output_flags(args, comm)) return kExitBadInput;
-  if (!bind_rank_device(*chosen, *world)) return kExitBadInput;
-  const Backend& backend = args.profile ? profiling_backend(*chosen) : *chosen;
+  if (!bind_rank_device(*chosen, *world, place)) return kExitBadInput;
+  std::unique_ptr<Backend> profiled = args.profile ? make_profiling_backend(*chosen) : nullptr;
+  const Backend& backend = profiled != nullptr ? *profiled : *chosen;
   auto trainer = Trainer::create(*cfg, backend, comm,
                                  TrainerOptions{.trace_path = args.trace,
                                                 .ranks_on_node = world->local_size(),
@@ -395,7 +420,7 @@ int run_train(const TrainArgs& args) {
   if (!open_metrics(args, tr, comm, &metrics)) return kExitBadInput;
   const int64_t start_step = tr.next_step();
   print_header(args, *cfg, tr, comm, *world);
-  const RunTally tally = run_steps(args, tr, comm, *world, metrics);
+  const RunTally tally = run_steps(args, tr, comm, *world, metrics, profiled.get());
   // The weights first: an output that fails late must never cost them.
   const RunEnd end = tr.end();
   Status final_st = ok_status();
@@ -403,7 +428,7 @@ int run_train(const TrainArgs& args) {
   Status trace_st = tr.write_trace();
   if (!trace_st && first) print_error("could not write the trace: " + trace_st.message());
   if (first && tr.groups().layout.pp > 1 && tally.bubble_steps > 0 && !args.quiet) print_bubble(tally, tr);
-  if (args.profile) print_profiles(tally, comm);
+  if (profiled != nullptr) print_profiles(tally, comm, *profiled);
   if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
   return finish_run(*cfg, tr, tally, start_step, first, end, final_st, trace_st);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace CLI {
@@ -39,8 +40,10 @@ Command add_ckpt_command(CLI::App& parent);
 // Prints "tera: error: <msg>" to stderr.
 void print_error(const std::string& msg);
 
-// The backend a --backend flag names, or nullptr after printing an error
-// that names the flag and the backends this binary has.
-const tera::Backend* backend_from_flag(const std::string& name);
+// A new instance of the backend `name` names (kernels/backend_registry.h:
+// the one start-up path of train, eval, generate and calibrate), or nullptr
+// after printing an error that names `what` (the flag or config key) and
+// the backends this binary has, or why this one cannot start here.
+std::unique_ptr<tera::Backend> start_backend(const std::string& name, const std::string& what);
 
 }  // namespace tera::cli

@@ -145,7 +145,8 @@ Expected<InSituTimes> time_training(const Backend& inner, const ModelConfig& mod
       micro_batch * micro_batches, corpus, out_dir);
   auto cfg = parse_run_config(toml, "calibration run", {});
   if (!cfg) return cfg.status();
-  const Backend& be = profiling_backend(inner);
+  const std::unique_ptr<Backend> profiled = make_profiling_backend(inner);
+  const Backend& be = *profiled;
   auto tr = Trainer::create(*cfg, be);
   if (!tr) return tr.status();
   (*tr)->set_log([](const std::string&) {});
@@ -153,16 +154,16 @@ Expected<InSituTimes> time_training(const Backend& inner, const ModelConfig& mod
   t.model = model;
   t.micro_batch = micro_batch;
   t.micro_batches = micro_batches;
-  auto sum = [](std::initializer_list<const char*> ops) {
+  auto sum = [&](std::initializer_list<const char*> ops) {
     double x = 0;
-    for (const char* op : ops) x += profiling_seconds(op);
+    for (const char* op : ops) x += profiling_seconds(be, op);
     return x;
   };
   // The fastest timed step, as the fidelity benchmark keeps a run's fastest
   // step: load from elsewhere only ever slows a step down.
   t.step_s = 1e300;
   for (int s = 0; s < warmup + steps; ++s) {
-    profiling_reset();
+    profiling_reset(be);
     const StepStats st = (*tr)->step();
     if (s < warmup || st.seconds >= t.step_s) continue;
     t.step_s = st.seconds;
@@ -172,7 +173,6 @@ Expected<InSituTimes> time_training(const Backend& inner, const ModelConfig& mod
                       "residual_forward", "embedding_lookup", "embedding_lookup_backward", "position_add",
                       "position_add_backward", "ce_max", "ce_exp_sum", "ce_finalize"});
   }
-  profiling_reset();
   return t;
 }
 

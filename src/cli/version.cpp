@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 
-#include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 
 #ifndef TERA_VERSION
 #define TERA_VERSION "0.0.0"

@@ -72,6 +72,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;  // "tp", "dp", ... for logs
+  // The world rank of this communicator's rank r (for messages naming a peer);
+  // r itself where the communicator does not know its world.
+  virtual int world_rank(int r) const { return r; }
 
   // Non-blocking collectives and point-to-point; the blocking forms wait.
   virtual Request iall_reduce(void* buf, int64_t count, CommType t, ReduceOp op) = 0;

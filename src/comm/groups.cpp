@@ -1,26 +1,31 @@
-// Group construction by color/key splits of the world (Megatron rank order).
+// Group construction by color/key splits of the world (Megatron rank order),
+// then each group's device communicator (comm/device_comm.h).
 #include "comm/groups.h"
 
-#include "comm/device_comm.h"
+#include <utility>
+
 #include "core/check.h"
 
 namespace tera {
 
-namespace {
-
-// The device communicator of a group: made over the host one, or the host one itself.
-Communicator* device_of(Communicator* host, const DeviceAddressing& addressing, std::unique_ptr<Communicator>& own) {
-  if (host == nullptr) return nullptr;
-  auto made = make_device_communicator(*host, addressing);
-  TERA_ASSERT(made.ok(), made.ok() ? std::string() : made.error());
-  own = std::move(*made);
-  return own != nullptr ? own.get() : host;
+Expected<std::unique_ptr<ProcessGroups>> ProcessGroups::create(Communicator& world, const ParallelLayout& layout,
+                                                                const DeviceCommSetup& setup, int kv_replicas) {
+  auto kind = choose_device_comm(setup.addressing, setup.options, setup.backend);
+  if (!kind) return kind.status();
+  std::unique_ptr<ProcessGroups> pg(new ProcessGroups());
+  pg->device_ = DeviceCommContext{setup.addressing, *kind, setup.options, nullptr};
+  pg->make_host_groups(world, layout, kv_replicas);
+  TERA_RETURN_IF_ERROR(pg->make_device_groups());
+  return pg;
 }
 
-}  // namespace
+ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, int kv_replicas) {
+  make_host_groups(world, layout, kv_replicas);
+  const Status s = make_device_groups();
+  TERA_ASSERT(s.is_ok(), s.message());
+}
 
-ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing,
-                             int kv_replicas) {
+void ProcessGroups::make_host_groups(Communicator& world, const ParallelLayout& layout, int kv_replicas) {
   TERA_ASSERT(world.size() == layout.world(), "layout " + layout_string(layout) + " does not match the world size");
   TERA_ASSERT(layout.cp == 1, "the runtime has no context parallelism (cp = 1)");
   g_.layout = layout;
@@ -42,11 +47,43 @@ ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, 
   g_.pp = pp_.get();
   g_.embedding = embedding_.get();
   g_.kv = kv_.get();
-  g_.tp_dev = device_of(g_.tp, addressing, tp_dev_);
-  g_.dp_dev = device_of(g_.dp, addressing, dp_dev_);
-  g_.pp_dev = device_of(g_.pp, addressing, pp_dev_);
-  g_.embedding_dev = device_of(g_.embedding, addressing, embedding_dev_);
-  g_.kv_dev = device_of(g_.kv, addressing, kv_dev_);
+}
+
+// Each group's device communicator, in one order on every rank (making one
+// is collective over its group).
+Status ProcessGroups::make_device_groups() {
+  const std::pair<Communicator*, std::unique_ptr<Communicator>*> made[] = {
+      {g_.tp, &tp_dev_}, {g_.dp, &dp_dev_}, {g_.pp, &pp_dev_}, {g_.embedding, &embedding_dev_}, {g_.kv, &kv_dev_}};
+  for (const auto& [host, own] : made) {
+    if (host == nullptr) continue;
+    auto dev = make_device_communicator(*host, device_);
+    if (!dev) return Status::error("the " + host->name() + " group's device communicator: " + dev.error());
+    *own = std::move(*dev);
+  }
+  auto pick = [](Communicator* host, const std::unique_ptr<Communicator>& own) { return own != nullptr ? own.get() : host; };
+  g_.tp_dev = pick(g_.tp, tp_dev_);
+  g_.dp_dev = pick(g_.dp, dp_dev_);
+  g_.pp_dev = pick(g_.pp, pp_dev_);
+  g_.embedding_dev = g_.embedding == nullptr ? nullptr : pick(g_.embedding, embedding_dev_);
+  g_.kv_dev = pick(g_.kv, kv_dev_);
+  return ok_status();
+}
+
+std::string ProcessGroups::device_comm_description() const {
+  // A device backend whose every group has one rank never crosses a rank.
+  const bool alone = g_.tp->size() == 1 && g_.dp->size() == 1 && g_.pp->size() == 1;
+  if (alone && device_.kind != DeviceCommKind::host && device_.kind != DeviceCommKind::mapped) {
+    return ::tera::device_comm_description(DeviceCommKind::local);
+  }
+  return ::tera::device_comm_description(device_.kind);
+}
+
+int64_t ProcessGroups::device_comm_reserved_bytes() const {
+  const int64_t each = ::tera::device_comm_reserved_bytes(device_.kind);
+  int64_t groups = 0;
+  for (const Communicator* c : {g_.tp, g_.dp, g_.pp, g_.embedding, g_.kv}) groups += c != nullptr && c->size() > 1;
+  if (g_.layout.pp > 1) groups += 2;  // the routes to the previous and the next stage (each a communicator of two)
+  return groups * each;
 }
 
 std::vector<Communicator*> ProcessGroups::owned() const {

@@ -10,11 +10,14 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/device_comm.h"
 #include "core/device_memory.h"
 #include "core/parallel_layout.h"
+#include "core/status.h"
 
 namespace tera {
 
@@ -38,16 +41,34 @@ struct Groups {
   Communicator* kv_dev = nullptr;
 };
 
+// What the device communicators are made for: the backend's memory and
+// the run's choice (train.device_comm, train.comm_timeout_s).
+struct DeviceCommSetup {
+  std::string backend = "cpu";  // its name, for messages
+  DeviceAddressing addressing;
+  DeviceCommOptions options;
+};
+
 class ProcessGroups {
  public:
-  // Collective over `world` (every rank calls it with the same layout).
-  // Aborts when `addressing` needs a device communicator this build lacks
-  // (the trainer checks that first: device_communicator_error).
+  // Collective over `world` (every rank calls it with the same layout and
+  // setup). Refused, before any group is made, when the backend's memory
+  // needs a device communicator this build or machine cannot give: the
+  // message names the backend, what is missing and the choices.
   // kv_replicas: tp ranks per key/value head (ModelSpec::kv_replicas(tp); 1
   // unless tp > kv_heads), dividing tp.
-  ProcessGroups(Communicator& world, const ParallelLayout& layout, const DeviceAddressing& addressing = {},
-                int kv_replicas = 1);
+  static Expected<std::unique_ptr<ProcessGroups>> create(Communicator& world, const ParallelLayout& layout,
+                                                         const DeviceCommSetup& setup, int kv_replicas = 1);
+  // Host memory (the cpu backend): the device communicators are the host ones.
+  ProcessGroups(Communicator& world, const ParallelLayout& layout, int kv_replicas = 1);
   const Groups& groups() const { return g_; }
+  // What carries the device tensors of the groups of more than one rank, in
+  // words ("device memory; collectives staged through host memory over MPI").
+  std::string device_comm_description() const;
+  // Device memory the device communicators' library will take beyond what
+  // it holds already (device_comm_reserved_bytes per group of more than one
+  // rank, and per pipeline route): kept aside by the memory check.
+  int64_t device_comm_reserved_bytes() const;
   // Sum of the statistics of every group this rank belongs to.
   CommStats stats() const;
   void reset_stats();
@@ -55,8 +76,12 @@ class ProcessGroups {
   void set_trace(Trace* trace);
 
  private:
+  ProcessGroups() = default;
+  void make_host_groups(Communicator& world, const ParallelLayout& layout, int kv_replicas);
+  Status make_device_groups();
   std::vector<Communicator*> owned() const;  // every group made here, host and device
   Groups g_;
+  DeviceCommContext device_;
   std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_, kv_;
   std::unique_ptr<Communicator> tp_dev_, dp_dev_, pp_dev_, embedding_dev_, kv_dev_;  // null where the host one serves
 };

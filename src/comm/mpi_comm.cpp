@@ -3,6 +3,9 @@
 // thread calls MPI; OpenMP threads do compute only. Non-blocking collectives
 // progress when the owner tests or waits on them (callers poll between layers).
 #include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support, where built with CUDA
+#endif
 #include <malloc.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include <vector>
 #include <fmt/format.h>
 
+#include "comm/job_abort.h"
 #include "comm/world.h"
 #include "core/check.h"
 #include "core/timer.h"
@@ -238,6 +242,7 @@ class MpiComm final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return name_; }
+  int world_rank(int r) const override { return world_ranks_[static_cast<size_t>(r)]; }
 
   Request iall_reduce(void* buf, int64_t count, CommType t, ReduceOp op) override {
     auto r = std::make_shared<MpiRequest>(context(-1));
@@ -336,6 +341,7 @@ class MpiWorld final : public CommWorld {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     int provided = 0;
     TERA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    set_job_abort([](int code) { MPI_Abort(MPI_COMM_WORLD, code); });
     TERA_ASSERT(provided >= MPI_THREAD_FUNNELED, "MPI does not provide MPI_THREAD_FUNNELED");
     world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", false, policy_);
     MPI_Comm node;
@@ -374,5 +380,21 @@ class MpiWorld final : public CommWorld {
 }  // namespace
 
 std::unique_ptr<CommWorld> make_mpi_world() { return std::make_unique<MpiWorld>(); }
+
+bool mpi_library_takes_device_pointers(const std::string& vendor) {
+  if (vendor == "cuda") {
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    if (MPIX_Query_cuda_support() == 1) return true;
+#endif
+  }
+  if (vendor == "hip") {
+#if defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
+    if (MPIX_Query_rocm_support() == 1) return true;
+#endif
+  }
+  // Cray MPICH (Frontier): GPU support is switched on for the job.
+  const char* cray = std::getenv("MPICH_GPU_SUPPORT_ENABLED");
+  return !vendor.empty() && cray != nullptr && std::string(cray) == "1";
+}
 
 }  // namespace tera

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "comm/in_process_comm.h"
 #include "comm/world.h"
@@ -45,6 +46,65 @@ bool launched_by_mpi() {
   const char* ntasks = std::getenv("SLURM_NTASKS");
   return std::getenv("SLURM_PROCID") != nullptr && ntasks != nullptr && std::atoi(ntasks) > 1;
 }
+
+namespace {
+
+// The integer value of an environment variable, or -1.
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= 0 && n < (1 << 20) ? static_cast<int>(n) : -1;
+}
+
+// Slurm's SLURM_TASKS_PER_NODE ("4", "2(x3),1"): the tasks of the node
+// SLURM_NODEID names, or -1.
+int slurm_tasks_on_this_node() {
+  const char* spec = std::getenv("SLURM_TASKS_PER_NODE");
+  const int node = env_int("SLURM_NODEID");
+  if (spec == nullptr || node < 0) return -1;
+  int index = 0;
+  for (const char* p = spec; *p != '\0';) {
+    char* end = nullptr;
+    const long tasks = std::strtol(p, &end, 10);
+    if (end == p) return -1;
+    long repeat = 1;
+    if (*end == '(' && end[1] == 'x') {
+      repeat = std::strtol(end + 2, &end, 10);
+      if (*end != ')') return -1;
+      ++end;
+    }
+    if (node < index + repeat) return static_cast<int>(tasks);
+    index += static_cast<int>(repeat);
+    if (*end == ',') ++end;
+    p = end;
+  }
+  return -1;
+}
+
+}  // namespace
+
+LocalPlace launcher_local_place() {
+  if (!launched_by_mpi()) return {0, 1};
+  const std::pair<const char*, const char*> pairs[] = {
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"PMI_LOCAL_RANK", "PMI_LOCAL_SIZE"},
+      {"PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE"},
+  };
+  for (const auto& [rank, size] : pairs) {
+    const int r = env_int(rank), n = env_int(size);
+    if (r >= 0 && n > r) return {r, n};
+  }
+  const int r = env_int("SLURM_LOCALID"), n = slurm_tasks_on_this_node();
+  if (r >= 0 && n > r) return {r, n};
+  return {-1, -1};
+}
+
+#if !defined(TERA_HAVE_MPI)
+bool mpi_library_takes_device_pointers(const std::string&) { return false; }
+#endif
 
 std::unique_ptr<CommWorld> CommWorld::init() {
 #if defined(TERA_HAVE_MPI)

@@ -38,4 +38,20 @@ std::unique_ptr<CommWorld> make_mpi_world();
 // Hydra, PMI/PMIx or a multi-task srun).
 bool launched_by_mpi();
 
+// This process's place among the job's ranks on its node as the launcher
+// says it (Open MPI's OMPI_COMM_WORLD_LOCAL_RANK/SIZE, Slurm's
+// SLURM_LOCALID with SLURM_TASKS_PER_NODE, MPICH Hydra's MPI_LOCALRANKID/
+// MPI_LOCALNRANKS, PMI_LOCAL_RANK/SIZE, PALS): known before MPI starts, so
+// a GPU can be chosen before MPI_Init (a CUDA-aware MPI otherwise opens a
+// context on GPU 0 in every rank). {0, 1} without a launcher; {-1, -1} when
+// the launcher does not say.
+struct LocalPlace {
+  int rank = 0, size = 1;
+};
+LocalPlace launcher_local_place();
+
+// Whether the MPI library takes device pointers of this vendor ("cuda",
+// "hip"); mpi_comm.cpp (builds with MPI only).
+bool mpi_library_takes_device_pointers(const std::string& vendor);
+
 }  // namespace tera

@@ -129,6 +129,7 @@ std::vector<Field> schema() {
          }
        }},
       {"train.backend", Kind::string, str([](R c) -> std::string& { return c.train.backend; })},
+      {"train.device_comm", Kind::string, str([](R c) -> std::string& { return c.train.device_comm; })},
       {"train.precision", Kind::string,
        [](R c, const toml::node& n) {
          const std::string& v = n.as_string()->get();
@@ -299,6 +300,9 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
   if (t.eval_sequences <= 0) return err("train.eval_sequences must be positive");
   if (c.train.backend.empty()) return err("train.backend is empty; name a kernel backend (\"cpu\", `tera version` lists them)");
+  if (const std::string& d = c.train.device_comm; d != "auto" && d != "nccl" && d != "rccl" && d != "mpi" && d != "staged") {
+    return err("train.device_comm = \"" + d + "\" is not one of \"auto\", \"nccl\", \"rccl\", \"mpi\", \"staged\"");
+  }
   if (!c.precision_error.empty()) {
     return err("train.precision = \"" + c.precision_error + "\" is not one of \"fp32\", \"bf16\"");
   }
@@ -443,8 +447,9 @@ std::string run_config_to_toml(const RunConfig& c) {
       "weight_decay = {}\nbeta1 = {}\nbeta2 = {}\neps = {}\nclip = {}\nseed = {}\neval_every = {}\neval_sequences = {}\nrecompute = \"{}\"\n",
       t.steps, c.parallel.micro_batch, t.global_batch, t.lr, t.min_lr, t.warmup, t.adamw.weight_decay, t.adamw.beta1,
       t.adamw.beta2, t.adamw.eps, t.clip, t.seed, t.eval_every, t.eval_sequences, recompute_name(c.parallel.recompute));
-  s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\nbackend = {}\nprecision = \"{}\"\n", t.max_bad_steps,
-                   t.comm_timeout_s, q(t.backend), t.precision == DType::bf16 ? "bf16" : "fp32");
+  s += fmt::format("max_bad_steps = {}\ncomm_timeout_s = {}\nbackend = {}\ndevice_comm = {}\nprecision = \"{}\"\n",
+                   t.max_bad_steps, t.comm_timeout_s, q(t.backend), q(t.device_comm),
+                   t.precision == DType::bf16 ? "bf16" : "fp32");
   s += "\n[data]\ntrain = " + q(c.data.train) + "\n";
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);

@@ -27,6 +27,11 @@ struct TrainConfig {
   // The kernel backend by name (kernels/backend.h: find_backend); whether
   // this binary has it is checked when the run starts (tera train).
   std::string backend = "cpu";
+  // What carries the tensors of a device backend between ranks
+  // (comm/device_comm.h): "auto" (the vendor library where built, else
+  // GPU-aware MPI where the MPI library takes device pointers, else staged
+  // through host memory), "nccl", "rccl", "mpi" or "staged".
+  std::string device_comm = "auto";
   // "fp32", or "bf16": the linear layers' GEMMs take bf16 inputs (weights
   // rounded after each update, activations just before each product) and
   // accumulate in fp32; master weights, optimizer state, activations,

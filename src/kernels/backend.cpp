@@ -30,7 +30,7 @@ namespace {
 std::string missing_ops(const Backend& b, OpNeed need) {
   std::string out;
 #define TERA_KERNEL_OP_MISSING(o, Fn, n)                                \
-  if (kernel_op_need(KernelOp::o) == need && b.o == nullptr) out += (out.empty() ? "" : ", ") + std::string(#o);
+  if (kernel_op_need(KernelOp::o) == need && b.ops().o == nullptr) out += (out.empty() ? "" : ", ") + std::string(#o);
   TERA_BACKEND_OPS(TERA_KERNEL_OP_MISSING)
 #undef TERA_KERNEL_OP_MISSING
   return out;
@@ -63,10 +63,10 @@ std::pair<int, int> ranks_sharing_a_device(const std::vector<std::string>& ident
   return {-1, -1};
 }
 
-bool has_op(const Backend& b, KernelOp op) {
+bool Backend::has(KernelOp op) const {
   switch (op) {
 #define TERA_KERNEL_OP_HAS(o, Fn, need) \
-  case KernelOp::o: return b.o != nullptr;
+  case KernelOp::o: return ops_.o != nullptr;
     TERA_BACKEND_OPS(TERA_KERNEL_OP_HAS)
 #undef TERA_KERNEL_OP_HAS
   }

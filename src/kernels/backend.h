@@ -1,9 +1,17 @@
-// A backend is a table of functions with the signatures of ops.h. Every entry
-// is required unless marked optional; optional entries may be null and callers
-// ask supports() first. Model code holds a `const Backend&` and never branches
-// on which backend it is (DESIGN.md invariant 5).
+// A backend is an object: a table of functions with the signatures of ops.h
+// and hooks (below), and the instance's own state (BackendContext: streams,
+// library handles, scratch, caches, its allocator), which every entry
+// receives first. No backend keeps state in statics, so two backends, or
+// two instances of one, live side by side in a process (a test holds cpu and
+// gpu-emu at once). Every op is required unless marked otherwise; callers
+// ask has() first for the others. Model code holds a `const Backend&` and
+// never branches on which backend it is (DESIGN.md invariant 5).
+//
+// Instances come from the registry (backend_registry.h): make_backend(name).
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,25 +23,28 @@
 
 namespace tera {
 
-// The op list, defined once: X(field, signature, need). The Backend's
-// fields, KernelOp, kernel_op_name and the profiling backend's wrappers and
-// names all come from it. need is `required` (production code calls it; a
-// backend must fill it), `bf16` (train.precision = "bf16" calls it: a backend
-// without one of them cannot train in bf16, missing_bf16_ops) or `optional`
-// (benchmarks and conformance tests call it, or the model calls it as a
-// fused form of required ops when the backend fills it; a backend may leave
-// it null).
+// The state one backend instance keeps; each backend derives its own (the
+// cpu backend has none: its entries get null).
+class BackendContext {
+ public:
+  virtual ~BackendContext() = default;
+};
+
+// The op list, defined once: X(field, signature, need). The table's fields,
+// the Backend's calls, KernelOp, kernel_op_name and the profiling backend's
+// wrappers and names all come from it. need is `required` (production code
+// calls it; a backend must fill it), `bf16` (train.precision = "bf16" calls
+// it: a backend without one of them cannot train in bf16, missing_bf16_ops)
+// or `optional` (benchmarks and conformance tests call it, or the model
+// calls it as a fused form of required ops when the backend fills it; a
+// backend may leave it null).
 #define TERA_BACKEND_OPS(X)                                   \
   /* memory and ordering: the backend owns tensor memory */    \
   X(alloc, AllocFn, required)                                 \
   X(release, ReleaseFn, required)                             \
   X(fill, FillFn, required)                                   \
   X(copy, CopyFn, required)                                   \
-  X(event_create, EventCreateFn, optional) /* asynchronous backends */ \
-  X(event_destroy, EventDestroyFn, optional)                  \
-  X(event_record, EventRecordFn, optional)                    \
-  X(stream_wait, StreamWaitFn, optional)                      \
-  X(synchronize, SynchronizeFn, optional)                     \
+  X(synchronize, SynchronizeFn, optional) /* asynchronous backends */ \
   /* the model's ops */                                       \
   X(gemm, GemmFn, optional) /* the model calls linear_* */    \
   X(linear_forward, LinearForwardFn, required)                \
@@ -83,6 +94,28 @@ namespace tera {
   X(cast, CastFn, bf16)                                       \
   X(tile_gemm_bf16, TileGemmBf16Fn, optional) /* GPU backends: the tile primitive's check */
 
+// What a caller asks of a backend besides ops (every one optional; a null
+// hook gives the answer in brackets): X(field, signature).
+//   gemm_bf16_path    what executes bf16 GEMMs here, in words (tera train's start-up line) [""]
+//   gemm_report       which path each distinct GEMM took so far, one line each [""]
+//   unavailable       "" when the backend can run here, else why not in the driver's words [""]
+//   memory_available  bytes it can still allocate (a GPU's free memory) [0: unknown]
+//   memory_reserved   bytes its runtime holds outside alloc (a GPU's context, a
+//                     library workspace, a communication library's buffers) [0]
+//   bind_device       makes this process use the device of its rank on the node
+//                     (device_for_rank); "" on success, else why not [no devices]
+//   device_identity   the physical device this process uses (a GPU's UUID) [""]
+//   supports          which (op, dtype) pairs run natively [fp32 only]
+#define TERA_BACKEND_HOOKS(X)         \
+  X(gemm_bf16_path, GemmPathFn)       \
+  X(gemm_report, GemmReportFn)        \
+  X(unavailable, UnavailableFn)       \
+  X(memory_available, MemoryAvailableFn) \
+  X(memory_reserved, MemoryReservedFn) \
+  X(bind_device, BindDeviceFn)        \
+  X(device_identity, DeviceIdentityFn) \
+  X(supports, SupportsFn)
+
 enum class KernelOp {
 #define TERA_KERNEL_OP_ENUM(op, Fn, need) op,
   TERA_BACKEND_OPS(TERA_KERNEL_OP_ENUM)
@@ -98,45 +131,80 @@ enum class OpNeed { required, bf16, optional };
 OpNeed kernel_op_need(KernelOp op);
 inline bool kernel_op_required(KernelOp op) { return kernel_op_need(op) == OpNeed::required; }
 
-struct Backend {
-  const char* name = nullptr;
-  const char* gemm_library = nullptr;  // what executes GEMMs (reported by benchmarks)
-  // What executes bf16 GEMMs on this machine, in words (optional: with the
-  // bf16 linear ops); tera train prints it once at start-up.
-  const char* (*gemm_bf16_path)() = nullptr;
-  // optional: "" when the backend can run here, else why not in the
-  // driver's words (cuda without a usable GPU); tera train exits 2 with it.
-  std::string (*unavailable)() = nullptr;
-  // optional: bytes this backend can still allocate (a GPU's free memory),
-  // 0 when unknown. tera train checks each rank's memory plan against it
-  // before allocating; without it, against the host's available memory.
-  int64_t (*memory_available)() = nullptr;
-  // optional: makes this process use the device of its rank on the node
-  // (device_for_rank) for everything after; "" on success, else why not.
-  // tera train calls it once the ranks know their node, before any
-  // allocation. Backends of one device per process (cpu) leave it null.
-  std::string (*bind_device)(int local_rank, int local_size) = nullptr;
-  // optional: the identity of the physical device this process now uses
-  // (a GPU's UUID as nvidia-smi prints it), "" when unknown. tera train
-  // compares the ranks' after bind_device: two ranks on one GPU (every rank
-  // shown the same single GPU) are refused before NCCL would be.
-  std::string (*device_identity)() = nullptr;
+using GemmPathFn = std::string (*)(BackendContext* c);
+using GemmReportFn = std::string (*)(BackendContext* c);
+using UnavailableFn = std::string (*)(BackendContext* c);
+using MemoryAvailableFn = int64_t (*)(BackendContext* c);
+using MemoryReservedFn = int64_t (*)(BackendContext* c);
+using BindDeviceFn = std::string (*)(BackendContext* c, int local_rank, int local_size);
+using DeviceIdentityFn = std::string (*)(BackendContext* c);
+using SupportsFn = bool (*)(BackendContext* c, KernelOp op, DType dtype);
+
+// The table: one field per op and per hook (null where a backend has none).
+struct BackendOps {
+#define TERA_BACKEND_FIELD(op, Fn, ...) Fn op = nullptr;
+  TERA_BACKEND_OPS(TERA_BACKEND_FIELD)
+  TERA_BACKEND_HOOKS(TERA_BACKEND_FIELD)
+#undef TERA_BACKEND_FIELD
+};
+
+class Backend {
+ public:
+  // name and gemm_library: string literals (they outlive every instance).
+  Backend(const char* name, const char* gemm_library, DeviceAddressing addressing, BackendOps ops,
+          std::shared_ptr<BackendContext> context)
+      : name(name), gemm_library(gemm_library), addressing(addressing), ops_(ops), context_(std::move(context)) {}
+
+  const char* name;          // "cpu", "gpu-emu", ...
+  const char* gemm_library;  // what executes fp32 GEMMs (reported by benchmarks)
   // How host code reaches this backend's memory: what the device
   // communicator of each process group is (core/device_memory.h).
   DeviceAddressing addressing;
-#define TERA_BACKEND_FIELD(op, Fn, need) Fn op = nullptr;
-  TERA_BACKEND_OPS(TERA_BACKEND_FIELD)
-#undef TERA_BACKEND_FIELD
-  // optional: which (op, dtype) pairs run natively; null means fp32 only.
-  bool (*supports)(KernelOp op, DType dtype) = nullptr;
+
+  // Each op, called with the instance's context: be.linear_forward(y, x, ...).
+#define TERA_BACKEND_CALL(op, Fn, need)                      \
+  template <typename... A>                                   \
+  decltype(auto) op(A&&... a) const {                        \
+    return ops_.op(context_.get(), std::forward<A>(a)...);   \
+  }
+  TERA_BACKEND_OPS(TERA_BACKEND_CALL)
+#undef TERA_BACKEND_CALL
+
+  // The hooks, with their defaults where the backend has none.
+  std::string gemm_bf16_path() const { return ops_.gemm_bf16_path ? ops_.gemm_bf16_path(context()) : ""; }
+  std::string gemm_report() const { return ops_.gemm_report ? ops_.gemm_report(context()) : ""; }
+  std::string unavailable() const { return ops_.unavailable ? ops_.unavailable(context()) : ""; }
+  bool reports_memory() const { return ops_.memory_available != nullptr; }
+  int64_t memory_available() const { return ops_.memory_available ? ops_.memory_available(context()) : 0; }
+  int64_t memory_reserved() const { return ops_.memory_reserved ? ops_.memory_reserved(context()) : 0; }
+  bool binds_devices() const { return ops_.bind_device != nullptr; }
+  std::string bind_device(int local_rank, int local_size) const {
+    return ops_.bind_device ? ops_.bind_device(context(), local_rank, local_size) : "";
+  }
+  std::string device_identity() const { return ops_.device_identity ? ops_.device_identity(context()) : ""; }
+  bool supports(KernelOp op, DType dtype) const {
+    return ops_.supports ? ops_.supports(context(), op, dtype) : dtype == DType::f32;
+  }
+
+  bool has(KernelOp op) const;  // the op's entry is filled
+  const BackendOps& ops() const { return ops_; }
+  BackendContext* context() const { return context_.get(); }
+  // The same instance (sharing its context) with another table: wrappers
+  // (profiling) and tests of incomplete tables.
+  Backend with_ops(const char* new_name, const BackendOps& ops, std::shared_ptr<BackendContext> context) const {
+    return Backend(new_name, gemm_library, addressing, ops, std::move(context));
+  }
+
+ private:
+  BackendOps ops_;
+  std::shared_ptr<BackendContext> context_;
 };
 
 // The required ops a backend leaves null, comma-separated ("" when complete).
 std::string missing_required_ops(const Backend& b);
 // The same for the ops train.precision = "bf16" needs ("" when it can).
 std::string missing_bf16_ops(const Backend& b);
-// Whether the backend fills op (a non-null entry).
-bool has_op(const Backend& b, KernelOp op);
+inline bool has_op(const Backend& b, KernelOp op) { return b.has(op); }
 
 // The device the local_rank-th of local_size ranks on a node uses when the
 // process sees `devices` devices: one rank per device (local_rank), or
@@ -152,17 +220,19 @@ std::string too_few_devices(int local_size, int devices);
 // empty; {-1, -1} when every rank has a device of its own.
 std::pair<int, int> ranks_sharing_a_device(const std::vector<std::string>& identities);
 
+// The process's cpu backend: stateless, so one instance serves everyone
+// (kernels/backend_registry.h makes every backend, this one included).
 const Backend& cpu_backend();
-// The CPU kernels over device memory that host code cannot touch: every
-// pointer it hands out faults when the host dereferences it, and every op
-// checks that it was given device pointers (kernels/guarded/). CI runs the
-// trainer on it to prove that nothing outside kernels/ touches tensor memory.
-const Backend& cpu_guarded_backend();
 
-// Looks a backend up by name ("cpu", "cpu-guarded", "gpu-emu", and "cuda"
-// where it is built); nullptr if unknown or not built into this binary.
-const Backend* find_backend(std::string_view name);
-// The names find_backend knows, comma-separated ("cpu, cpu-guarded, gpu-emu").
-std::string backend_names();
+// Adapters from a kernel that needs no context to a table entry:
+// .linear_forward = stateless<cpu::linear_forward<float>>.
+template <auto F>
+struct StatelessEntry;
+template <typename R, typename... A, R (*F)(A...)>
+struct StatelessEntry<F> {
+  static R call(BackendContext*, A... a) { return F(a...); }
+};
+template <auto F>
+constexpr auto stateless = &StatelessEntry<F>::call;
 
 }  // namespace tera

@@ -20,16 +20,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 namespace tera {
 
 class CachingAllocator {
  public:
-  using RawAlloc = void* (*)(int64_t bytes);  // null when out of memory
-  using RawFree = void (*)(void* p);
+  using RawAlloc = std::function<void*(int64_t bytes)>;  // null when out of memory
+  using RawFree = std::function<void(void* p)>;
 
   struct Stats {
     int64_t in_use = 0;      // bytes of the blocks handed out (their classes)
@@ -38,7 +40,7 @@ class CachingAllocator {
     int64_t reuses = 0;      // requests served from the cache
   };
 
-  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free) : raw_alloc_(raw_alloc), raw_free_(raw_free) {}
+  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free) : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)) {}
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
   ~CachingAllocator() { trim(); }  // blocks still handed out stay with their owners

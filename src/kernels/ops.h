@@ -1,15 +1,19 @@
 // The backend-neutral op set: every op's signature and shape contract. Each
-// backend (cpu/ now; cuda/ later through one portability header) implements
-// these with identical signatures; model code calls them through Backend
-// (backend.h) and never branches on which backend runs.
+// backend (kernels/cpu, kernels/guarded, kernels/gpu: cuda and gpu-emu from
+// one kernel dialect) implements these with identical signatures; model code
+// calls them through a Backend object (backend.h), which passes each op its
+// own context first (BackendContext: stream, library handles, scratch), and
+// never branches on which backend runs.
 //
 // Shape legend: N = rows (tokens, B*T), B = batch, T = sequence, C = channels
 // (local to this rank: C/tp where split), H = heads (local), hs = head size,
 // V = vocabulary (real), Vp = padded vocabulary (row count of the embedding).
-// All tensor buffers are fp32, row-major, outermost dimension first, and
-// live in the backend's device memory (allocated by its `alloc`); host code
-// reaches them only through `copy`. Arguments documented as host arrays
-// (segment descriptors) are host memory whose entries point to device memory.
+// Tensors are fp32 unless an op says bf16 (uint16_t: the upper half of an
+// fp32 pattern), row-major, outermost dimension first, and live in the
+// backend's device memory (allocated by its `alloc`); host code reaches them
+// only through `copy`. Arguments documented as host arrays (segment
+// descriptors) are host memory whose entries point to device memory. On an
+// asynchronous backend an op returns once queued on the compute stream.
 //
 // Accumulation contract (the backward pass relies on it):
 //   gradients of parameters always accumulate (+=);
@@ -19,23 +23,26 @@
 
 #include <cstdint>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 
 namespace tera {
 
+class BackendContext;  // backend.h: a backend instance's own state
+
 // C[M,N] = alpha * op(A) @ op(B) + beta * C, op(A): [M,K], op(B): [K,N].
 // A is [M,K] (or [K,M] if trans_a), B is [K,N] (or [N,K] if trans_b).
-using GemmFn = void (*)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+using GemmFn = void (*)(BackendContext* c, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                         const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                         int64_t ldc);
 
 // y[N,O] = x[N,I] @ W[O,I]^T (+ b[O] when b != nullptr).
-using LinearForwardFn = void (*)(float* y, const float* x, const float* W, const float* b, int64_t N,
+using LinearForwardFn = void (*)(BackendContext* c, float* y, const float* x, const float* W, const float* b, int64_t N,
                                  int64_t I, int64_t O);
 // dx[N,I] = dy @ W (overwrite; += with accumulate_dx: a gated MLP's two
 // input projections; skipped if dx == nullptr);
 // dW[O,I] += dy^T @ x; db[O] += sum_n dy (skipped if db == nullptr).
-using LinearBackwardFn = void (*)(float* dx, float* dW, float* db, const float* dy, const float* x,
+using LinearBackwardFn = void (*)(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const float* x,
                                   const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx);
 
 // The same linear layers with bf16 GEMM inputs (train.precision = "bf16"):
@@ -46,9 +53,9 @@ using LinearBackwardFn = void (*)(float* dx, float* dW, float* db, const float* 
 // least N*O bf16 values, and the products accumulate in fp32. Every output
 // (y, dx, dW, db) is fp32 and accumulates as in the fp32 ops; db sums the
 // fp32 dy.
-using LinearForwardBf16Fn = void (*)(float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N,
+using LinearForwardBf16Fn = void (*)(BackendContext* c, float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N,
                                      int64_t I, int64_t O);
-using LinearBackwardBf16Fn = void (*)(float* dx, float* dW, float* db, const float* dy, const uint16_t* x,
+using LinearBackwardBf16Fn = void (*)(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const uint16_t* x,
                                       const uint16_t* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx,
                                       uint16_t* cast);
 
@@ -63,59 +70,59 @@ using LinearBackwardBf16Fn = void (*)(float* dx, float* dW, float* db, const flo
 //     x[N,I] = gelu(pre) (the MLP's output projection), with dx replaced by
 //     the gradient of pre: dpre[N,I] = (bf16(dy) @ W) * gelu'(pre)
 //     (overwrite); dW and db as linear_backward_bf16 (cast as there).
-using LinearGeluForwardBf16Fn = void (*)(uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W,
+using LinearGeluForwardBf16Fn = void (*)(BackendContext* c, uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W,
                                          const float* b, int64_t N, int64_t I, int64_t O, float* work);
-using LinearBackwardGeluBf16Fn = void (*)(float* dpre, float* dW, float* db, const float* dy, const uint16_t* x,
+using LinearBackwardGeluBf16Fn = void (*)(BackendContext* c, float* dpre, float* dW, float* db, const float* dy, const uint16_t* x,
                                           const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I, int64_t O,
                                           uint16_t* cast);
 
 // out[N,C] = (x - mean) * rstd * g + b; mean[N], rstd[N] saved for backward.
-using LayerNormForwardFn = void (*)(float* out, float* mean, float* rstd, const float* x, const float* g,
+using LayerNormForwardFn = void (*)(BackendContext* c, float* out, float* mean, float* rstd, const float* x, const float* g,
                                     const float* b, int64_t N, int64_t C);
 // dx[N,C] += ..., dg[C] += ..., db[C] += ... from dout[N,C].
-using LayerNormBackwardFn = void (*)(float* dx, float* dg, float* db, const float* dout, const float* x,
+using LayerNormBackwardFn = void (*)(BackendContext* c, float* dx, float* dg, float* db, const float* dout, const float* x,
                                      const float* g, const float* mean, const float* rstd, int64_t N,
                                      int64_t C);
 
 // RMSNorm (Llama): out[N,C] = x * rstd * g, rstd[N] = 1/sqrt(mean(x^2) + eps) saved.
-using RmsNormForwardFn = void (*)(float* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
+using RmsNormForwardFn = void (*)(BackendContext* c, float* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
                                   float eps);
 // The norms' bf16 forms (train.precision = "bf16", which keeps the norm
 // outputs in bf16): the same fp32 arithmetic and statistics, out rounded to
 // bf16 (nearest even) as it is written.
-using LayerNormForwardBf16Fn = void (*)(uint16_t* out, float* mean, float* rstd, const float* x, const float* g,
+using LayerNormForwardBf16Fn = void (*)(BackendContext* c, uint16_t* out, float* mean, float* rstd, const float* x, const float* g,
                                         const float* b, int64_t N, int64_t C);
-using RmsNormForwardBf16Fn = void (*)(uint16_t* out, float* rstd, const float* x, const float* g, int64_t N,
+using RmsNormForwardBf16Fn = void (*)(BackendContext* c, uint16_t* out, float* rstd, const float* x, const float* g, int64_t N,
                                       int64_t C, float eps);
 // dx[N,C] += ..., dg[C] += ... from dout[N,C].
-using RmsNormBackwardFn = void (*)(float* dx, float* dg, const float* dout, const float* x, const float* g,
+using RmsNormBackwardFn = void (*)(BackendContext* c, float* dx, float* dg, const float* dout, const float* x, const float* g,
                                    const float* rstd, int64_t N, int64_t C);
 
 // SwiGLU (Llama's gated MLP): out[n] = silu(gate[n]) * up[n]; backward
 // overwrites dgate[n] and dup[n] from dout[n] (dgate may not alias dup).
-using SwigluForwardFn = void (*)(float* out, const float* gate, const float* up, int64_t n);
-using SwigluBackwardFn = void (*)(float* dgate, float* dup, const float* gate, const float* up, const float* dout,
+using SwigluForwardFn = void (*)(BackendContext* c, float* out, const float* gate, const float* up, int64_t n);
+using SwigluBackwardFn = void (*)(BackendContext* c, float* dgate, float* dup, const float* gate, const float* up, const float* dout,
                                   int64_t n);
 // The bf16 forms (train.precision = "bf16", which keeps the MLP's
 // activations in bf16): gate, up and out are bf16, the arithmetic and the
 // gradients fp32; out is rounded to nearest even. dup may alias dout.
-using SwigluForwardBf16Fn = void (*)(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n);
-using SwigluBackwardBf16Fn = void (*)(float* dgate, float* dup, const uint16_t* gate, const uint16_t* up,
+using SwigluForwardBf16Fn = void (*)(BackendContext* c, uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n);
+using SwigluBackwardBf16Fn = void (*)(BackendContext* c, float* dgate, float* dup, const uint16_t* gate, const uint16_t* up,
                                       const float* dout, int64_t n);
 
 // Rotary position embeddings (Hugging Face Llama's rotate-half convention),
 // in place on the q and k heads of qkv[N,(H+2KV)*hs] (layout as the
 // attention's), row n at position n mod T, frequencies theta^(-2i/hs). The
 // backward rotates the q and k gradients in dqkv back (in place).
-using RopeFn = void (*)(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta);
+using RopeFn = void (*)(BackendContext* c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta);
 
 // GELU, tanh approximation: out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-using GeluForwardFn = void (*)(float* out, const float* x, int64_t n);
-using GeluBackwardFn = void (*)(float* dx, const float* x, const float* dout, int64_t n);  // overwrite
+using GeluForwardFn = void (*)(BackendContext* c, float* out, const float* x, int64_t n);
+using GeluBackwardFn = void (*)(BackendContext* c, float* dx, const float* x, const float* dout, int64_t n);  // overwrite
 // The bf16 forms: x and out bf16 (out rounded to nearest even), the
 // arithmetic and dx, dout fp32 (dx may alias dout).
-using GeluForwardBf16Fn = void (*)(uint16_t* out, const uint16_t* x, int64_t n);
-using GeluBackwardBf16Fn = void (*)(float* dx, const uint16_t* x, const float* dout, int64_t n);
+using GeluForwardBf16Fn = void (*)(BackendContext* c, uint16_t* out, const uint16_t* x, int64_t n);
+using GeluBackwardBf16Fn = void (*)(BackendContext* c, float* dx, const uint16_t* x, const float* dout, int64_t n);
 
 // Causal self-attention over local heads, with grouped keys and values
 // (grouped-query attention: KV key/value heads shared by H query heads; KV = H
@@ -126,19 +133,19 @@ using GeluBackwardBf16Fn = void (*)(float* dx, const uint16_t* x, const float* d
 //
 // naive: the probabilities probs[B,H,T,T] (softmax rows, zero above the
 // diagonal) are saved for backward.
-using AttentionForwardFn = void (*)(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H,
+using AttentionForwardFn = void (*)(BackendContext* c, float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H,
                                     int64_t KV, int64_t hs);
 // dqkv[B,T,(H+2KV)*hs] (overwrite) from dout[B,T,H*hs].
-using AttentionBackwardFn = void (*)(float* dqkv, const float* dout, const float* qkv, const float* probs,
+using AttentionBackwardFn = void (*)(BackendContext* c, float* dqkv, const float* dout, const float* qkv, const float* probs,
                                      int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
 // flash (Dao et al. 2022): tiles of queries and keys with an online softmax;
 // only out and the row log-sum-exp lse[B,H,T] (log of the sum of exp of the
 // scaled scores) are saved, no T x T matrix.
-using FlashAttentionForwardFn = void (*)(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+using FlashAttentionForwardFn = void (*)(BackendContext* c, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
                                          int64_t KV, int64_t hs);
 // dqkv (overwrite) from dout, recomputing each probability from qkv and lse;
 // out gives D_t = dout_t . out_t.
-using FlashAttentionBackwardFn = void (*)(float* dqkv, const float* dout, const float* qkv, const float* out,
+using FlashAttentionBackwardFn = void (*)(BackendContext* c, float* dqkv, const float* dout, const float* qkv, const float* out,
                                           const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs);
 // The _bf16 forms (train.precision = "bf16"): qkv, and out as the backward
 // reads it, in bf16 (kept so); the forward writes out in fp32; every other
@@ -146,38 +153,38 @@ using FlashAttentionBackwardFn = void (*)(float* dqkv, const float* dout, const 
 // the probabilities and the score gradients rounded before they multiply)
 // with fp32 accumulation; softmax statistics, lse and D (from the bf16 out)
 // stay fp32.
-using FlashAttentionForwardBf16Fn = void (*)(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T,
+using FlashAttentionForwardBf16Fn = void (*)(BackendContext* c, float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T,
                                              int64_t H, int64_t KV, int64_t hs);
-using FlashAttentionBackwardBf16Fn = void (*)(float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
+using FlashAttentionBackwardBf16Fn = void (*)(BackendContext* c, float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
                                               const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV,
                                               int64_t hs);
 
 // out[n] = a[n] + b[n]   (out may alias a).
-using ResidualForwardFn = void (*)(float* out, const float* a, const float* b, int64_t n);
+using ResidualForwardFn = void (*)(BackendContext* c, float* out, const float* a, const float* b, int64_t n);
 
 // Fused softmax + cross-entropy over the first V of Vp columns (columns >= V
 // are padding: excluded from the softmax, gradient 0). losses[N]; targets[N]
 // (a target < 0 is ignored: loss 0, gradient 0). Overwrites logits[N,Vp] with
 // dlogits = dloss * (softmax - onehot). Returns nothing; losses are per row.
-using CrossEntropyFn = void (*)(float* losses, float* logits, const int32_t* targets, int64_t N,
+using CrossEntropyFn = void (*)(BackendContext* c, float* losses, float* logits, const int32_t* targets, int64_t N,
                                 int64_t V, int64_t Vp, float dloss);
 // Softmax probabilities of one row's first V entries (generation).
-using SoftmaxRowFn = void (*)(float* probs, const float* logits, int64_t V, float temperature);
+using SoftmaxRowFn = void (*)(BackendContext* c, float* probs, const float* logits, int64_t V, float temperature);
 
 // out[n,:] = wte_local[tokens[n] - v0, :] if v0 <= tokens[n] < v1, else 0
 // (vocab-parallel: this rank holds rows [v0, v1) of the embedding).
-using EmbeddingLookupFn = void (*)(float* out, const int32_t* tokens, const float* wte_local, int64_t v0, int64_t v1,
+using EmbeddingLookupFn = void (*)(BackendContext* c, float* out, const int32_t* tokens, const float* wte_local, int64_t v0, int64_t v1,
                                    int64_t N, int64_t C);
 // dwte_local[tokens[n] - v0, :] += dout[n, :] for tokens in [v0, v1).
-using EmbeddingLookupBackwardFn = void (*)(float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
+using EmbeddingLookupBackwardFn = void (*)(BackendContext* c, float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
                                            int64_t v1, int64_t N, int64_t C);
 // Token i of a run of N flattened tokens starting at global token n0 sits at
 // position (n0 + i) mod T: out[i,:] += wpe[pos, :]; backward dwpe[pos,:] += dout[i,:].
-using PositionAddFn = void (*)(float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C);
-using PositionAddBackwardFn = void (*)(float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C);
+using PositionAddFn = void (*)(BackendContext* c, float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C);
+using PositionAddBackwardFn = void (*)(BackendContext* c, float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C);
 
 // out[n,c] = a[n,c] + bias[c] + residual[n,c] (bias, residual may be null; out may alias a).
-using BiasResidualFn = void (*)(float* out, const float* a, const float* bias, const float* residual, int64_t N,
+using BiasResidualFn = void (*)(BackendContext* c, float* out, const float* a, const float* bias, const float* residual, int64_t N,
                                 int64_t C);
 
 // Cross-entropy in phases, so that a vocabulary split across ranks can reduce
@@ -189,10 +196,10 @@ using BiasResidualFn = void (*)(float* out, const float* a, const float* bias, c
 //                sums[n] = sum of them; target_logit[n] = l[y - v0] if y is local, else 0
 //   ce_finalize: with the global Z and l_y: losses[n] = log Z + m - l_y and
 //                logits <- dloss * (e / Z - onehot) (the gradient)
-using CeMaxFn = void (*)(float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld);
-using CeExpSumFn = void (*)(float* sums, float* target_logit, float* logits, const int32_t* targets,
+using CeMaxFn = void (*)(BackendContext* c, float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld);
+using CeExpSumFn = void (*)(BackendContext* c, float* sums, float* target_logit, float* logits, const int32_t* targets,
                             const float* rowmax, int64_t N, int64_t valid, int64_t ld, int64_t v0);
-using CeFinalizeFn = void (*)(float* losses, float* logits, const int32_t* targets, const float* rowmax,
+using CeFinalizeFn = void (*)(BackendContext* c, float* losses, float* logits, const int32_t* targets, const float* rowmax,
                               const float* sums, const float* target_logit, int64_t N, int64_t valid, int64_t ld,
                               int64_t v0, float dloss);
 
@@ -201,26 +208,20 @@ using CeFinalizeFn = void (*)(float* losses, float* logits, const int32_t* targe
 // Device memory of `bytes` bytes, 64-byte aligned, contents undefined;
 // nullptr when the device cannot give it (callers turn that into an
 // AllocationError naming the buffer class).
-using AllocFn = void* (*)(int64_t bytes);
-using ReleaseFn = void (*)(void* p);  // p from alloc (null: nothing)
+using AllocFn = void* (*)(BackendContext* c, int64_t bytes);
+using ReleaseFn = void (*)(BackendContext* c, void* p);  // p from alloc (null: nothing)
 // dst[0, n) = value converted to t (f32, f64, i32, bf16).
-using FillFn = void (*)(void* dst, DType t, double value, int64_t n);
-// Copies `bytes` bytes. Ordered after every op issued before it. host_to_device:
-// src may be reused when copy returns; device_to_host: dst holds the data when
-// copy returns (the host waits for it); device_to_device: asynchronous where
-// the backend is. The pointers on the host side are host memory, the others
-// device memory.
-enum class CopyKind { host_to_device, device_to_host, device_to_device };
-using CopyFn = void (*)(void* dst, const void* src, int64_t bytes, CopyKind kind);
-// Ordering on asynchronous backends (optional: a synchronous backend runs
-// every op to completion before it returns and leaves them null). Streams:
-// compute (every op), comm (the device communicator's collectives).
-enum class Stream { compute, comm };
-using EventCreateFn = void* (*)();
-using EventDestroyFn = void (*)(void* event);
-using EventRecordFn = void (*)(void* event, Stream s);  // completes when the work issued on s so far has
-using StreamWaitFn = void (*)(Stream s, void* event);   // later work on s starts after the event
-using SynchronizeFn = void (*)();                       // the host waits for all issued work
+using FillFn = void (*)(BackendContext* c, void* dst, DType t, double value, int64_t n);
+// Copies `bytes` bytes, ordered after every op issued before it (CopyKind,
+// core/device_memory.h). host_to_device: src may be reused when copy returns
+// (an asynchronous backend stages it); device_to_host: dst holds the data
+// when copy returns (the host waits for the stream); device_to_device:
+// asynchronous where the backend is. The pointers on the host side are host
+// memory, the others device memory.
+using CopyFn = void (*)(BackendContext* c, void* dst, const void* src, int64_t bytes, CopyKind kind);
+// The host waits for all work issued so far (optional: a synchronous backend
+// runs every op to completion before it returns and leaves it null).
+using SynchronizeFn = void (*)(BackendContext* c);
 
 // --- Reductions whose results stay on the device -------------------------
 
@@ -234,12 +235,12 @@ struct SegmentRef {
 // out[g] = sum over segments s with s.group == g of sum_i s.data[i]^2,
 // accumulated in double in a fixed order (deterministic); out[groups] is
 // device memory, overwritten (groups with no segment are 0).
-using SumSquaresFn = void (*)(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
+using SumSquaresFn = void (*)(BackendContext* c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
 // out[g] = number of non-finite values (inf, nan) in group g's segments.
-using CountNonfiniteFn = void (*)(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
+using CountNonfiniteFn = void (*)(BackendContext* c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);
 // acc[0] += sum of x[0, n), in double (the loss sum of a step, copied to the
 // host once per step).
-using AccumulateSumFn = void (*)(double* acc, const float* x, int64_t n);
+using AccumulateSumFn = void (*)(BackendContext* c, double* acc, const float* x, int64_t n);
 
 // AdamW (PyTorch's torch.optim.AdamW arithmetic) over many flat tensors in
 // one call, each with its own weight decay:
@@ -264,16 +265,16 @@ struct AdamWSegment {  // every pointer device memory
 // nonfinite == nullptr: apply the update to every segment. Otherwise a dry
 // run: nothing is written; nonfinite[0] (device) = number of elements whose
 // updated p, m or v would be non-finite.
-using AdamWFn = void (*)(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite);
+using AdamWFn = void (*)(BackendContext* c, const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite);
 
 // C[M,N] = A[M,K] B[K,N] with bf16 A and B, fp32 accumulation and C,
 // row-major, M, N and K multiples of 16: the GPU backends' tile
 // multiply-accumulate primitive (kernels/gpu/mma.h) over a whole product, its
 // conformance check; the model's GEMMs go through the linear ops.
-using TileGemmBf16Fn = void (*)(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K);
+using TileGemmBf16Fn = void (*)(BackendContext* c, float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K);
 
 // dst[0, n) = src[0, n) converted from src_t to dst_t (f32, f64, bf16;
 // to bf16: round to nearest even).
-using CastFn = void (*)(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);
+using CastFn = void (*)(BackendContext* c, void* dst, DType dst_t, const void* src, DType src_t, int64_t n);
 
 }  // namespace tera

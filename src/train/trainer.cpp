@@ -100,21 +100,36 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
       t->data_ = std::move(*data);
     }
   }
-  // The backend's memory must be reachable by a device communicator this build has.
-  if (local && backend.addressing.kind == DeviceAddressing::Kind::device) {
-    local = Status::error(cfg.source + ": train.backend = \"" + cfg.train.backend + "\" keeps tensors in device memory, "
-                          "which needs NCCL/RCCL device communicators; this build has none");
+  if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {
+    if (!local) return local;
+    return Status::peer_failed("another rank could not start (its message above names the problem)");
+  }
+  // The process groups, and each one's device communicator as the
+  // backend's memory and this build allow (refused with the choices when
+  // none can be made; the choice is the same on every rank).
+  {
+    DeviceCommSetup setup{backend.name, backend.addressing, DeviceCommOptions{cfg.train.device_comm, cfg.train.comm_timeout_s}};
+    auto groups = ProcessGroups::create(world, layout, setup, static_cast<int>(ModelSpec(cfg.model).kv_replicas(layout.tp)));
+    if (!groups) return Status::error(cfg.source + ": train.backend = \"" + cfg.train.backend + "\": " + groups.error());
+    t->groups_ = std::move(*groups);
   }
   // Limits before allocation: every rank checks its own share, of its
-  // device's memory where the backend reports it (one rank per device),
-  // else of the node's host memory.
-  if (local && (backend.memory_available != nullptr || options.ranks_on_node > 0)) {
+  // device's memory where the backend reports it (one rank per device; what
+  // its runtime still takes kept aside), else of the node's host memory.
+  if (backend.reports_memory() || options.ranks_on_node > 0) {
     const MemoryReport need = estimate_rank_memory(cfg, layout, layout.coord(world.rank()));
-    const std::string refusal =
-        backend.memory_available != nullptr
-            ? memory_refusal(need, backend.memory_available(), 1, world.rank(),
-                             std::string(backend.name) + " device memory")
-            : memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
+    std::string refusal;
+    if (backend.reports_memory()) {
+      const int64_t available = backend.memory_available();
+      const int64_t reserved = backend.memory_reserved() + t->groups_->device_comm_reserved_bytes();
+      const std::string what = std::string(backend.name) + " device memory" +
+                               (reserved > 0 ? " (after " + human_bytes(reserved) + " kept for the GPU runtime, its libraries' "
+                                                               "workspaces and the communication library's buffers)"
+                                              : "");
+      refusal = memory_refusal(need, available > 0 ? std::max<int64_t>(1, available - reserved) : 0, 1, world.rank(), what);
+    } else {
+      refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
+    }
     if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
   if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {
@@ -122,8 +137,6 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
     return Status::peer_failed("another rank could not start (its message above names the problem)");
   }
 
-  t->groups_ = std::make_unique<ProcessGroups>(world, layout, backend.addressing,
-                                               static_cast<int>(ModelSpec(cfg.model).kv_replicas(layout.tp)));
   if (!trace_path.empty()) {
     t->trace_ = std::make_unique<Trace>(world.rank());
     t->trace_path_ = trace_path;

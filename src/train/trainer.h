@@ -122,6 +122,8 @@ class Trainer {
   const RunConfig& config() const { return cfg_; }
   const ModelSpec& spec() const { return engine_->spec(); }
   const Groups& groups() const { return groups_->groups(); }
+  // What carries the backend's tensors between ranks, in words (the start-up line).
+  std::string device_comm() const { return groups_->device_comm_description(); }
   bool is_first_rank() const { return groups().rank == 0; }
   MemoryReport memory() const;  // this rank
   const Backend& backend() const { return be_; }

@@ -9,7 +9,7 @@
 
 #include "ckpt/hf_gpt2.h"
 #include "core/rng.h"
-#include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "model/gpt.h"
 
 using namespace tera;
@@ -26,11 +26,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int64_t B = 2, T = cfg.seq_len, V = cfg.vocab;
-  const Backend* be = find_backend(argc > 3 ? argv[3] : "cpu");
-  if (be == nullptr) {
-    std::fprintf(stderr, "unknown backend %s\n", argv[3]);
+  auto made = make_backend(argc > 3 ? argv[3] : "cpu");
+  if (!made) {
+    std::fprintf(stderr, "%s\n", made.error().c_str());
     return 2;
   }
+  const std::unique_ptr<Backend> be = std::move(*made);
   Gpt model(ModelSpec(cfg), *be, B);
   std::vector<float> host(static_cast<size_t>(model.table().total_floats()), 0.0f);
   for (const GlobalTensor& t : *weights) {

@@ -625,8 +625,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tera-device-check: --warp must be 32 or 64\n");
       return 2;
     }
-    tera::gpu::emu::set_warp_size(warp);
-    return tera::run(tera::gpu_emu_backend(), true, false, "SIMT emulator, warp " + std::to_string(warp), json);
+    tera::GpuEmuOptions o;
+    o.warp = warp;
+    const auto be = tera::make_gpu_emu_backend(o);
+    return tera::run(*be, true, false, "SIMT emulator, warp " + std::to_string(warp), json);
   }
 #endif
 #if defined(TERA_HAVE_CUDA)
@@ -640,7 +642,8 @@ int main(int argc, char** argv) {
       std::printf("tera-device-check: cuda: ready on %s\n", tera::cuda_device_name().c_str());
       return 0;
     }
-    return tera::run(tera::cuda_backend(), small, with_bench, tera::cuda_device_name(), json);
+    const auto be = tera::make_cuda_backend();
+    return tera::run(*be, small, with_bench, tera::cuda_device_name(), json);
   }
 #endif
   std::fprintf(stderr, "tera-device-check: backend %s is not built into this binary\n%s", backend.c_str(), usage);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "kernels/profiling_backend.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_ops.h"
@@ -126,14 +127,20 @@ std::vector<double> uniform_tol(size_t n, double t) { return std::vector<double>
 // saying so.
 class Conformance : public ::testing::TestWithParam<const char*> {
  protected:
-  const Backend& be() const {
+  void SetUp() override {
     const std::string name = GetParam();
     if (name.rfind("gpu-emu", 0) == 0) {
-      gpu::emu::set_warp_size(name == "gpu-emu-w64" ? 64 : 32);
-      return gpu_emu_backend();
+      GpuEmuOptions o;
+      o.warp = name == "gpu-emu-w64" ? 64 : 32;
+      backend_ = make_gpu_emu_backend(o);
+    } else {
+      auto made = make_backend(name);
+      ASSERT_TRUE(made.ok()) << made.error();
+      backend_ = std::move(*made);
     }
-    return *find_backend(name);
   }
+  const Backend& be() const { return *backend_; }
+  std::unique_ptr<Backend> backend_;  // an instance of its own per case
 };
 
 // Skips the case on a backend that does not fill every op it uses.
@@ -654,7 +661,7 @@ TEST_P(Conformance, FlashAttentionBf16MatchesFp64WithinTheDerivedBound) {
   for (size_t k = 0; k < shapes.size(); ++k) {
     const auto [B, T, H, KV, hs] = shapes[k];
     const size_t tile = k < kAttentionShapes.size() ? 0 : 1;
-    const int64_t tile_launches = emu ? gpu::emu::launches("flash_attention_forward_tc_k") : 0;
+    const int64_t tile_launches = emu ? gpu_emu_launches(be(), "flash_attention_forward_tc_k") : 0;
     const int64_t C = H * hs, W = (H + 2 * KV) * hs;
     auto qkv = bf16_values(in.normal(B * T * W)), R = in.normal(B * T * C);
     std::vector<double> y(B * T * C), lse(B * H * T), dqkv(qkv.size());
@@ -675,7 +682,7 @@ TEST_P(Conformance, FlashAttentionBf16MatchesFp64WithinTheDerivedBound) {
     for (size_t i = 0; i < y.size(); ++i) worst_y[tile] = std::max(worst_y[tile], std::abs(yh[i] - y[i]) / tol_y[i]);
     for (size_t i = 0; i < dqkv.size(); ++i) worst_d[tile] = std::max(worst_d[tile], std::abs(dh[i] - dqkv[i]) / tol_d[i]);
     if (emu) {
-      EXPECT_EQ(gpu::emu::launches("flash_attention_forward_tc_k") - tile_launches, static_cast<int64_t>(tile))
+      EXPECT_EQ(gpu_emu_launches(be(), "flash_attention_forward_tc_k") - tile_launches, static_cast<int64_t>(tile))
           << "T " << T << ", hs " << hs << ": the tile kernel runs exactly where flash_tc_fits";
     }
   }
@@ -1032,10 +1039,10 @@ TEST_P(Conformance, AdamWManySegmentsInOneCall) {
   be().adamw(segs.data(), static_cast<int64_t>(segs.size()), a, bad);
   EXPECT_EQ(device_doubles(be(), bad, 1)[0], 0.0) << "the dry run counted an element outside the segments";
   const bool emu = std::string(be().name) == "gpu-emu";
-  const int64_t launches = emu ? gpu::emu::launches("adamw_multi_k") : 0;
+  const int64_t launches = emu ? gpu_emu_launches(be(), "adamw_multi_k") : 0;
   be().adamw(segs.data(), static_cast<int64_t>(segs.size()), a, nullptr);
   if (emu) {
-    EXPECT_EQ(gpu::emu::launches("adamw_multi_k") - launches, (nonempty + gpu::kAdamWBatch - 1) / gpu::kAdamWBatch);
+    EXPECT_EQ(gpu_emu_launches(be(), "adamw_multi_k") - launches, (nonempty + gpu::kAdamWBatch - 1) / gpu::kAdamWBatch);
   }
   // p, m and v against fp64 on the same fp32 inputs: a few roundings each.
   std::vector<double> pd = p, gd = g, md = m, vd = v;
@@ -1143,23 +1150,80 @@ TEST(BackendTable, IsComplete) {
   EXPECT_STREQ(be.name, "cpu");
   EXPECT_TRUE(be.supports(KernelOp::gemm, DType::f32));
   EXPECT_FALSE(be.supports(KernelOp::gemm, DType::bf16));
-  EXPECT_EQ(find_backend("cpu"), &be);
-  EXPECT_EQ(find_backend("cpu-guarded"), &cpu_guarded_backend());
-  EXPECT_EQ(find_backend("tpu"), nullptr);
-  EXPECT_EQ(find_backend("gpu-emu"), &gpu_emu_backend());
-  // Every name listed is found, and every table it finds is complete.
-  std::string names = backend_names() + ", ";
-  for (size_t at = 0, comma; (comma = names.find(", ", at)) != std::string::npos; at = comma + 2) {
-    const std::string name = names.substr(at, comma - at);
-    const Backend* b = find_backend(name);
-    ASSERT_NE(b, nullptr) << name;
-    EXPECT_STREQ(b->name, name.c_str());
-    EXPECT_EQ(missing_required_ops(*b), "") << name;
+  const auto tpu = make_backend("tpu");
+  ASSERT_FALSE(tpu.ok());
+  EXPECT_NE(tpu.error().find("is not a backend of this binary; it has: cpu, cpu-guarded, gpu-emu"),
+            std::string::npos)
+      << tpu.error();
+  // Every name listed makes a complete instance (cuda without a GPU: a refusal saying why).
+  for (const std::string& name : backend_list()) {
+    auto made = make_backend(name);
+    if (name == "cuda" && !made.ok()) {
+      EXPECT_NE(made.error().find("cannot start on this machine: no usable GPU"), std::string::npos)
+          << made.error();
+      continue;
+    }
+    ASSERT_TRUE(made.ok()) << made.error();
+    EXPECT_STREQ((*made)->name, name.c_str());
+    EXPECT_EQ(missing_required_ops(**made), "") << name;
   }
   EXPECT_EQ(backend_names().rfind("cpu, cpu-guarded, gpu-emu", 0), 0u) << backend_names();
   EXPECT_EQ(be.addressing.kind, DeviceAddressing::Kind::host);
-  EXPECT_EQ(cpu_guarded_backend().addressing.kind, DeviceAddressing::Kind::mapped_host);
-  EXPECT_EQ(gpu_emu_backend().addressing.kind, DeviceAddressing::Kind::mapped_host);
+  EXPECT_EQ((*make_backend("cpu-guarded"))->addressing.kind, DeviceAddressing::Kind::mapped_host);
+  const auto emu = make_gpu_emu_backend({});
+  EXPECT_EQ(emu->addressing.kind, DeviceAddressing::Kind::device);
+  ASSERT_NE(emu->addressing.queue, nullptr);
+  EXPECT_TRUE(emu->addressing.queue->emulated());
+  EXPECT_STREQ(emu->addressing.queue->vendor(), "");
+}
+
+// Two instances are two devices: cpu, gpu-emu at warp 32 and gpu-emu at
+// warp 64 in one process, used in turn, each with its own stream, memory
+// and launch counts, give the cpu's results.
+TEST(BackendTable, BackendsLiveSideBySide) {
+  const Backend& cpu = cpu_backend();
+  GpuEmuOptions w64;
+  w64.warp = 64;
+  const auto a = make_gpu_emu_backend({}), b = make_gpu_emu_backend(w64);
+  Inputs in;
+  const int64_t N = 37, C = 19;
+  const auto x = in.normal(N * C), g = in.normal(C), bias = in.normal(C);
+  std::vector<float> want(static_cast<size_t>(N * C)), mean(N), rstd(N);
+  std::vector<float> xf(x.begin(), x.end()), gf(g.begin(), g.end()), bf(bias.begin(), bias.end());
+  cpu.layernorm_forward(want.data(), mean.data(), rstd.data(), xf.data(), gf.data(), bf.data(), N, C);
+  for (int round = 0; round < 2; ++round) {
+    for (const Backend* be : {a.get(), b.get()}) {
+      F32 X(*be, x), G(*be, g), Bi(*be, bias), out(*be, want.size()), mu(*be, N), rs(*be, N);
+      be->layernorm_forward(out.p, mu.p, rs.p, X.p, G.p, Bi.p, N, C);
+      const auto got = out.host();
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5) << be->name << " element " << i;
+    }
+  }
+  EXPECT_EQ(gpu_emu_launches(*a, "layernorm_forward_k"), 2);
+  EXPECT_EQ(gpu_emu_launches(*b, "layernorm_forward_k"), 2);
+  EXPECT_EQ(gpu_emu_compute_stream(*a).warp(), 32);
+  EXPECT_EQ(gpu_emu_compute_stream(*b).warp(), 64);
+}
+
+// gpu-emu's stream is asynchronous: a launch returns before it runs (lazy:
+// it runs only once something waits for it), a device-to-host copy waits.
+TEST(BackendTable, GpuEmuRunsOpsOnAnAsynchronousStream) {
+  const auto be = make_gpu_emu_backend({});
+  DeviceQueue& q = *be->addressing.queue;
+  auto* d = static_cast<float*>(be->alloc(1024 * sizeof(float)));
+  be->fill(d, DType::f32, 2.0, 1024);
+  gpu::emu::Stream& s = gpu_emu_compute_stream(*be);
+  EXPECT_GT(s.issued(), 0u);
+  EXPECT_EQ(s.completed(), 0u) << "a lazy stream ran work nobody waited for";
+  DeviceQueue::Event e = q.event_create();
+  q.event_record(e, DeviceStream::compute);
+  q.event_wait(e);
+  EXPECT_TRUE(q.event_done(e));
+  std::vector<float> h(1024);
+  be->copy(h.data(), d, 1024 * sizeof(float), CopyKind::device_to_host);
+  EXPECT_EQ(h[1023], 2.0f);
+  q.event_destroy(e);
+  be->release(d);
 }
 
 TEST(BackendTable, OneOpListGivesFieldsNamesAndTheProfiler) {
@@ -1173,27 +1237,54 @@ TEST(BackendTable, OneOpListGivesFieldsNamesAndTheProfiler) {
   for (int i = 0; i < kKernelOps; ++i) names.insert(kernel_op_name(static_cast<KernelOp>(i)));
   EXPECT_EQ(static_cast<int>(names.size()), kKernelOps);
   // A table without a required op says which.
-  Backend partial = cpu;
-  partial.attention_backward = nullptr;
-  partial.gemm = nullptr;  // optional: not reported
+  BackendOps ops = cpu.ops();
+  ops.attention_backward = nullptr;
+  ops.gemm = nullptr;  // optional: not reported
+  const Backend partial = cpu.with_ops("partial", ops, nullptr);
   EXPECT_EQ(missing_required_ops(partial), "attention_backward");
   // The profiler wraps every op the inner table has, forwards it, and counts it.
-  const Backend& prof = profiling_backend(cpu);
-  EXPECT_EQ(missing_required_ops(prof), "");
-  profiling_reset();
+  const auto prof = make_profiling_backend(cpu);
+  EXPECT_EQ(missing_required_ops(*prof), "");
+  profiling_reset(*prof);
   std::vector<float> x = {1, 2, 3, 4}, w = {0.5f, -1, 2, 0.25f}, y(4), y_ref(4);
-  prof.linear_forward(y.data(), x.data(), w.data(), nullptr, 2, 2, 2);
+  prof->linear_forward(y.data(), x.data(), w.data(), nullptr, 2, 2, 2);
   cpu.linear_forward(y_ref.data(), x.data(), w.data(), nullptr, 2, 2, 2);
   EXPECT_EQ(y, y_ref);
   double sq = 0;
   const SegmentRef seg{x.data(), 4, 0};
-  prof.sum_squares(&sq, &seg, 1, 1);
+  prof->sum_squares(&sq, &seg, 1, 1);
   EXPECT_DOUBLE_EQ(sq, 30.0);
-  const std::string report = profiling_report();
+  const std::string report = profiling_report(*prof);
   EXPECT_NE(report.find("linear_forward"), std::string::npos) << report;
   EXPECT_NE(report.find("sum_squares"), std::string::npos) << report;
   EXPECT_EQ(report.find("attention_forward"), std::string::npos) << report;  // never called
-  profiling_reset();
+  profiling_reset(*prof);
+}
+
+// The profiler forwards every hook of an asynchronous backend, and an op it
+// times has run when it returns (it synchronizes around each op): on
+// gpu-emu's lazy stream nothing else would have made it run.
+TEST(BackendTable, ProfilerForwardsEveryHookAndWaitsForTheOp) {
+  GpuEmuOptions o;
+  o.memory = int64_t{64} << 20;
+  const auto inner = make_gpu_emu_backend(o);
+  const auto prof = make_profiling_backend(*inner);
+#define TERA_EXPECT_HOOK(hook, Fn) \
+  EXPECT_EQ(prof->ops().hook != nullptr, inner->ops().hook != nullptr) << #hook;
+  TERA_BACKEND_HOOKS(TERA_EXPECT_HOOK)
+#undef TERA_EXPECT_HOOK
+  EXPECT_TRUE(prof->binds_devices());
+  EXPECT_TRUE(prof->reports_memory());
+  EXPECT_EQ(prof->memory_available(), inner->memory_available());
+  EXPECT_EQ(prof->bind_device(0, 1), "");
+  EXPECT_EQ(prof->device_identity(), inner->device_identity());
+  EXPECT_EQ(prof->addressing.queue, inner->addressing.queue);
+  gpu::emu::Stream& s = gpu_emu_compute_stream(*inner);
+  auto* d = static_cast<float*>(prof->alloc(4096 * sizeof(float)));
+  prof->fill(d, DType::f32, 1.0, 4096);
+  EXPECT_TRUE(s.done(s.issued())) << "the profiled fill returned before it ran";
+  EXPECT_GT(profiling_seconds(*prof, "fill"), 0.0);
+  prof->release(d);
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "kernels/device_arena.h"
 
 // An impossible allocation must return null under AddressSanitizer too (its
@@ -20,7 +22,9 @@ namespace {
 
 class DeviceArenaTest : public ::testing::TestWithParam<const char*> {
  protected:
-  const Backend& be() const { return *find_backend(GetParam()); }
+  void SetUp() override { backend_ = std::move(*make_backend(GetParam())); }
+  const Backend& be() const { return *backend_; }
+  std::unique_ptr<Backend> backend_;
 };
 
 TEST_P(DeviceArenaTest, ViewsAreTypedAlignedAndZeroFilled) {
@@ -60,7 +64,8 @@ TEST_P(DeviceArenaTest, ImpossibleSizeThrowsAllocationErrorNamingTheClass) {
 INSTANTIATE_TEST_SUITE_P(Backends, DeviceArenaTest, ::testing::Values("cpu", "cpu-guarded"));
 
 TEST(GuardedBackend, HostReadOrWriteOfDeviceMemoryFaults) {
-  const Backend& be = cpu_guarded_backend();
+  const auto guarded = make_cpu_guarded_backend();
+  const Backend& be = *guarded;
   ArenaLayout layout("parameters");
   layout.add("params", DType::f32, 64);
   DeviceArena arena(be, layout);
@@ -77,7 +82,8 @@ TEST(GuardedBackend, HostReadOrWriteOfDeviceMemoryFaults) {
 }
 
 TEST(GuardedBackend, OpsRefuseHostMemoryAndCopiesTheWrongDirection) {
-  const Backend& be = cpu_guarded_backend();
+  const auto guarded = make_cpu_guarded_backend();
+  const Backend& be = *guarded;
   ArenaLayout layout("workspace");
   layout.add("x", DType::f32, 8);
   DeviceArena arena(be, layout);

@@ -4,6 +4,7 @@
 // would hang or corrupt on are reported as deadlocks that abort.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -57,8 +58,17 @@ TERA_KERNEL two_barriers_k(int* out) {
   out[thread_x()] = 1;
 }
 
+// A gpu-emu instance at the test's warp width; ctx is what TERA_LAUNCH
+// queues on (its compute stream).
 struct Device {
-  const Backend& be = gpu_emu_backend();
+  explicit Device(int warp) : owned(make_gpu_emu_backend(GpuEmuOptions{.warp = warp})), be(*owned) {
+    ctx.stream = &gpu_emu_compute_stream(be);
+  }
+  std::unique_ptr<Backend> owned;
+  const Backend& be;
+  struct {
+    emu::Stream* stream = nullptr;
+  } ctx;
   template <typename T>
   T* alloc(int64_t n) {
     return static_cast<T*>(be.alloc(n * static_cast<int64_t>(sizeof(T))));
@@ -71,15 +81,12 @@ struct Device {
   }
 };
 
-class GpuEmu : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override { emu::set_warp_size(GetParam()); }
-};
+class GpuEmu : public ::testing::TestWithParam<int> {};
 
 TEST_P(GpuEmu, BarrierOrdersSharedMemory) {
-  Device d;
+  Device d(GetParam());
   int* out = d.alloc<int>(3 * 256);
-  TERA_LAUNCH(reverse_k, (Dim{3, 1}), 256, 0, out);
+  TERA_LAUNCH(d.ctx, reverse_k, (Dim{3, 1}), 256, 0, out);
   const auto h = d.host(out, 3 * 256);
   for (int b = 0; b < 3; ++b)
     for (int t = 0; t < 256; ++t) ASSERT_EQ(h[b * 256 + t], 255 - t);
@@ -87,10 +94,10 @@ TEST_P(GpuEmu, BarrierOrdersSharedMemory) {
 }
 
 TEST_P(GpuEmu, WarpReductionsSeeEveryLane) {
-  Device d;
+  Device d(GetParam());
   const int ws = GetParam();
   int* out = d.alloc<int>(128);
-  TERA_LAUNCH(warp_sums_k, (Dim{1, 1}), 128, 0, out);
+  TERA_LAUNCH(d.ctx, warp_sums_k, (Dim{1, 1}), 128, 0, out);
   const auto h = d.host(out, 128);
   for (int t = 0; t < 128; ++t) {
     const int warp_last = (t / ws + 1) * ws - 1;
@@ -100,10 +107,10 @@ TEST_P(GpuEmu, WarpReductionsSeeEveryLane) {
 }
 
 TEST_P(GpuEmu, BlockSumIsExactOnIntegers) {
-  Device d;
+  Device d(GetParam());
   double* out = d.alloc<double>(2);
   for (int threads : {64, 256, 1024}) {
-    TERA_LAUNCH(block_sum_k, (Dim{2, 1}), threads, 0, out);
+    TERA_LAUNCH(d.ctx, block_sum_k, (Dim{2, 1}), threads, 0, out);
     const auto h = d.host(out, 2);
     EXPECT_EQ(h[0], threads * (threads + 1) / 2.0);
     EXPECT_EQ(h[1], h[0]);
@@ -111,35 +118,50 @@ TEST_P(GpuEmu, BlockSumIsExactOnIntegers) {
   d.be.release(out);
 }
 
-using GpuEmuDeathTest = GpuEmu;
+// The stream runs kernels on a worker thread, which a forked child would
+// lack: each death test runs in a fresh process (threadsafe style).
+class GpuEmuDeathTest : public GpuEmu {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+// Runs `launch` and waits for its kernel on the stream's worker (where a
+// deadlock is found and the process aborts).
+template <typename F>
+void launch_and_wait(Device& d, F launch) {
+  launch();
+  d.ctx.stream->synchronize();
+}
 
 TEST_P(GpuEmuDeathTest, BarrierNotReachedByEveryThreadIsADeadlock) {
-  Device d;
+  Device d(GetParam());
   int* out = d.alloc<int>(64);
-  EXPECT_DEATH(TERA_LAUNCH(barrier_in_branch_k, (Dim{1, 1}), 64, 0, out),
+  EXPECT_DEATH(launch_and_wait(d, [&] { TERA_LAUNCH(d.ctx, barrier_in_branch_k, (Dim{1, 1}), 64, 0, out); }),
                "deadlock: a barrier not reached by every thread.*barrier_in_branch_k");
 }
 
 TEST_P(GpuEmuDeathTest, ShuffleInDivergentCodeIsADeadlock) {
-  Device d;
+  Device d(GetParam());
   float* out = d.alloc<float>(64);
-  EXPECT_DEATH(TERA_LAUNCH(shuffle_in_branch_k, (Dim{1, 1}), 64, 0, out),
+  EXPECT_DEATH(launch_and_wait(d, [&] { TERA_LAUNCH(d.ctx, shuffle_in_branch_k, (Dim{1, 1}), 64, 0, out); }),
                "deadlock: a full-warp shuffle in divergent code.*shuffle_in_branch_k");
 }
 
 TEST_P(GpuEmuDeathTest, TwoDifferentBarriersAreReported) {
-  Device d;
+  Device d(GetParam());
   int* out = d.alloc<int>(64);
-  EXPECT_DEATH(TERA_LAUNCH(two_barriers_k, (Dim{1, 1}), 64, 0, out), "two different barriers");
+  EXPECT_DEATH(launch_and_wait(d, [&] { TERA_LAUNCH(d.ctx, two_barriers_k, (Dim{1, 1}), 64, 0, out); }),
+               "two different barriers");
 }
 
 TEST_P(GpuEmuDeathTest, HostPointerGivenToAKernelIsRefused) {
   std::vector<int> host(256);
-  EXPECT_DEATH(TERA_LAUNCH(reverse_k, (Dim{1, 1}), 256, 0, host.data()), "given a host pointer");
+  Device d(GetParam());
+  EXPECT_DEATH(TERA_LAUNCH(d.ctx, reverse_k, (Dim{1, 1}), 256, 0, host.data()), "given a host pointer");
 }
 
 TEST_P(GpuEmuDeathTest, DeviceMemoryFaultsOnHostAccess) {
-  Device d;
+  Device d(GetParam());
   int* out = d.alloc<int>(4);
   EXPECT_DEATH(out[0] = 1, "");
 }

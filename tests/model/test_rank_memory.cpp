@@ -18,7 +18,7 @@ namespace {
 
 // A cpu backend whose device holds at most g_capacity bytes.
 int64_t g_capacity = 0, g_used = 0;
-void* capped_alloc(int64_t bytes) {
+void* capped_alloc(BackendContext*, int64_t bytes) {
   if (g_used + bytes > g_capacity) return nullptr;
   g_used += bytes;
   return cpu::alloc(bytes);
@@ -35,9 +35,9 @@ TEST(RankMemory, OutOfDeviceMemoryNamesTheClassTheBytesAndThePlan) {
   const int64_t acts = plan.arena(MemoryClass::activations).total_bytes();
   ASSERT_GT(params, 0);
   ASSERT_GT(acts, 0);
-  Backend capped = cpu_backend();
-  capped.name = "capped";
-  capped.alloc = capped_alloc;
+  BackendOps ops = cpu_backend().ops();
+  ops.alloc = capped_alloc;
+  const Backend capped = cpu_backend().with_ops("capped", ops, nullptr);
   // Room for everything but the activations: every class before it fits.
   g_capacity = total - acts;
   g_used = 0;

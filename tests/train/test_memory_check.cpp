@@ -135,16 +135,15 @@ std::vector<Case> sweep() {
 // A backend that records the size of every allocation the calling thread (one
 // in-process rank) asks for.
 thread_local std::vector<int64_t>* t_allocations = nullptr;
-void* recording_alloc(int64_t bytes) {
+void* recording_alloc(BackendContext*, int64_t bytes) {
   if (t_allocations != nullptr) t_allocations->push_back(bytes);
   return cpu_backend().alloc(bytes);
 }
 const Backend& recording_backend() {
   static const Backend b = [] {
-    Backend r = cpu_backend();
-    r.name = "cpu-recording";
-    r.alloc = recording_alloc;
-    return r;
+    BackendOps ops = cpu_backend().ops();
+    ops.alloc = recording_alloc;
+    return cpu_backend().with_ops("cpu-recording", ops, nullptr);
   }();
   return b;
 }
@@ -179,7 +178,7 @@ TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
     std::mutex mu;
     InProcessWorld::run(layout.world(), [&](Communicator& world) {
       omp_set_num_threads(1);
-      ProcessGroups groups(world, layout, {}, static_cast<int>(spec.kv_replicas(layout.tp)));
+      ProcessGroups groups(world, layout, static_cast<int>(spec.kv_replicas(layout.tp)));
       std::vector<int64_t> allocations;
       t_allocations = &allocations;
       MemoryReport got;

@@ -19,7 +19,9 @@
 //   mma_16x16x16_bf16(...)      the tile multiply-accumulate (kernels/gpu/mma.h)
 //   bf16_to_float, float_to_bf16   bf16 kept as uint16_t (the upper half of
 //                               an fp32 pattern), rounded to nearest even
-//   TERA_LAUNCH(kernel, grid, block, shared_bytes, args...)
+//   TERA_LAUNCH(ctx, kernel, grid, block, shared_bytes, args...)
+//                               queued on ctx.stream (a DeviceContext,
+//                               ops_launch.h); returns before it runs
 //
 // Rules the emulator enforces (and a GPU silently breaks on): every thread of
 // a block reaches every block_sync, the same one; every lane of a warp reaches
@@ -78,8 +80,6 @@ constexpr int kWarpSize = 32;
 using Stream = hipStream_t;
 constexpr int kWarpSize = 64;  // gfx90a runs wave64
 #endif
-// The stream every launch of the backend goes to (set by the backend).
-Stream current_stream();
 
 struct Dim {
   unsigned x = 1, y = 1;
@@ -87,7 +87,6 @@ struct Dim {
 };
 
 TERA_DEVICE int warp_size() { return kWarpSize; }
-inline int host_warp_size() { return kWarpSize; }  // for launches of one warp per block
 TERA_DEVICE int thread_x() { return static_cast<int>(threadIdx.x); }
 TERA_DEVICE int block_x() { return static_cast<int>(blockIdx.x); }
 TERA_DEVICE int block_y() { return static_cast<int>(blockIdx.y); }
@@ -125,9 +124,14 @@ __host__ __device__ inline float bits_float(uint32_t u) {
 
 TERA_GPU_END
 
-#define TERA_LAUNCH(kernel, grid, block, shared_bytes, ...)                                  \
-  kernel<<<static_cast<dim3>(grid), static_cast<dim3>(block), (shared_bytes),              \
-           ::tera::gpu::current_stream()>>>(__VA_ARGS__)
+// Every launch is checked (ctx.launched: a bad grid or a missing kernel
+// image is an error at once, not stale buffers later).
+#define TERA_LAUNCH(ctx, kernel, grid, block, shared_bytes, ...)                                     \
+  do {                                                                                             \
+    kernel<<<static_cast<dim3>(grid), static_cast<dim3>(block), (shared_bytes), (ctx).stream>>>(   \
+        __VA_ARGS__);                                                                              \
+    (ctx).launched(#kernel);                                                                       \
+  } while (0)
 
 // --------------------------------------------------------------------------
 #else  // TERA_GPU_EMU: every thread is a fiber of the emulator (emu/emulator.h)
@@ -147,8 +151,9 @@ TERA_GPU_BEGIN
 
 using emu::Dim;
 using std::isfinite;
+using Stream = emu::Stream*;
+constexpr int kWarpSize = 32;  // a context's default; gpu-emu's warp width is a setting (64: AMD's)
 inline int warp_size() { return emu::warp_size(); }
-inline int host_warp_size() { return emu::warp_size(); }
 inline int thread_x() { return emu::self().thread; }
 inline int block_x() { return emu::self().block_x; }
 inline int block_y() { return emu::self().block_y; }
@@ -177,8 +182,8 @@ inline float bits_float(uint32_t u) { return std::bit_cast<float>(u); }
 
 TERA_GPU_END
 
-#define TERA_LAUNCH(kernel, grid, block, shared_bytes, ...) \
-  ::tera::gpu::emu::launch(#kernel, (grid), (block), (shared_bytes), kernel, __VA_ARGS__)
+#define TERA_LAUNCH(ctx, kernel, grid, block, shared_bytes, ...) \
+  ::tera::gpu::emu::launch((ctx).stream, #kernel, (grid), (block), (shared_bytes), kernel, __VA_ARGS__)
 
 #endif
 

@@ -1,13 +1,11 @@
 // The ops.h entries of the GPU backends, written once as launches of the
 // kernel dialect: the cuda backend (nvcc), the HIP compile check (hipcc) and
-// gpu-emu (g++) include this in one translation unit each. The includer
-// defines, in namespace tera::gpu:
-//   void* scratch(int64_t bytes);   device memory for partial results, valid
-//                                   until the next call (launches are ordered)
-// and, on CUDA/HIP, current_stream(). Every pointer an entry receives is
+// gpu-emu (g++) include this in one translation unit each. Every entry takes
+// the backend's DeviceContext first (below): the stream its launches go to,
+// its scratch memory, its warp width. Every pointer an entry receives is
 // device memory; segment lists (SumSquaresFn, AdamWFn) are host arrays of
-// device pointers: sums of squares launch per segment, AdamW per batch of up
-// to kAdamWBatch segments (adamw.cuh).
+// device pointers, read when the entry is called: sums of squares launch per
+// segment, AdamW per batch of up to kAdamWBatch segments (adamw.cuh).
 //
 // Every op of ops.h but the GEMMs (library calls: cuBLASLt on cuda, a host
 // GEMM on gpu-emu) is written here.
@@ -31,7 +29,29 @@
 
 TERA_GPU_BEGIN
 
-void* scratch(int64_t bytes);
+// What every launch needs of the backend instance; each GPU backend's
+// context derives from it.
+class DeviceContext : public BackendContext {
+ public:
+  Stream stream{};        // where launches go, in order
+  int warp = kWarpSize;   // the warp width kernels are launched for (gpu-emu: a setting)
+  // Device memory for partial results, valid until the next call (launches
+  // are ordered on the stream, so the next op's work runs after this one's).
+  virtual void* scratch(int64_t bytes) = 0;
+  // Called after every launch with the kernel's name (cuda: checks the
+  // launch and, in the synchronous debug mode, waits for it).
+  virtual void launched(const char* kernel) {}
+};
+
+// A table entry from an op written over a DeviceContext.
+template <auto F>
+struct DeviceEntry;
+template <typename R, typename... A, R (*F)(DeviceContext&, A...)>
+struct DeviceEntry<F> {
+  static R call(BackendContext* c, A... a) { return F(*static_cast<DeviceContext*>(c), a...); }
+};
+template <auto F>
+constexpr auto on_device = &DeviceEntry<F>::call;
 
 namespace launch {
 
@@ -48,167 +68,167 @@ inline unsigned blocks_for(int64_t n) {
 }
 
 // false for a non-zero f16 value (no tensor of tera's is f16).
-inline bool fill(void* dst, DType t, double value, int64_t n) {
+inline bool fill(DeviceContext& c, void* dst, DType t, double value, int64_t n) {
   if (n <= 0) return true;
   if (t == DType::u8 || (value == 0.0 && !std::signbit(value))) {  // every dtype's zero is all-zero bytes
     const int64_t bytes = t == DType::u8 ? n : n * dtype_bytes(t);
-    TERA_LAUNCH(fill_u8_k, grid_x(blocks_for(bytes)), kThreads, 0, static_cast<uint8_t*>(dst),
+    TERA_LAUNCH(c, fill_u8_k, grid_x(blocks_for(bytes)), kThreads, 0, static_cast<uint8_t*>(dst),
                 static_cast<uint8_t>(value), bytes);
     return true;
   }
   const Dim g{blocks_for(n), 1};
   switch (t) {
-    case DType::f32: TERA_LAUNCH(fill_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<float>(value), n); return true;
-    case DType::f64: TERA_LAUNCH(fill_f64_k, g, kThreads, 0, static_cast<double*>(dst), value, n); return true;
+    case DType::f32: TERA_LAUNCH(c, fill_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<float>(value), n); return true;
+    case DType::f64: TERA_LAUNCH(c, fill_f64_k, g, kThreads, 0, static_cast<double*>(dst), value, n); return true;
     case DType::bf16:
-      TERA_LAUNCH(fill_u16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), float_to_bf16(static_cast<float>(value)), n);
+      TERA_LAUNCH(c, fill_u16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), float_to_bf16(static_cast<float>(value)), n);
       return true;
     case DType::i32:
-      TERA_LAUNCH(fill_i32_k, g, kThreads, 0, static_cast<int32_t*>(dst), static_cast<int32_t>(value), n);
+      TERA_LAUNCH(c, fill_i32_k, g, kThreads, 0, static_cast<int32_t*>(dst), static_cast<int32_t>(value), n);
       return true;
     default: return false;
   }
 }
 
 // f32 <-> bf16 (nearest even), f32 <-> f64; false for any other pair.
-inline bool cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+inline bool cast(DeviceContext& c, void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
   if (n <= 0) return true;
   const Dim g{blocks_for(n), 1};
   if (dst_t == DType::bf16 && src_t == DType::f32) {
-    TERA_LAUNCH(cast_f32_bf16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), static_cast<const float*>(src), n);
+    TERA_LAUNCH(c, cast_f32_bf16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), static_cast<const float*>(src), n);
   } else if (dst_t == DType::f32 && src_t == DType::bf16) {
-    TERA_LAUNCH(cast_bf16_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const uint16_t*>(src), n);
+    TERA_LAUNCH(c, cast_bf16_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const uint16_t*>(src), n);
   } else if (dst_t == DType::f64 && src_t == DType::f32) {
-    TERA_LAUNCH(cast_f32_f64_k, g, kThreads, 0, static_cast<double*>(dst), static_cast<const float*>(src), n);
+    TERA_LAUNCH(c, cast_f32_f64_k, g, kThreads, 0, static_cast<double*>(dst), static_cast<const float*>(src), n);
   } else if (dst_t == DType::f32 && src_t == DType::f64) {
-    TERA_LAUNCH(cast_f64_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const double*>(src), n);
+    TERA_LAUNCH(c, cast_f64_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const double*>(src), n);
   } else {
     return false;
   }
   return true;
 }
 
-inline void gelu_forward(float* out, const float* x, int64_t n) {
-  if (n > 0) TERA_LAUNCH(gelu_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, x, n);
+inline void gelu_forward(DeviceContext& c, float* out, const float* x, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, gelu_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, x, n);
 }
-inline void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) {
-  if (n > 0) TERA_LAUNCH(gelu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
+inline void gelu_backward(DeviceContext& c, float* dx, const float* x, const float* dout, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, gelu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
 }
-inline void gelu_forward_bf16(uint16_t* out, const uint16_t* x, int64_t n) {
-  if (n > 0) TERA_LAUNCH(gelu_forward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, out, x, n);
+inline void gelu_forward_bf16(DeviceContext& c, uint16_t* out, const uint16_t* x, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, gelu_forward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, out, x, n);
 }
-inline void gelu_backward_bf16(float* dx, const uint16_t* x, const float* dout, int64_t n) {
-  if (n > 0) TERA_LAUNCH(gelu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
+inline void gelu_backward_bf16(DeviceContext& c, float* dx, const uint16_t* x, const float* dout, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, gelu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dx, x, dout, n);
 }
-inline void gelu_split_bf16(uint16_t* act, uint16_t* pre, const float* y, int64_t n) {
-  if (n > 0) TERA_LAUNCH(gelu_split_bf16_k, grid_x(blocks_for(n)), kThreads, 0, act, pre, y, n);
+inline void gelu_split_bf16(DeviceContext& c, uint16_t* act, uint16_t* pre, const float* y, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, gelu_split_bf16_k, grid_x(blocks_for(n)), kThreads, 0, act, pre, y, n);
 }
 
 // The MLP's fused ops (ops.h) as a backend's bf16 linear op and a GELU pass:
 // gpu-emu's form. The cuda backend falls back to the same passes where
 // cuBLASLt refuses the epilogue (the forward through this one, the backward
 // inside its own linear backward).
-inline void linear_gelu_forward_bf16_passes(LinearForwardBf16Fn linear, uint16_t* act, uint16_t* pre,
+inline void linear_gelu_forward_bf16_passes(DeviceContext& c, LinearForwardBf16Fn linear, uint16_t* act, uint16_t* pre,
                                             const uint16_t* x, const uint16_t* W, const float* b, int64_t N,
                                             int64_t I, int64_t O, float* work) {
-  linear(work, x, W, b, N, I, O);  // y[N,O] fp32, bias added
-  gelu_split_bf16(act, pre, work, N * O);
+  linear(&c, work, x, W, b, N, I, O);  // y[N,O] fp32, bias added
+  gelu_split_bf16(c, act, pre, work, N * O);
 }
-inline void linear_backward_gelu_bf16_passes(LinearBackwardBf16Fn linear, float* dpre, float* dW, float* db,
+inline void linear_backward_gelu_bf16_passes(DeviceContext& c, LinearBackwardBf16Fn linear, float* dpre, float* dW, float* db,
                                              const float* dy, const uint16_t* x, const uint16_t* W,
                                              const uint16_t* pre, int64_t N, int64_t I, int64_t O, uint16_t* cast) {
-  linear(dpre, dW, db, dy, x, W, N, I, O, false, cast);  // dpre = d(act), then times gelu'(pre) in place
-  gelu_backward_bf16(dpre, pre, dpre, N * I);
+  linear(&c, dpre, dW, db, dy, x, W, N, I, O, false, cast);  // dpre = d(act), then times gelu'(pre) in place
+  gelu_backward_bf16(c, dpre, pre, dpre, N * I);
 }
 
-inline void residual_forward(float* out, const float* a, const float* b, int64_t n) {
-  if (n > 0) TERA_LAUNCH(residual_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, a, b, n);
+inline void residual_forward(DeviceContext& c, float* out, const float* a, const float* b, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, residual_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, a, b, n);
 }
-inline void bias_residual(float* out, const float* a, const float* bias, const float* residual, int64_t N, int64_t C) {
-  if (N * C > 0) TERA_LAUNCH(bias_residual_k, grid_x(blocks_for(N * C)), kThreads, 0, out, a, bias, residual, N, C);
+inline void bias_residual(DeviceContext& c, float* out, const float* a, const float* bias, const float* residual, int64_t N, int64_t C) {
+  if (N * C > 0) TERA_LAUNCH(c, bias_residual_k, grid_x(blocks_for(N * C)), kThreads, 0, out, a, bias, residual, N, C);
 }
 
 // db[O] += the column sums of dy[N,O] (the linear layers' bias gradient).
-inline void column_sums(float* db, const float* dy, int64_t N, int64_t O) {
-  if (O > 0) TERA_LAUNCH(column_sums_k, grid_x(static_cast<unsigned>((O + kThreads - 1) / kThreads)), kThreads, 0, db, dy, N, O);
+inline void column_sums(DeviceContext& c, float* db, const float* dy, int64_t N, int64_t O) {
+  if (O > 0) TERA_LAUNCH(c, column_sums_k, grid_x(static_cast<unsigned>((O + kThreads - 1) / kThreads)), kThreads, 0, db, dy, N, O);
 }
 
-inline void layernorm_forward(float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
+inline void layernorm_forward(DeviceContext& c, float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
                               int64_t N, int64_t C) {
   if (N <= 0) return;
-  TERA_LAUNCH(layernorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, mean, rstd, x, g, b, C);
+  TERA_LAUNCH(c, layernorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, mean, rstd, x, g, b, C);
 }
 
-inline void layernorm_forward_bf16(uint16_t* out, float* mean, float* rstd, const float* x, const float* g,
+inline void layernorm_forward_bf16(DeviceContext& c, uint16_t* out, float* mean, float* rstd, const float* x, const float* g,
                                    const float* b, int64_t N, int64_t C) {
   if (N <= 0) return;
-  TERA_LAUNCH(layernorm_forward_bf16_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, mean, rstd, x, g, b,
+  TERA_LAUNCH(c, layernorm_forward_bf16_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, mean, rstd, x, g, b,
               C);
 }
 
-inline void layernorm_backward(float* dx, float* dg, float* db, const float* dout, const float* x, const float* g,
+inline void layernorm_backward(DeviceContext& c, float* dx, float* dg, float* db, const float* dout, const float* x, const float* g,
                                const float* mean, const float* rstd, int64_t N, int64_t C) {
   if (N <= 0) return;
-  TERA_LAUNCH(layernorm_backward_dx_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, dx, dout, x, g, mean,
+  TERA_LAUNCH(c, layernorm_backward_dx_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, dx, dout, x, g, mean,
               rstd, C);
   const int64_t chunks = (N + kLayerNormRowsPerChunk - 1) / kLayerNormRowsPerChunk;
-  auto* part = static_cast<float*>(scratch(chunks * 2 * C * static_cast<int64_t>(sizeof(float))));
+  auto* part = static_cast<float*>(c.scratch(chunks * 2 * C * static_cast<int64_t>(sizeof(float))));
   const unsigned cblocks = static_cast<unsigned>((C + kThreads - 1) / kThreads);
-  TERA_LAUNCH(layernorm_backward_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dout, x,
+  TERA_LAUNCH(c, layernorm_backward_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dout, x,
               mean, rstd, N, C);
-  TERA_LAUNCH(layernorm_backward_sum_k, grid_x(cblocks), kThreads, 0, dg, db, static_cast<const float*>(part), chunks,
+  TERA_LAUNCH(c, layernorm_backward_sum_k, grid_x(cblocks), kThreads, 0, dg, db, static_cast<const float*>(part), chunks,
               C);
 }
 
-inline void rmsnorm_forward(float* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C, float eps) {
-  if (N > 0) TERA_LAUNCH(rmsnorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, rstd, x, g, C, eps);
+inline void rmsnorm_forward(DeviceContext& c, float* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C, float eps) {
+  if (N > 0) TERA_LAUNCH(c, rmsnorm_forward_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, rstd, x, g, C, eps);
 }
 
-inline void rmsnorm_forward_bf16(uint16_t* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
+inline void rmsnorm_forward_bf16(DeviceContext& c, uint16_t* out, float* rstd, const float* x, const float* g, int64_t N, int64_t C,
                                  float eps) {
   if (N > 0) {
-    TERA_LAUNCH(rmsnorm_forward_bf16_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, rstd, x, g, C, eps);
+    TERA_LAUNCH(c, rmsnorm_forward_bf16_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, out, rstd, x, g, C, eps);
   }
 }
 
-inline void rmsnorm_backward(float* dx, float* dg, const float* dout, const float* x, const float* g, const float* rstd,
+inline void rmsnorm_backward(DeviceContext& c, float* dx, float* dg, const float* dout, const float* x, const float* g, const float* rstd,
                              int64_t N, int64_t C) {
   if (N <= 0) return;
-  TERA_LAUNCH(rmsnorm_backward_dx_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, dx, dout, x, g, rstd, C);
+  TERA_LAUNCH(c, rmsnorm_backward_dx_k, grid_x(static_cast<unsigned>(N)), kLayerNormThreads, 0, dx, dout, x, g, rstd, C);
   const int64_t chunks = (N + kLayerNormRowsPerChunk - 1) / kLayerNormRowsPerChunk;
-  auto* part = static_cast<float*>(scratch(chunks * C * static_cast<int64_t>(sizeof(float))));
+  auto* part = static_cast<float*>(c.scratch(chunks * C * static_cast<int64_t>(sizeof(float))));
   const unsigned cblocks = static_cast<unsigned>((C + kThreads - 1) / kThreads);
-  TERA_LAUNCH(rmsnorm_backward_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dout, x,
+  TERA_LAUNCH(c, rmsnorm_backward_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dout, x,
               rstd, N, C);
   // dg[c] += the chunk partials in chunk order: the column sums of part[chunks, C].
-  TERA_LAUNCH(column_sums_k, grid_x(cblocks), kThreads, 0, dg, static_cast<const float*>(part), chunks, C);
+  TERA_LAUNCH(c, column_sums_k, grid_x(cblocks), kThreads, 0, dg, static_cast<const float*>(part), chunks, C);
 }
 
-inline void swiglu_forward(float* out, const float* gate, const float* up, int64_t n) {
-  if (n > 0) TERA_LAUNCH(swiglu_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, gate, up, n);
+inline void swiglu_forward(DeviceContext& c, float* out, const float* gate, const float* up, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, swiglu_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, gate, up, n);
 }
-inline void swiglu_backward(float* dgate, float* dup, const float* gate, const float* up, const float* dout, int64_t n) {
-  if (n > 0) TERA_LAUNCH(swiglu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
+inline void swiglu_backward(DeviceContext& c, float* dgate, float* dup, const float* gate, const float* up, const float* dout, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, swiglu_backward_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
 }
-inline void swiglu_forward_bf16(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n) {
-  if (n > 0) TERA_LAUNCH(swiglu_forward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, out, gate, up, n);
+inline void swiglu_forward_bf16(DeviceContext& c, uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n) {
+  if (n > 0) TERA_LAUNCH(c, swiglu_forward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, out, gate, up, n);
 }
-inline void swiglu_backward_bf16(float* dgate, float* dup, const uint16_t* gate, const uint16_t* up, const float* dout,
+inline void swiglu_backward_bf16(DeviceContext& c, float* dgate, float* dup, const uint16_t* gate, const uint16_t* up, const float* dout,
                                  int64_t n) {
-  if (n > 0) TERA_LAUNCH(swiglu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
+  if (n > 0) TERA_LAUNCH(c, swiglu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
 }
 
-inline void rope(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta, double sign) {
+inline void rope(DeviceContext& c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta, double sign) {
   const int64_t n = N * (H + KV) * (hs / 2);
   if (n > 0) {
-    TERA_LAUNCH(rope_k, grid_x(blocks_for(n)), kThreads, 0, qkv, N, T, H, KV, hs, static_cast<double>(theta), sign);
+    TERA_LAUNCH(c, rope_k, grid_x(blocks_for(n)), kThreads, 0, qkv, N, T, H, KV, hs, static_cast<double>(theta), sign);
   }
 }
-inline void rope_forward(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
-  rope(qkv, N, T, H, KV, hs, theta, 1.0);
+inline void rope_forward(DeviceContext& c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
+  rope(c, qkv, N, T, H, KV, hs, theta, 1.0);
 }
-inline void rope_backward(float* dqkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
-  rope(dqkv, N, T, H, KV, hs, theta, -1.0);
+inline void rope_backward(DeviceContext& c, float* dqkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, float theta) {
+  rope(c, dqkv, N, T, H, KV, hs, theta, -1.0);
 }
 
 // The bf16 flash kernels run on the tile primitive (flash_attention_tc.cuh)
@@ -221,150 +241,150 @@ inline bool flash_tc(const uint16_t* qkv, int64_t B, int64_t T, int64_t H, int64
 
 inline float attention_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
 
-inline void attention_forward(float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
+inline void attention_forward(DeviceContext& c, float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
                               int64_t hs) {
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T > 0) {
-    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, probs, static_cast<float*>(nullptr),
+    TERA_LAUNCH(c, attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, probs, static_cast<float*>(nullptr),
                 qkv, a, attention_scale(hs));
   }
 }
-inline void flash_attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
+inline void flash_attention_forward(DeviceContext& c, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
                                     int64_t KV, int64_t hs) {
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T > 0) {
-    TERA_LAUNCH(attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, static_cast<float*>(nullptr), lse,
+    TERA_LAUNCH(c, attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, static_cast<float*>(nullptr), lse,
                 qkv, a, attention_scale(hs));
   }
 }
-inline void flash_attention_forward_bf16(float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
+inline void flash_attention_forward_bf16(DeviceContext& c, float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
                                          int64_t KV, int64_t hs) {
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T <= 0) return;
   if (flash_tc(qkv, B, T, H, hs)) {
-    TERA_LAUNCH(flash_attention_forward_tc_k, grid_xy(static_cast<unsigned>(T / kFlashTcRows), static_cast<unsigned>(B * H)),
-                host_warp_size(), 0, out, lse, qkv, a, attention_scale(hs));
+    TERA_LAUNCH(c, flash_attention_forward_tc_k, grid_xy(static_cast<unsigned>(T / kFlashTcRows), static_cast<unsigned>(B * H)),
+                c.warp, 0, out, lse, qkv, a, attention_scale(hs));
   } else {
-    TERA_LAUNCH(flash_attention_forward_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, lse, qkv, a,
+    TERA_LAUNCH(c, flash_attention_forward_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, lse, qkv, a,
                 attention_scale(hs));
   }
 }
 
 // Both backwards: D[B,H,T] in scratch, the query side, then the key side.
-inline void attention_backward_any(float* dqkv, const float* dout, const float* qkv, const float* out,
+inline void attention_backward_any(DeviceContext& c, float* dqkv, const float* dout, const float* qkv, const float* out,
                                    const float* probs, const float* lse, const AttnShape& a) {
   if (a.B * a.H * a.T <= 0) return;
-  auto* D = static_cast<float*>(scratch(a.B * a.H * a.T * static_cast<int64_t>(sizeof(float))));
-  TERA_LAUNCH(attention_backward_q_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, dqkv, D, dout, qkv, out, probs,
+  auto* D = static_cast<float*>(c.scratch(a.B * a.H * a.T * static_cast<int64_t>(sizeof(float))));
+  TERA_LAUNCH(c, attention_backward_q_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, dqkv, D, dout, qkv, out, probs,
               lse, a, attention_scale(a.hs));
-  TERA_LAUNCH(attention_backward_kv_k, grid_x(blocks_for(a.B * a.KV * a.T)), kThreads, 0, dqkv,
+  TERA_LAUNCH(c, attention_backward_kv_k, grid_x(blocks_for(a.B * a.KV * a.T)), kThreads, 0, dqkv,
               static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs));
 }
-inline void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs, int64_t B,
+inline void attention_backward(DeviceContext& c, float* dqkv, const float* dout, const float* qkv, const float* probs, int64_t B,
                                int64_t T, int64_t H, int64_t KV, int64_t hs) {
-  attention_backward_any(dqkv, dout, qkv, static_cast<const float*>(nullptr), probs, static_cast<const float*>(nullptr),
+  attention_backward_any(c, dqkv, dout, qkv, static_cast<const float*>(nullptr), probs, static_cast<const float*>(nullptr),
                          AttnShape{B, T, H, KV, hs});
 }
-inline void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+inline void flash_attention_backward(DeviceContext& c, float* dqkv, const float* dout, const float* qkv, const float* out,
                                      const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
-  attention_backward_any(dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs});
+  attention_backward_any(c, dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs});
 }
-inline void flash_attention_backward_bf16(float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
+inline void flash_attention_backward_bf16(DeviceContext& c, float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
                                           const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T <= 0) return;
-  auto* D = static_cast<float*>(scratch(B * H * T * static_cast<int64_t>(sizeof(float))));
+  auto* D = static_cast<float*>(c.scratch(B * H * T * static_cast<int64_t>(sizeof(float))));
   if (flash_tc(qkv, B, T, H, hs)) {
     const unsigned tiles = static_cast<unsigned>(T / kFlashTcRows);
-    TERA_LAUNCH(flash_attention_backward_q_tc_k, grid_xy(tiles, static_cast<unsigned>(B * H)), host_warp_size(), 0, dqkv,
+    TERA_LAUNCH(c, flash_attention_backward_q_tc_k, grid_xy(tiles, static_cast<unsigned>(B * H)), c.warp, 0, dqkv,
                 D, dout, qkv, out, lse, a, attention_scale(hs));
-    TERA_LAUNCH(flash_attention_backward_kv_tc_k, grid_xy(tiles, static_cast<unsigned>(B * KV)), host_warp_size(), 0,
+    TERA_LAUNCH(c, flash_attention_backward_kv_tc_k, grid_xy(tiles, static_cast<unsigned>(B * KV)), c.warp, 0,
                 dqkv, static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
     return;
   }
-  TERA_LAUNCH(flash_attention_backward_q_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, dqkv, D, dout, qkv, out,
+  TERA_LAUNCH(c, flash_attention_backward_q_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, dqkv, D, dout, qkv, out,
               lse, a, attention_scale(hs));
-  TERA_LAUNCH(flash_attention_backward_kv_bf16_k, grid_x(blocks_for(B * KV * T)), kThreads, 0, dqkv,
+  TERA_LAUNCH(c, flash_attention_backward_kv_bf16_k, grid_x(blocks_for(B * KV * T)), kThreads, 0, dqkv,
               static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
 }
 
-inline void ce_max(float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld) {
-  if (N > 0) TERA_LAUNCH(ce_max_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, rowmax, logits, valid, ld);
+inline void ce_max(DeviceContext& c, float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld) {
+  if (N > 0) TERA_LAUNCH(c, ce_max_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, rowmax, logits, valid, ld);
 }
-inline void ce_exp_sum(float* sums, float* target_logit, float* logits, const int32_t* targets, const float* rowmax,
+inline void ce_exp_sum(DeviceContext& c, float* sums, float* target_logit, float* logits, const int32_t* targets, const float* rowmax,
                        int64_t N, int64_t valid, int64_t ld, int64_t v0) {
   if (N > 0) {
-    TERA_LAUNCH(ce_exp_sum_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, sums, target_logit, logits, targets,
+    TERA_LAUNCH(c, ce_exp_sum_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, sums, target_logit, logits, targets,
                 rowmax, valid, ld, v0);
   }
 }
-inline void ce_finalize(float* losses, float* logits, const int32_t* targets, const float* rowmax, const float* sums,
+inline void ce_finalize(DeviceContext& c, float* losses, float* logits, const int32_t* targets, const float* rowmax, const float* sums,
                         const float* target_logit, int64_t N, int64_t valid, int64_t ld, int64_t v0, float dloss) {
   if (N > 0) {
-    TERA_LAUNCH(ce_finalize_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, losses, logits, targets, rowmax, sums,
+    TERA_LAUNCH(c, ce_finalize_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, losses, logits, targets, rowmax, sums,
                 target_logit, valid, ld, v0, dloss);
   }
 }
 // The fused loss: the three phases on one rank, their row statistics in scratch.
-inline void cross_entropy(float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
+inline void cross_entropy(DeviceContext& c, float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
                           float dloss) {
   if (N <= 0) return;
-  auto* stats = static_cast<float*>(scratch(3 * N * static_cast<int64_t>(sizeof(float))));
-  ce_max(stats, logits, N, V, Vp);
-  ce_exp_sum(stats + N, stats + 2 * N, logits, targets, stats, N, V, Vp, 0);
-  ce_finalize(losses, logits, targets, stats, stats + N, stats + 2 * N, N, V, Vp, 0, dloss);
+  auto* stats = static_cast<float*>(c.scratch(3 * N * static_cast<int64_t>(sizeof(float))));
+  ce_max(c, stats, logits, N, V, Vp);
+  ce_exp_sum(c, stats + N, stats + 2 * N, logits, targets, stats, N, V, Vp, 0);
+  ce_finalize(c, losses, logits, targets, stats, stats + N, stats + 2 * N, N, V, Vp, 0, dloss);
 }
-inline void softmax_row(float* probs, const float* logits, int64_t V, float temperature) {
-  if (V > 0) TERA_LAUNCH(softmax_row_k, grid_x(1), kCeThreads, 0, probs, logits, V, temperature);
+inline void softmax_row(DeviceContext& c, float* probs, const float* logits, int64_t V, float temperature) {
+  if (V > 0) TERA_LAUNCH(c, softmax_row_k, grid_x(1), kCeThreads, 0, probs, logits, V, temperature);
 }
 
-inline void embedding_lookup(float* out, const int32_t* tokens, const float* wte_local, int64_t v0, int64_t v1,
+inline void embedding_lookup(DeviceContext& c, float* out, const int32_t* tokens, const float* wte_local, int64_t v0, int64_t v1,
                              int64_t N, int64_t C) {
-  if (N * C > 0) TERA_LAUNCH(embedding_lookup_k, grid_x(blocks_for(N * C)), kThreads, 0, out, tokens, wte_local, v0, v1, N, C);
+  if (N * C > 0) TERA_LAUNCH(c, embedding_lookup_k, grid_x(blocks_for(N * C)), kThreads, 0, out, tokens, wte_local, v0, v1, N, C);
 }
-inline void embedding_lookup_backward(float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
+inline void embedding_lookup_backward(DeviceContext& c, float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
                                       int64_t v1, int64_t N, int64_t C) {
   if (C > 0) {
-    TERA_LAUNCH(embedding_backward_k, grid_x(static_cast<unsigned>((C + kThreads - 1) / kThreads)), kThreads, 0,
+    TERA_LAUNCH(c, embedding_backward_k, grid_x(static_cast<unsigned>((C + kThreads - 1) / kThreads)), kThreads, 0,
                 dwte_local, dout, tokens, v0, v1, N, C);
   }
 }
-inline void position_add(float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C) {
-  if (N * C > 0) TERA_LAUNCH(position_add_k, grid_x(blocks_for(N * C)), kThreads, 0, out, wpe, n0, N, T, C);
+inline void position_add(DeviceContext& c, float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C) {
+  if (N * C > 0) TERA_LAUNCH(c, position_add_k, grid_x(blocks_for(N * C)), kThreads, 0, out, wpe, n0, N, T, C);
 }
-inline void position_add_backward(float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C) {
-  if (T * C > 0) TERA_LAUNCH(position_add_backward_k, grid_x(blocks_for(T * C)), kThreads, 0, dwpe, dout, n0, N, T, C);
+inline void position_add_backward(DeviceContext& c, float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C) {
+  if (T * C > 0) TERA_LAUNCH(c, position_add_backward_k, grid_x(blocks_for(T * C)), kThreads, 0, dwpe, dout, n0, N, T, C);
 }
 
-inline void tile_gemm_bf16(float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K) {
+inline void tile_gemm_bf16(DeviceContext& c, float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K) {
   if (M <= 0 || N <= 0) return;
-  TERA_LAUNCH(tile_gemm_bf16_k, grid_xy(static_cast<unsigned>(N / 16), static_cast<unsigned>(M / 16)), host_warp_size(),
+  TERA_LAUNCH(c, tile_gemm_bf16_k, grid_xy(static_cast<unsigned>(N / 16), static_cast<unsigned>(M / 16)), c.warp,
               0, C, A, B, N, K);
 }
 
 // out (+)= reduction of x[0, n): partials from a fixed grid, then one block.
-inline void reduce_into(double* out, const float* x, int64_t n, Reduce what, bool accumulate) {
+inline void reduce_into(DeviceContext& c, double* out, const float* x, int64_t n, Reduce what, bool accumulate) {
   const unsigned blocks = n <= 0 ? 1u
                                  : static_cast<unsigned>(std::min<int64_t>((n + kReduceThreads - 1) / kReduceThreads,
                                                                            kReduceMaxBlocks));
-  auto* part = static_cast<double*>(scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
-  TERA_LAUNCH(reduce_partials_k, grid_x(blocks), kReduceThreads, 0, part, x, n, static_cast<int>(what));
-  TERA_LAUNCH(reduce_finish_k, grid_x(1), kReduceThreads, 0, out, static_cast<const double*>(part),
+  auto* part = static_cast<double*>(c.scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
+  TERA_LAUNCH(c, reduce_partials_k, grid_x(blocks), kReduceThreads, 0, part, x, n, static_cast<int>(what));
+  TERA_LAUNCH(c, reduce_finish_k, grid_x(1), kReduceThreads, 0, out, static_cast<const double*>(part),
               static_cast<int>(blocks), accumulate ? 1 : 0);
 }
 
-inline void accumulate_sum(double* acc, const float* x, int64_t n) { reduce_into(acc, x, n, Reduce::sum, true); }
+inline void accumulate_sum(DeviceContext& c, double* acc, const float* x, int64_t n) { reduce_into(c, acc, x, n, Reduce::sum, true); }
 
 // out[g] = the reduction over group g's segments, added in segment order.
-inline void reduce_segments(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups, Reduce what) {
-  fill(out, DType::f64, 0.0, groups);
-  for (int64_t k = 0; k < nsegs; ++k) reduce_into(out + segs[k].group, segs[k].data, segs[k].n, what, true);
+inline void reduce_segments(DeviceContext& c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups, Reduce what) {
+  fill(c, out, DType::f64, 0.0, groups);
+  for (int64_t k = 0; k < nsegs; ++k) reduce_into(c, out + segs[k].group, segs[k].data, segs[k].n, what, true);
 }
-inline void sum_squares(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
-  reduce_segments(out, segs, nsegs, groups, Reduce::sum_squares);
+inline void sum_squares(DeviceContext& c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+  reduce_segments(c, out, segs, nsegs, groups, Reduce::sum_squares);
 }
-inline void count_nonfinite(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
-  reduce_segments(out, segs, nsegs, groups, Reduce::nonfinite);
+inline void count_nonfinite(DeviceContext& c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+  reduce_segments(c, out, segs, nsegs, groups, Reduce::nonfinite);
 }
 
 // The per-call scalars, as kernels/cpu/elementwise.cpp computes them.
@@ -389,19 +409,19 @@ inline AdamWScalars adamw_scalars(const AdamWArgs& a, float wd) {
 
 // The segments in batches of up to kAdamWBatch tensors, one launch each
 // (adamw.cuh); the dry run adds every batch's count into nonfinite[0].
-inline void adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
-  if (nonfinite != nullptr) fill(nonfinite, DType::f64, 0.0, 1);
+inline void adamw(DeviceContext& c, const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
+  if (nonfinite != nullptr) fill(c, nonfinite, DType::f64, 0.0, 1);
   const AdamWScalars k = adamw_scalars(a, 0.0f);  // the per-tensor decay goes in the table
   AdamWBatch batch{};
   auto flush = [&] {
     if (batch.count == 0) return;
     if (nonfinite == nullptr) {
-      TERA_LAUNCH(adamw_multi_k, grid_x(blocks_for(batch.total)), kThreads, 0, batch, k, static_cast<double*>(nullptr));
+      TERA_LAUNCH(c, adamw_multi_k, grid_x(blocks_for(batch.total)), kThreads, 0, batch, k, static_cast<double*>(nullptr));
     } else {
       const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(batch.total), kReduceMaxBlocks));
-      auto* part = static_cast<double*>(scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
-      TERA_LAUNCH(adamw_multi_k, grid_x(blocks), kThreads, 0, batch, k, part);
-      TERA_LAUNCH(reduce_finish_k, grid_x(1), kReduceThreads, 0, nonfinite, static_cast<const double*>(part),
+      auto* part = static_cast<double*>(c.scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
+      TERA_LAUNCH(c, adamw_multi_k, grid_x(blocks), kThreads, 0, batch, k, part);
+      TERA_LAUNCH(c, reduce_finish_k, grid_x(1), kReduceThreads, 0, nonfinite, static_cast<const double*>(part),
                   static_cast<int>(blocks), 1);
     }
     batch = AdamWBatch{};
@@ -419,45 +439,45 @@ inline void adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, d
 
 // Fills every entry of b that the dialect provides (all but memory,
 // ordering, GEMMs and cast, which each backend gives its own way).
-inline void set_dialect_ops(Backend& b) {
-  b.layernorm_forward = layernorm_forward;
-  b.layernorm_backward = layernorm_backward;
-  b.rmsnorm_forward = rmsnorm_forward;
-  b.rmsnorm_backward = rmsnorm_backward;
-  b.gelu_forward = gelu_forward;
-  b.gelu_backward = gelu_backward;
-  b.swiglu_forward = swiglu_forward;
-  b.swiglu_backward = swiglu_backward;
-  b.layernorm_forward_bf16 = layernorm_forward_bf16;
-  b.rmsnorm_forward_bf16 = rmsnorm_forward_bf16;
-  b.gelu_forward_bf16 = gelu_forward_bf16;
-  b.gelu_backward_bf16 = gelu_backward_bf16;
-  b.swiglu_forward_bf16 = swiglu_forward_bf16;
-  b.swiglu_backward_bf16 = swiglu_backward_bf16;
-  b.rope_forward = rope_forward;
-  b.rope_backward = rope_backward;
-  b.attention_forward = attention_forward;
-  b.attention_backward = attention_backward;
-  b.flash_attention_forward = flash_attention_forward;
-  b.flash_attention_backward = flash_attention_backward;
-  b.flash_attention_forward_bf16 = flash_attention_forward_bf16;
-  b.flash_attention_backward_bf16 = flash_attention_backward_bf16;
-  b.residual_forward = residual_forward;
-  b.cross_entropy = cross_entropy;
-  b.softmax_row = softmax_row;
-  b.embedding_lookup = embedding_lookup;
-  b.embedding_lookup_backward = embedding_lookup_backward;
-  b.position_add = position_add;
-  b.position_add_backward = position_add_backward;
-  b.bias_residual = bias_residual;
-  b.ce_max = ce_max;
-  b.ce_exp_sum = ce_exp_sum;
-  b.ce_finalize = ce_finalize;
-  b.accumulate_sum = accumulate_sum;
-  b.sum_squares = sum_squares;
-  b.count_nonfinite = count_nonfinite;
-  b.adamw = adamw;
-  b.tile_gemm_bf16 = tile_gemm_bf16;
+inline void set_dialect_ops(BackendOps& b) {
+  b.layernorm_forward = on_device<layernorm_forward>;
+  b.layernorm_backward = on_device<layernorm_backward>;
+  b.rmsnorm_forward = on_device<rmsnorm_forward>;
+  b.rmsnorm_backward = on_device<rmsnorm_backward>;
+  b.gelu_forward = on_device<gelu_forward>;
+  b.gelu_backward = on_device<gelu_backward>;
+  b.swiglu_forward = on_device<swiglu_forward>;
+  b.swiglu_backward = on_device<swiglu_backward>;
+  b.layernorm_forward_bf16 = on_device<layernorm_forward_bf16>;
+  b.rmsnorm_forward_bf16 = on_device<rmsnorm_forward_bf16>;
+  b.gelu_forward_bf16 = on_device<gelu_forward_bf16>;
+  b.gelu_backward_bf16 = on_device<gelu_backward_bf16>;
+  b.swiglu_forward_bf16 = on_device<swiglu_forward_bf16>;
+  b.swiglu_backward_bf16 = on_device<swiglu_backward_bf16>;
+  b.rope_forward = on_device<rope_forward>;
+  b.rope_backward = on_device<rope_backward>;
+  b.attention_forward = on_device<attention_forward>;
+  b.attention_backward = on_device<attention_backward>;
+  b.flash_attention_forward = on_device<flash_attention_forward>;
+  b.flash_attention_backward = on_device<flash_attention_backward>;
+  b.flash_attention_forward_bf16 = on_device<flash_attention_forward_bf16>;
+  b.flash_attention_backward_bf16 = on_device<flash_attention_backward_bf16>;
+  b.residual_forward = on_device<residual_forward>;
+  b.cross_entropy = on_device<cross_entropy>;
+  b.softmax_row = on_device<softmax_row>;
+  b.embedding_lookup = on_device<embedding_lookup>;
+  b.embedding_lookup_backward = on_device<embedding_lookup_backward>;
+  b.position_add = on_device<position_add>;
+  b.position_add_backward = on_device<position_add_backward>;
+  b.bias_residual = on_device<bias_residual>;
+  b.ce_max = on_device<ce_max>;
+  b.ce_exp_sum = on_device<ce_exp_sum>;
+  b.ce_finalize = on_device<ce_finalize>;
+  b.accumulate_sum = on_device<accumulate_sum>;
+  b.sum_squares = on_device<sum_squares>;
+  b.count_nonfinite = on_device<count_nonfinite>;
+  b.adamw = on_device<adamw>;
+  b.tile_gemm_bf16 = on_device<tile_gemm_bf16>;
 }
 
 }  // namespace launch

@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tera {
@@ -53,28 +54,26 @@ A untag(A a, const char* op) {
   }
 }
 
-template <auto Member, typename Fn>
+// The cpu backend's entry of op `Op` with every pointer untagged (and checked).
+template <KernelOp Op, auto Member, typename Fn>
 struct Guarded;
-template <auto Member, typename R, typename... A>
-struct Guarded<Member, R (*)(A...)> {
-  static const char* name;
-  static R call(A... a) { return (cpu_backend().*Member)(untag<A>(a, name)...); }
+template <KernelOp Op, auto Member, typename R, typename... A>
+struct Guarded<Op, Member, R (*)(BackendContext*, A...)> {
+  static R call(BackendContext*, A... a) { return (cpu_backend().ops().*Member)(nullptr, untag<A>(a, kernel_op_name(Op))...); }
 };
-template <auto Member, typename R, typename... A>
-const char* Guarded<Member, R (*)(A...)>::name = "an op";
 
-void* guarded_alloc(int64_t bytes) {
+void* guarded_alloc(BackendContext*, int64_t bytes) {
   void* p = cpu::alloc(bytes);
   if (p == nullptr) return nullptr;
   TERA_ASSERT(!is_device(p), "cpu-guarded: the host allocator returned an address with the guard bit set");
   return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kGuardBit);
 }
 
-void guarded_release(void* p) { cpu::release(host_of(p, "release")); }
+void guarded_release(BackendContext*, void* p) { cpu::release(host_of(p, "release")); }
 
-void guarded_fill(void* dst, DType t, double value, int64_t n) { cpu::fill(host_of(dst, "fill"), t, value, n); }
+void guarded_fill(BackendContext*, void* dst, DType t, double value, int64_t n) { cpu::fill(host_of(dst, "fill"), t, value, n); }
 
-void guarded_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
+void guarded_copy(BackendContext*, void* dst, const void* src, int64_t bytes, CopyKind kind) {
   switch (kind) {
     case CopyKind::host_to_device:
       cpu::copy(host_of(dst, "copy host_to_device (dst)"), checked_host(src, "copy host_to_device (src)"), bytes, kind);
@@ -95,17 +94,17 @@ std::vector<SegmentRef> untag_segments(const SegmentRef* segs, int64_t nsegs, co
   return out;
 }
 
-void guarded_sum_squares(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+void guarded_sum_squares(BackendContext*, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
   const std::vector<SegmentRef> h = untag_segments(segs, nsegs, "sum_squares");
   cpu::sum_squares_segments(host_of(out, "sum_squares"), h.data(), nsegs, groups);
 }
 
-void guarded_count_nonfinite(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+void guarded_count_nonfinite(BackendContext*, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
   const std::vector<SegmentRef> h = untag_segments(segs, nsegs, "count_nonfinite");
   cpu::count_nonfinite_segments(host_of(out, "count_nonfinite"), h.data(), nsegs, groups);
 }
 
-void guarded_adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
+void guarded_adamw(BackendContext*, const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
   std::vector<AdamWSegment> h(checked_host(segs, "adamw"), checked_host(segs, "adamw") + nsegs);
   for (AdamWSegment& s : h) {
     s.param = host_of(s.param, "adamw");
@@ -117,21 +116,15 @@ void guarded_adamw(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, 
   cpu::adamw_segments(h.data(), nsegs, a, host_of(nonfinite, "adamw"));
 }
 
-bool guarded_supports(KernelOp op, DType dtype) { return cpu_backend().supports(op, dtype); }
 
-Backend make_guarded() {
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_guarded_backend() {
   const Backend& cpu = cpu_backend();
-  Backend b;
-  b.name = "cpu-guarded";
-  b.gemm_library = cpu.gemm_library;
-  b.gemm_bf16_path = cpu.gemm_bf16_path;
-  b.addressing = DeviceAddressing{DeviceAddressing::Kind::mapped_host, to_host};
+  BackendOps b;
   // The model's ops: the CPU kernels with every pointer untagged (and checked).
-#define TERA_GUARD_OP(op, Fn, need)                                   \
-  if (cpu.op != nullptr) {                                            \
-    Guarded<&Backend::op, Fn>::name = #op;                            \
-    b.op = &Guarded<&Backend::op, Fn>::call;                          \
-  }
+#define TERA_GUARD_OP(op, Fn, need) \
+  if (cpu.ops().op != nullptr) b.op = &Guarded<KernelOp::op, &BackendOps::op, Fn>::call;
   TERA_BACKEND_OPS(TERA_GUARD_OP)
 #undef TERA_GUARD_OP
   // Memory, and the entries whose arguments mix host and device memory.
@@ -142,15 +135,10 @@ Backend make_guarded() {
   b.sum_squares = guarded_sum_squares;
   b.count_nonfinite = guarded_count_nonfinite;
   b.adamw = guarded_adamw;
-  b.supports = guarded_supports;
-  return b;
-}
-
-}  // namespace
-
-const Backend& cpu_guarded_backend() {
-  static const Backend backend = make_guarded();
-  return backend;
+  b.gemm_bf16_path = cpu.ops().gemm_bf16_path;
+  b.supports = cpu.ops().supports;
+  return std::make_unique<Backend>("cpu-guarded", cpu.gemm_library,
+                                   DeviceAddressing{DeviceAddressing::Kind::mapped_host, to_host}, b, nullptr);
 }
 
 }  // namespace tera

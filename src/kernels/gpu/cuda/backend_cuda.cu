@@ -1,9 +1,16 @@
-// The cuda backend (backend_cuda.h): device memory from cudaMalloc, every
-// launch and copy on one compute stream, GEMMs through cuBLASLt (fp32, or
-// bf16 inputs with fp32 accumulation; the bias added by the GEMM's epilogue,
-// and the GPT MLP's GELU and its gradient by the GELU_AUX_BIAS and DGELU
-// epilogues where cuBLASLt has them for the shape), and the dialect kernels
-// of kernels/gpu/ops_launch.h.
+// The cuda backend (backend_cuda.h). A CudaContext per instance holds the
+// device's state: the compute and comm streams, the cuBLASLt handle, its
+// workspace and its per-product plans, reduction scratch, the caching
+// allocator and the pinned buffers host-to-device copies are staged in. It
+// starts (streams, handle, workspace) on first use, after bind_device.
+//
+// GEMMs through cuBLASLt: fp32, or bf16 inputs with fp32 accumulation; the
+// bias added by the GEMM's epilogue, and the GPT MLP's GELU by the
+// GELU_AUX_BIAS epilogue where cuBLASLt has an algorithm for the shape. Only
+// documented combinations are asked for: the auxiliary matrix has D's type
+// (bf16), so the GELU gradient, whose output is fp32 beside a bf16 aux,
+// runs as its own pass after the dx product (DGELU would need an fp32 aux).
+// Each distinct product's path is reported once (gemm_report).
 //
 // Row-major products on a column-major library: a row-major [R, C] matrix is
 // the column-major [C, R] matrix, its transpose, so C = op(A) op(B) row-major
@@ -15,22 +22,23 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
+#include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
 #include "kernels/caching_allocator.h"
 #include "kernels/gpu/ops_launch.h"
+#include "kernels/staged_uploads.h"
 
 namespace tera {
 
 namespace {
 
-[[noreturn]] void cuda_fail(const char* what, const char* detail) {
-  std::fprintf(stderr, "tera: cuda backend: %s: %s\n", what, detail);
+[[noreturn]] void cuda_fail(const std::string& what, const std::string& detail) {
+  std::fprintf(stderr, "tera: error: cuda backend: %s: %s\n", what.c_str(), detail.c_str());
   std::fflush(stderr);
   std::abort();
 }
@@ -40,46 +48,25 @@ void check(cudaError_t e, const char* what) {
 }
 
 void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) cuda_fail(what, ("cuBLASLt status " + std::to_string(static_cast<int>(s))).c_str());
-}
-
-struct Context {
-  cudaStream_t stream = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  void* workspace = nullptr;
-  size_t workspace_bytes = size_t{32} << 20;  // cuBLASLt's workspace: 32 MiB covers Hopper's kernels
-  void* scratch = nullptr;
-  int64_t scratch_bytes = 0;
-  Context() {
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cublasLtCreate(&lt), "cublasLtCreate");
-    check(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc (cuBLASLt workspace)");
-  }
-};
-
-Context& ctx() {
-  static Context c;
-  return c;
+  if (s != CUBLAS_STATUS_SUCCESS) cuda_fail(what, "cuBLASLt status " + std::to_string(static_cast<int>(s)));
 }
 
 // What cuBLASLt's epilogue does after the product (col-major D[m, n]): the
-// bias (a vector of m, added to every column), GELU with its input kept in
-// aux (GELU_AUX_BIAS), or the GELU gradient at aux (DGELU). aux is [m, n]
-// with leading dimension aux_ld (a multiple of 8).
+// bias (a vector of m, D's type, added to every column), or GELU with its
+// input kept in aux (GELU_AUX_BIAS; aux [m, n], D's type, leading
+// dimension aux_ld, a multiple of 8).
 struct LtEpilogue {
   cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
   const void* bias = nullptr;
-  cudaDataType_t bias_type = CUDA_R_32F;
-  const void* aux = nullptr;
+  void* aux = nullptr;
   int64_t aux_ld = 0;
-  cudaDataType_t aux_type = CUDA_R_16BF;
 };
 
 // What the heuristic's choice depends on: the product's shape, types,
 // epilogue and the alignment of every operand (up to 256 bytes).
 struct LtKey {
   int64_t m, n, k, lda, ldb, ldc, aux_ld;
-  int32_t ta, tb, ab, cd, epilogue, bias_type, aux_type;
+  int32_t ta, tb, ab, cd, epilogue;
   int32_t align[5];  // A, B, C, bias, aux
   bool operator==(const LtKey&) const = default;
 };
@@ -88,29 +75,31 @@ struct LtKeyHash {
     size_t h = 1469598103934665603ull;
     auto mix = [&h](int64_t v) { h = (h ^ static_cast<size_t>(v)) * 1099511628211ull; };
     for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc, k.aux_ld}) mix(v);
-    for (int32_t v : {k.ta, k.tb, k.ab, k.cd, k.epilogue, k.bias_type, k.aux_type}) mix(v);
+    for (int32_t v : {k.ta, k.tb, k.ab, k.cd, k.epilogue}) mix(v);
     for (int32_t v : k.align) mix(v);
     return h;
   }
 };
-struct LtChoice {
-  bool found = false;  // false: cuBLASLt has no algorithm for it (or refused the query)
+// One product description's descriptors and chosen algorithm, made once;
+// a call sets only its pointers (bias, aux) on the descriptor.
+struct LtPlan {
+  bool found = false;  // false: cuBLASLt has no algorithm for it (or refused it)
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
   cublasLtMatmulAlgo_t algo{};
 };
 int32_t alignment(const void* p) {
   const auto u = reinterpret_cast<uintptr_t>(p);
   return u == 0 ? 256 : static_cast<int32_t>(std::min<uintptr_t>(256, u & (~u + 1)));
 }
-// cuBLASLt's heuristic is a host-side search (tens of microseconds): asked
-// once per product description, its answer kept for the process.
-std::unordered_map<LtKey, LtChoice, LtKeyHash>& lt_choices() {
-  static auto* m = new std::unordered_map<LtKey, LtChoice, LtKeyHash>();
-  return *m;
-}
-std::mutex& lt_choices_mutex() {
-  static std::mutex mu;
-  return mu;
+const char* epilogue_name(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_BIAS: return "bias";
+    case CUBLASLT_EPILOGUE_GELU_AUX: return "GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "GELU_AUX_BIAS";
+    default: return "none";
+  }
 }
 
 template <typename T>
@@ -118,293 +107,353 @@ void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const
   check(cublasLtMatmulDescSetAttribute(desc, a, &v, sizeof v), what);
 }
 
-// D (col-major m x n, ldc, type cd) = alpha op(A) op(B) + beta D, then the
-// epilogue; A and B of type ab (fp32 or bf16), fp32 compute. With
-// `refusable`, returns false without writing anything when cuBLASLt has no
-// algorithm for this product and epilogue, or refuses the call as not
-// supported or invalid (the caller runs it another way); otherwise that
-// aborts.
-bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* A, int64_t lda,
-             const void* B, int64_t ldb, float beta, void* C, int64_t ldc, cudaDataType_t ab, cudaDataType_t cd,
-             const LtEpilogue& epi = {}, bool refusable = false) {
-  if (m <= 0 || n <= 0) return true;
-  Context& c = ctx();
-  cublasLtMatmulDesc_t desc;
-  check(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  set_attr(desc, CUBLASLT_MATMUL_DESC_TRANSA, opa, "TRANSA");
-  set_attr(desc, CUBLASLT_MATMUL_DESC_TRANSB, opb, "TRANSB");
-  if (epi.kind != CUBLASLT_EPILOGUE_DEFAULT) {
-    set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epi.kind, "EPILOGUE");
-    if (epi.bias != nullptr) {
-      set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epi.bias, "BIAS_POINTER");
-      set_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(epi.bias_type), "BIAS_DATA_TYPE");
-    }
-    if (epi.aux != nullptr) {
-      set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, epi.aux, "EPILOGUE_AUX_POINTER");
-      set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, epi.aux_ld, "EPILOGUE_AUX_LD");
-      set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, static_cast<int32_t>(epi.aux_type),
-               "EPILOGUE_AUX_DATA_TYPE");
-    }
+class CudaContext final : public gpu::DeviceContext, public DeviceQueue {
+ public:
+  CudaContext() : cache_([this](int64_t b) { return raw_alloc(b); }, [this](void* p) { raw_free(p); }) {
+    const char* sync = std::getenv("TERA_DEVICE_SYNC");
+    sync_each_op_ = sync != nullptr && std::string(sync) == "1";
   }
-  cublasLtMatrixLayout_t la, lb, lc;
-  check(cublasLtMatrixLayoutCreate(&la, ab, ta ? k : m, ta ? m : k, lda), "layout A");
-  check(cublasLtMatrixLayoutCreate(&lb, ab, tb ? n : k, tb ? k : n, ldb), "layout B");
-  check(cublasLtMatrixLayoutCreate(&lc, cd, m, n, ldc), "layout C");
-  const LtKey key{m, n, k, lda, ldb, ldc, epi.aux_ld, ta, tb, static_cast<int32_t>(ab), static_cast<int32_t>(cd),
-                  static_cast<int32_t>(epi.kind), static_cast<int32_t>(epi.bias_type),
-                  static_cast<int32_t>(epi.aux_type),
-                  {alignment(A), alignment(B), alignment(C), alignment(epi.bias), alignment(epi.aux)}};
-  LtChoice choice;
-  {
-    std::lock_guard<std::mutex> lock(lt_choices_mutex());
-    auto it = lt_choices().find(key);
-    if (it == lt_choices().end()) {
-      cublasLtMatmulPreference_t pref;
-      check(cublasLtMatmulPreferenceCreate(&pref), "preference");
-      check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c.workspace_bytes,
-                                                 sizeof c.workspace_bytes),
-            "workspace preference");
-      cublasLtMatmulHeuristicResult_t heur{};
-      int found = 0;
-      choice.status = cublasLtMatmulAlgoGetHeuristic(c.lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
-      cublasLtMatmulPreferenceDestroy(pref);
-      choice.found = choice.status == CUBLAS_STATUS_SUCCESS && found > 0;
-      choice.algo = heur.algo;
-      it = lt_choices().emplace(key, choice).first;
+  ~CudaContext() override {
+    if (!started_) return;
+    cudaDeviceSynchronize();
+    uploads_.reset();
+    for (auto& [key, p] : plans_) {
+      if (p.lc != nullptr) cublasLtMatrixLayoutDestroy(p.lc);
+      if (p.lb != nullptr) cublasLtMatrixLayoutDestroy(p.lb);
+      if (p.la != nullptr) cublasLtMatrixLayoutDestroy(p.la);
+      if (p.desc != nullptr) cublasLtMatmulDescDestroy(p.desc);
     }
-    choice = it->second;
+    cache_.trim();
+    if (scratch_ != nullptr) cudaFree(scratch_);
+    cudaFree(workspace_);
+    cublasLtDestroy(lt_);
+    cudaStreamDestroy(comm_);
+    cudaStreamDestroy(stream);
   }
-  const cublasStatus_t hs = choice.status;
-  bool ok = choice.found;
-  if (ok) {
-    const cublasStatus_t ms = cublasLtMatmul(c.lt, desc, &alpha, A, la, B, lb, &beta, C, lc, C, lc, &choice.algo,
-                                             c.workspace, c.workspace_bytes, c.stream);
-    // Refused before it launched: an argument combination it does not take.
-    ok = ms == CUBLAS_STATUS_SUCCESS;
-    if (!ok && !(refusable && (ms == CUBLAS_STATUS_NOT_SUPPORTED || ms == CUBLAS_STATUS_INVALID_VALUE))) {
-      check(ms, "cublasLtMatmul");
+
+  // Streams, handle and workspace on the current device (bind_device's).
+  void start() {
+    if (started_) return;
+    started_ = true;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
+    check(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreate (comm)");
+    check(cublasLtCreate(&lt_), "cublasLtCreate");
+    check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+    uploads_ = std::make_unique<StagedUploads>(*this);
+  }
+
+  // --- DeviceContext ---------------------------------------------------
+  void* scratch(int64_t bytes) override {
+    if (bytes > scratch_bytes_) {
+      if (scratch_ != nullptr) raw_free(scratch_);
+      check(cudaMalloc(&scratch_, static_cast<size_t>(bytes)), "cudaMalloc (reduction scratch)");
+      scratch_bytes_ = bytes;
     }
-    if (!ok) {  // remembered: the same description goes the other way at once
-      std::lock_guard<std::mutex> lock(lt_choices_mutex());
-      lt_choices()[key].found = false;
-    }
-  } else if (!refusable) {
-    if (hs != CUBLAS_STATUS_SUCCESS) check(hs, "cublasLtMatmulAlgoGetHeuristic");
-    cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
+    return scratch_;
   }
-  cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatrixLayoutDestroy(lb);
-  cublasLtMatrixLayoutDestroy(la);
-  cublasLtMatmulDescDestroy(desc);
-  return ok;
-}
-
-// Row-major C[M,N] = alpha op(A) op(B) + beta C (+ bias[N] on every row), C fp32.
-void gemm_rm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A, int64_t lda, const void* B,
-             int64_t ldb, float beta, float* C, int64_t ldc, cudaDataType_t ab, const float* bias) {
-  LtEpilogue epi;
-  if (bias != nullptr) epi = LtEpilogue{CUBLASLT_EPILOGUE_BIAS, bias, CUDA_R_32F};
-  lt_gemm(tb, ta, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc, ab, CUDA_R_32F, epi);
-}
-
-// The raw allocation and free behind the caching allocator.
-void* cuda_raw_alloc(int64_t bytes) {
-  void* p = nullptr;
-  if (cudaMalloc(&p, static_cast<size_t>(bytes)) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the out-of-memory error: the caller reports it
-    return nullptr;
-  }
-  return p;
-}
-
-void cuda_raw_free(void* p) {
-  check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize (release)");
-  check(cudaFree(p), "cudaFree");
-}
-
-// Never destroyed: the CUDA context may be gone when statics are.
-CachingAllocator& cuda_cache() {
-  static CachingAllocator* cache = new CachingAllocator(cuda_raw_alloc, cuda_raw_free);
-  return *cache;
-}
-
-void* cuda_alloc(int64_t bytes) { return cuda_cache().allocate(bytes); }
-
-void cuda_release(void* p) {
-  if (p == nullptr) return;
-  if (!cuda_cache().release(p)) cuda_fail("release", "a pointer this backend did not allocate");
-}
-
-void cuda_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
-  if (bytes <= 0 || dst == src) return;
-  const cudaMemcpyKind k = kind == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
-                           : kind == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
-                                                              : cudaMemcpyDeviceToDevice;
-  check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), k, ctx().stream), "cudaMemcpyAsync");
-  // A host buffer may be read or freed as soon as the call returns.
-  if (kind != CopyKind::device_to_device) check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize (copy)");
-}
-
-void cuda_fill(void* dst, DType t, double value, int64_t n) {
-  if (!gpu::launch::fill(dst, t, value, n)) cuda_fail("fill", "f16 with a non-zero value");
-}
-
-void cuda_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
-  if (!gpu::launch::cast(dst, dst_t, src, src_t, n)) cuda_fail("cast", "a pair of dtypes it does not convert");
-}
-
-void cuda_synchronize() { check(cudaStreamSynchronize(ctx().stream), "cudaStreamSynchronize"); }
-
-void cuda_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  gemm_rm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, CUDA_R_32F, nullptr);
-}
-
-void cuda_linear_forward(float* y, const float* x, const float* W, const float* b, int64_t N, int64_t I, int64_t O) {
-  gemm_rm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O, CUDA_R_32F, b);
-}
-
-void cuda_linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W, int64_t N,
-                          int64_t I, int64_t O, bool accumulate_dx) {
-  if (dx != nullptr) gemm_rm(false, false, N, I, O, 1.0f, dy, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_32F, nullptr);
-  gemm_rm(true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dW, I, CUDA_R_32F, nullptr);
-  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
-}
-
-void cuda_linear_forward_bf16(float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
-                              int64_t O) {
-  gemm_rm(false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O, CUDA_R_16BF, b);
-}
-
-// Says once per epilogue, on stderr, why the GELU runs as its own pass
-// instead (the device check's log shows which path ran).
-void note_unfused(const char* epilogue, const char* why, std::atomic<bool>& said, int64_t m, int64_t n, int64_t k) {
-  if (said.exchange(true)) return;
-  std::fprintf(stderr,
-               "tera: cuda backend: no cuBLASLt %s epilogue for the bf16 product m=%lld n=%lld k=%lld (%s); the "
-               "GELU runs as its own pass (said once)\n",
-               epilogue, static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), why);
-}
-
-constexpr const char* kNotMultipleOf8 = "the GELU matrix's width is not a multiple of 8";
-constexpr const char* kRefused = "cuBLASLt refused it here";
-
-// The bf16 linear backward; with gelu_pre (the MLP's down-projection, whose
-// input is gelu(pre)) dx is the gradient of pre instead: the dx product runs
-// cuBLASLt's DGELU epilogue reading pre as aux (dx = (dy W) * gelu'(pre)),
-// or a GELU-gradient pass after it where cuBLASLt does not take that.
-void linear_backward_bf16_any(float* dx, float* dW, float* db, const float* dy, const uint16_t* xb, const uint16_t* W,
-                              int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast,
-                              const uint16_t* gelu_pre) {
-  static std::atomic<bool> said{false};
-  uint16_t* dyb = cast;  // [N, O]
-  cuda_cast(dyb, DType::bf16, dy, DType::f32, N * O);
-  if (dx != nullptr) {
-    // Row-major dx[N,I] = dyb[N,O] W[O,I] is col-major dx^T[I,N] = W^T dyb^T.
-    const LtEpilogue dgelu{CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_32F, gelu_pre, I, CUDA_R_16BF};
-    const bool fused = gelu_pre != nullptr && I % 8 == 0 && N > 0 &&
-                       lt_gemm(false, false, I, N, O, 1.0f, W, I, dyb, O, 0.0f, dx, I, CUDA_R_16BF, CUDA_R_32F, dgelu,
-                               true);
-    if (!fused) {
-      gemm_rm(false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_16BF, nullptr);
-      if (gelu_pre != nullptr && N > 0) {
-        note_unfused("DGELU", I % 8 == 0 ? kRefused : kNotMultipleOf8, said, I, N, O);
-        gpu::launch::gelu_backward_bf16(dx, gelu_pre, dx, N * I);
+  // Every launch is checked at once; with TERA_DEVICE_SYNC=1 it is also
+  // waited for, so an error in a kernel names that kernel.
+  void launched(const char* kernel) override {
+    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) cuda_fail(std::string("launch of ") + kernel, cudaGetErrorString(e));
+    if (sync_each_op_) {
+      if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+        cuda_fail(std::string("kernel ") + kernel + " (TERA_DEVICE_SYNC=1)", cudaGetErrorString(e));
       }
     }
   }
-  gemm_rm(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
-  if (db != nullptr) gpu::launch::column_sums(db, dy, N, O);
+
+  // --- DeviceQueue -----------------------------------------------------
+  const char* vendor() const override { return "cuda"; }
+  void* native_stream(DeviceStream s) override {
+    start();
+    return s == DeviceStream::compute ? static_cast<void*>(stream) : static_cast<void*>(comm_);
+  }
+  Event event_create() override {
+    start();
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    return e;
+  }
+  void event_destroy(Event e) override { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+  void event_record(Event e, DeviceStream s) override {
+    check(cudaEventRecord(static_cast<cudaEvent_t>(e), on(s)), "cudaEventRecord");
+  }
+  void stream_wait(DeviceStream s, Event e) override {
+    check(cudaStreamWaitEvent(on(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
+  }
+  bool event_done(Event e) override {
+    const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (r == cudaErrorNotReady) return false;
+    check(r, "cudaEventQuery");
+    return true;
+  }
+  void event_wait(Event e) override { check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); }
+  void copy_async(void* dst, const void* src, int64_t bytes, CopyKind kind, DeviceStream s) override {
+    if (bytes <= 0) return;
+    check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), on(s)), "cudaMemcpyAsync");
+  }
+  void* pinned_alloc(int64_t bytes) override {
+    start();
+    void* p = nullptr;
+    if (cudaMallocHost(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1))) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return p;
+  }
+  void pinned_free(void* p) override { cudaFreeHost(p); }
+
+  // --- the backend's memory and copies -----------------------------------
+  void* alloc(int64_t bytes) {
+    start();
+    return cache_.allocate(bytes);
+  }
+  void release(void* p) {
+    if (p == nullptr) return;
+    if (!cache_.release(p)) cuda_fail("release", "a pointer this backend did not allocate");
+  }
+  int64_t cached_bytes() const { return cache_.stats().cached; }
+  // ops.h's copy: host_to_device staged through pinned memory (no wait);
+  // device_to_host waits for the stream.
+  void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
+    start();
+    if (bytes <= 0 || dst == src) return;
+    if (kind == CopyKind::host_to_device && uploads_->upload(dst, src, bytes)) return;
+    check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), stream), "cudaMemcpyAsync");
+    // A host buffer may be read or freed as soon as the call returns.
+    if (kind != CopyKind::device_to_device) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (copy)");
+  }
+  void synchronize() {
+    if (started_) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+
+  // D (col-major m x n, ldc, type cd) = alpha op(A) op(B) + beta D, then the
+  // epilogue; A and B of type ab (fp32 or bf16), fp32 compute. With
+  // `refusable`, returns false without writing anything when cuBLASLt has
+  // no algorithm for this product and epilogue, or refuses the call as not
+  // supported or invalid (the caller runs it another way); otherwise that
+  // ends the process with cuBLASLt's status.
+  bool lt_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* A, int64_t lda,
+               const void* B, int64_t ldb, float beta, void* C, int64_t ldc, cudaDataType_t ab, cudaDataType_t cd,
+               const LtEpilogue& epi = {}, bool refusable = false) {
+    if (m <= 0 || n <= 0) return true;
+    start();
+    const LtKey key{m, n, k, lda, ldb, ldc, epi.aux_ld, ta, tb, static_cast<int32_t>(ab), static_cast<int32_t>(cd),
+                    static_cast<int32_t>(epi.kind),
+                    {alignment(A), alignment(B), alignment(C), alignment(epi.bias), alignment(epi.aux)}};
+    LtPlan& plan = plan_for(key, epi);
+    bool ok = plan.found;
+    if (ok) {
+      if (epi.bias != nullptr) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epi.bias, "BIAS_POINTER");
+      if (epi.aux != nullptr) set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, epi.aux, "AUX_POINTER");
+      const cublasStatus_t ms = cublasLtMatmul(lt_, plan.desc, &alpha, A, plan.la, B, plan.lb, &beta, C, plan.lc, C,
+                                               plan.lc, &plan.algo, workspace_, kWorkspaceBytes, stream);
+      // Refused before it launched: an argument combination it does not take.
+      ok = ms == CUBLAS_STATUS_SUCCESS;
+      if (!ok && !(refusable && (ms == CUBLAS_STATUS_NOT_SUPPORTED || ms == CUBLAS_STATUS_INVALID_VALUE))) {
+        check(ms, "cublasLtMatmul");
+      }
+      if (!ok) {  // remembered: the same description goes the other way at once
+        plan.found = false;
+        plan.status = ms;
+        note_path(key, "refused by cublasLtMatmul (status " + std::to_string(static_cast<int>(ms)) + ")");
+      }
+    } else if (!refusable) {
+      if (plan.status != CUBLAS_STATUS_SUCCESS) check(plan.status, "cublasLtMatmulAlgoGetHeuristic");
+      cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
+    }
+    if (ok && sync_each_op_) check(cudaStreamSynchronize(stream), "cublasLtMatmul (TERA_DEVICE_SYNC=1)");
+    return ok;
+  }
+
+  // Says once per product which way it ran.
+  void note_path(const LtKey& k, const std::string& how) {
+    const std::string what = std::string(k.ab == CUDA_R_16BF ? "bf16" : "fp32") + " GEMM m=" + std::to_string(k.m) +
+                             " n=" + std::to_string(k.n) + " k=" + std::to_string(k.k) + " epilogue " +
+                             epilogue_name(static_cast<cublasLtEpilogue_t>(k.epilogue));
+    paths_[what] = how;
+  }
+  void note_fallback(const std::string& what, const std::string& how) { paths_[what] = how; }
+  std::string report() const {
+    std::string out;
+    for (const auto& [what, how] : paths_) out += what + ": " + how + "\n";
+    return out;
+  }
+
+ private:
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's: 32 MiB covers Hopper's kernels
+
+  cudaStream_t on(DeviceStream s) {
+    start();
+    return s == DeviceStream::compute ? stream : comm_;
+  }
+  static cudaMemcpyKind memcpy_kind(CopyKind k) {
+    return k == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
+           : k == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
+                                           : cudaMemcpyDeviceToDevice;
+  }
+  // The plan of a product description: descriptors and the heuristic's
+  // choice, made on first use with the operands' alignments as minimum
+  // alignment preferences, kept for the process.
+  LtPlan& plan_for(const LtKey& key, const LtEpilogue& epi) {
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    LtPlan p;
+    check(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t opa = key.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = key.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, opa, "TRANSA");
+    set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, opb, "TRANSB");
+    const auto epilogue = static_cast<cublasLtEpilogue_t>(key.epilogue);
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, "EPILOGUE");
+    if (key.aux_ld > 0) set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.aux_ld, "EPILOGUE_AUX_LD");
+    // The first call's pointers (the key holds their alignment); each call sets its own.
+    if (epi.bias != nullptr) set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, epi.bias, "BIAS_POINTER");
+    if (epi.aux != nullptr) set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, epi.aux, "AUX_POINTER");
+    const auto ab = static_cast<cudaDataType_t>(key.ab), cd = static_cast<cudaDataType_t>(key.cd);
+    check(cublasLtMatrixLayoutCreate(&p.la, ab, key.ta ? key.k : key.m, key.ta ? key.m : key.k, key.lda), "layout A");
+    check(cublasLtMatrixLayoutCreate(&p.lb, ab, key.tb ? key.n : key.k, key.tb ? key.k : key.n, key.ldb), "layout B");
+    check(cublasLtMatrixLayoutCreate(&p.lc, cd, key.m, key.n, key.ldc), "layout C");
+    cublasLtMatmulPreference_t pref;
+    check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    const size_t ws = kWorkspaceBytes;
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+          "workspace preference");
+    const uint32_t align_a = static_cast<uint32_t>(key.align[0]), align_b = static_cast<uint32_t>(key.align[1]),
+                   align_c = static_cast<uint32_t>(key.align[2]);
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a),
+          "alignment preference A");
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b),
+          "alignment preference B");
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c),
+          "alignment preference C");
+    check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof align_c),
+          "alignment preference D");
+    cublasLtMatmulHeuristicResult_t heur{};
+    int found = 0;
+    p.status = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1, &heur, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p.found = p.status == CUBLAS_STATUS_SUCCESS && found > 0;
+    p.algo = heur.algo;
+    note_path(key, p.found ? "cuBLASLt" : "no cuBLASLt algorithm (status " + std::to_string(static_cast<int>(p.status)) + ")");
+    return plans_.emplace(key, p).first->second;
+  }
+  // The raw allocation and free behind the caching allocator.
+  void* raw_alloc(int64_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, static_cast<size_t>(bytes)) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the out-of-memory error: the caller reports it
+      return nullptr;
+    }
+    return p;
+  }
+  void raw_free(void* p) {
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (release)");
+    check(cudaStreamSynchronize(comm_), "cudaStreamSynchronize (release)");
+    check(cudaFree(p), "cudaFree");
+  }
+
+  bool started_ = false;
+  bool sync_each_op_ = false;
+  cudaStream_t comm_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  void* scratch_ = nullptr;
+  int64_t scratch_bytes_ = 0;
+  CachingAllocator cache_;
+  std::unique_ptr<StagedUploads> uploads_;
+  std::unordered_map<LtKey, LtPlan, LtKeyHash> plans_;
+  std::map<std::string, std::string> paths_;  // product -> the path it took
+};
+
+CudaContext& cuda(BackendContext* c) { return *static_cast<CudaContext*>(static_cast<gpu::DeviceContext*>(c)); }
+
+// Row-major C[M,N] = alpha op(A) op(B) + beta C (+ bias[N] on every row), C fp32.
+void gemm_rm(CudaContext& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+             int64_t lda, const void* B, int64_t ldb, float beta, float* C, int64_t ldc, cudaDataType_t ab,
+             const float* bias) {
+  LtEpilogue epi;
+  if (bias != nullptr) epi = LtEpilogue{CUBLASLT_EPILOGUE_BIAS, bias};
+  c.lt_gemm(tb, ta, N, M, K, alpha, B, ldb, A, lda, beta, C, ldc, ab, CUDA_R_32F, epi);
 }
 
-void cuda_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* xb, const uint16_t* W,
-                               int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
-  linear_backward_bf16_any(dx, dW, db, dy, xb, W, N, I, O, accumulate_dx, cast, nullptr);
+void cuda_gemm(BackendContext* c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_rm(cuda(c), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, CUDA_R_32F, nullptr);
+}
+
+void cuda_linear_forward(BackendContext* c, float* y, const float* x, const float* W, const float* b, int64_t N,
+                         int64_t I, int64_t O) {
+  gemm_rm(cuda(c), false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O, CUDA_R_32F, b);
+}
+
+void cuda_linear_backward(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                          const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) {
+  CudaContext& cc = cuda(c);
+  if (dx != nullptr) gemm_rm(cc, false, false, N, I, O, 1.0f, dy, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_32F, nullptr);
+  gemm_rm(cc, true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dW, I, CUDA_R_32F, nullptr);
+  if (db != nullptr) gpu::launch::column_sums(cc, db, dy, N, O);
+}
+
+void cuda_linear_forward_bf16(BackendContext* c, float* y, const uint16_t* x, const uint16_t* W, const float* b,
+                              int64_t N, int64_t I, int64_t O) {
+  gemm_rm(cuda(c), false, true, N, O, I, 1.0f, x, I, W, I, 0.0f, y, O, CUDA_R_16BF, b);
+}
+
+void cuda_linear_backward_bf16(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const uint16_t* xb,
+                               const uint16_t* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+  CudaContext& cc = cuda(c);
+  uint16_t* dyb = cast;  // [N, O]
+  if (!gpu::launch::cast(cc, dyb, DType::bf16, dy, DType::f32, N * O)) cuda_fail("cast", "f32 to bf16");
+  if (dx != nullptr) {
+    gemm_rm(cc, false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_16BF, nullptr);
+  }
+  gemm_rm(cc, true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
+  if (db != nullptr) gpu::launch::column_sums(cc, db, dy, N, O);
 }
 
 // The MLP's first linear layer with GELU in cuBLASLt's epilogue
-// (GELU_AUX_BIAS: act = gelu(y) into D, y into aux, both bf16). cuBLASLt's
-// bias has D's type: b is rounded to bf16 first (O values, in scratch).
-void cuda_linear_gelu_forward_bf16(uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W, const float* b,
-                                   int64_t N, int64_t I, int64_t O, float* work) {
-  static std::atomic<bool> said{false};
+// (GELU_AUX_BIAS: act = gelu(y) into D, y into aux, both bf16, aux D's
+// type as cuBLASLt documents). cuBLASLt's bias has D's type: b is rounded
+// to bf16 first (O values, in scratch). Where cuBLASLt has no algorithm,
+// the GEMM and a GELU pass (said in the GEMM report).
+void cuda_linear_gelu_forward_bf16(BackendContext* c, uint16_t* act, uint16_t* pre, const uint16_t* x,
+                                   const uint16_t* W, const float* b, int64_t N, int64_t I, int64_t O, float* work) {
+  CudaContext& cc = cuda(c);
   if (N <= 0 || O <= 0) return;
   if (O % 8 == 0) {  // aux's leading dimension must be a multiple of 8
-    LtEpilogue epi{CUBLASLT_EPILOGUE_GELU_AUX, nullptr, CUDA_R_16BF, pre, O, CUDA_R_16BF};
+    LtEpilogue epi{CUBLASLT_EPILOGUE_GELU_AUX, nullptr, pre, O};
     if (b != nullptr) {
-      auto* b16 = static_cast<uint16_t*>(gpu::scratch(O * static_cast<int64_t>(sizeof(uint16_t))));
-      cuda_cast(b16, DType::bf16, b, DType::f32, O);
+      auto* b16 = static_cast<uint16_t*>(cc.scratch(O * static_cast<int64_t>(sizeof(uint16_t))));
+      if (!gpu::launch::cast(cc, b16, DType::bf16, b, DType::f32, O)) cuda_fail("cast", "f32 to bf16");
       epi.kind = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
       epi.bias = b16;
     }
     // Row-major act[N,O] = x[N,I] W[O,I]^T is col-major act^T[O,N] = W x^T.
-    if (lt_gemm(true, false, O, N, I, 1.0f, W, I, x, I, 0.0f, act, O, CUDA_R_16BF, CUDA_R_16BF, epi, true)) return;
+    if (cc.lt_gemm(true, false, O, N, I, 1.0f, W, I, x, I, 0.0f, act, O, CUDA_R_16BF, CUDA_R_16BF, epi, true)) return;
+  } else {
+    cc.note_fallback("bf16 GEMM m=" + std::to_string(O) + " n=" + std::to_string(N) + " k=" + std::to_string(I) +
+                         " epilogue GELU_AUX_BIAS",
+                     "a GEMM and a GELU pass (the GELU matrix's width is not a multiple of 8)");
   }
-  note_unfused(b != nullptr ? "GELU_AUX_BIAS" : "GELU_AUX", O % 8 == 0 ? kRefused : kNotMultipleOf8, said, O, N, I);
-  gpu::launch::linear_gelu_forward_bf16_passes(cuda_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
+  gpu::launch::linear_gelu_forward_bf16_passes(cc, cuda_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
 }
 
-// The MLP's output projection with the GELU gradient in cuBLASLt's epilogue
-// of the dx product (linear_backward_bf16_any).
-void cuda_linear_backward_gelu_bf16(float* dpre, float* dW, float* db, const float* dy, const uint16_t* xb,
-                                    const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I, int64_t O,
-                                    uint16_t* cast) {
-  linear_backward_bf16_any(dpre, dW, db, dy, xb, W, N, I, O, false, cast, pre);
+void cuda_linear_backward_gelu_bf16(BackendContext* c, float* dpre, float* dW, float* db, const float* dy,
+                                    const uint16_t* xb, const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I,
+                                    int64_t O, uint16_t* cast) {
+  gpu::launch::linear_backward_gelu_bf16_passes(cuda(c), cuda_linear_backward_bf16, dpre, dW, db, dy, xb, W, pre, N, I,
+                                                O, cast);
 }
 
-const char* cuda_gemm_bf16_path() { return "cuBLASLt: bf16 inputs, fp32 accumulation (tensor cores)"; }
-
-bool cuda_supports(KernelOp op, DType dtype) {
+bool cuda_supports(BackendContext*, KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
   return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
                                   op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
                                   op == KernelOp::linear_backward_gelu_bf16);
 }
 
-}  // namespace
-}  // namespace tera
-
-TERA_GPU_BEGIN
-
-Stream current_stream() { return ctx().stream; }
-
-void* scratch(int64_t bytes) {
-  Context& c = ctx();
-  if (bytes > c.scratch_bytes) {
-    if (c.scratch != nullptr) cuda_raw_free(c.scratch);
-    check(cudaMalloc(&c.scratch, static_cast<size_t>(bytes)), "cudaMalloc (reduction scratch)");
-    c.scratch_bytes = bytes;
-  }
-  return c.scratch;
-}
-
-TERA_GPU_END
-
-namespace tera {
-
-std::string cuda_device_status() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) return std::string("no usable GPU: ") + cudaGetErrorString(e);
-  if (n == 0) return "no usable GPU: the driver reports no CUDA device";
-  return "";
-}
-
-// The GPU's free memory (cudaMemGetInfo); 0 (unknown) if the driver cannot say.
-static void* cuda_compute_stream() { return static_cast<void*>(ctx().stream); }
-
-static int64_t cuda_memory_available() {
-  size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return static_cast<int64_t>(free_bytes) + cuda_cache().stats().cached;  // cached blocks are given back on demand
-}
-
 // The device of this rank (device_for_rank), made current for the process.
-static std::string cuda_bind_device(int local_rank, int local_size) {
+std::string cuda_bind_device(BackendContext*, int local_rank, int local_size) {
   int n = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
     (void)cudaGetLastError();
@@ -420,7 +469,7 @@ static std::string cuda_bind_device(int local_rank, int local_size) {
 }
 
 // The current device's UUID as nvidia-smi prints it (GPU-8-4-4-4-12 hex).
-static std::string cuda_device_identity() {
+std::string cuda_device_identity(BackendContext*) {
   int device = 0;
   cudaDeviceProp p{};
   if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
@@ -438,6 +487,30 @@ static std::string cuda_device_identity() {
   return id;
 }
 
+// The GPU's free memory (cudaMemGetInfo) plus the blocks the cache would
+// give back; 0 (unknown) if the driver cannot say.
+int64_t cuda_memory_available(BackendContext* c) {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(free_bytes) + cuda(c).cached_bytes();
+}
+
+}  // namespace
+
+std::string cuda_device_status() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string("no usable GPU: ") + cudaGetErrorString(e);
+  }
+  if (n == 0) return "no usable GPU: the driver reports no CUDA device";
+  return "";
+}
+
 std::string cuda_device_name() {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) device = 0;
@@ -447,36 +520,46 @@ std::string cuda_device_name() {
          std::to_string(p.multiProcessorCount) + " SMs)";
 }
 
-const Backend& cuda_backend() {
-  static const Backend backend = [] {
-    Backend b{
-        .name = "cuda",
-        .gemm_library = "cuBLASLt",
-        .gemm_bf16_path = cuda_gemm_bf16_path,
-        .unavailable = cuda_device_status,
-        .memory_available = cuda_memory_available,
-        .bind_device = cuda_bind_device,
-        .device_identity = cuda_device_identity,
-        .addressing = {DeviceAddressing::Kind::device, nullptr, cuda_compute_stream},
-        .alloc = cuda_alloc,
-        .release = cuda_release,
-        .fill = cuda_fill,
-        .copy = cuda_copy,
-        .synchronize = cuda_synchronize,
-        .gemm = cuda_gemm,
-        .linear_forward = cuda_linear_forward,
-        .linear_backward = cuda_linear_backward,
-        .linear_forward_bf16 = cuda_linear_forward_bf16,
-        .linear_backward_bf16 = cuda_linear_backward_bf16,
-        .linear_gelu_forward_bf16 = cuda_linear_gelu_forward_bf16,
-        .linear_backward_gelu_bf16 = cuda_linear_backward_gelu_bf16,
-        .cast = cuda_cast,
-        .supports = cuda_supports,
-    };
-    gpu::launch::set_dialect_ops(b);
-    return b;
-  }();
-  return backend;
+std::unique_ptr<Backend> make_cuda_backend() {
+  auto ctx = std::make_shared<CudaContext>();
+  BackendOps ops;
+  gpu::launch::set_dialect_ops(ops);
+  ops.alloc = [](BackendContext* c, int64_t bytes) { return cuda(c).alloc(bytes); };
+  ops.release = [](BackendContext* c, void* p) { cuda(c).release(p); };
+  ops.fill = [](BackendContext* c, void* dst, DType t, double value, int64_t n) {
+    if (!gpu::launch::fill(cuda(c), dst, t, value, n)) cuda_fail("fill", "f16 with a non-zero value");
+  };
+  ops.copy = [](BackendContext* c, void* dst, const void* src, int64_t bytes, CopyKind kind) {
+    cuda(c).copy(dst, src, bytes, kind);
+  };
+  ops.synchronize = [](BackendContext* c) { cuda(c).synchronize(); };
+  ops.cast = [](BackendContext* c, void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+    if (!gpu::launch::cast(cuda(c), dst, dst_t, src, src_t, n)) cuda_fail("cast", "a pair of dtypes it does not convert");
+  };
+  ops.gemm = cuda_gemm;
+  ops.linear_forward = cuda_linear_forward;
+  ops.linear_backward = cuda_linear_backward;
+  ops.linear_forward_bf16 = cuda_linear_forward_bf16;
+  ops.linear_backward_bf16 = cuda_linear_backward_bf16;
+  ops.linear_gelu_forward_bf16 = cuda_linear_gelu_forward_bf16;
+  ops.linear_backward_gelu_bf16 = cuda_linear_backward_gelu_bf16;
+  ops.gemm_bf16_path = [](BackendContext*) -> std::string {
+    return "cuBLASLt: bf16 inputs, fp32 accumulation (tensor cores)";
+  };
+  ops.gemm_report = [](BackendContext* c) { return cuda(c).report(); };
+  ops.unavailable = [](BackendContext*) { return cuda_device_status(); };
+  ops.memory_available = cuda_memory_available;
+  // What the process still takes outside alloc once it runs: cuBLASLt's
+  // workspace and handle, reduction scratch, pinned staging's device side
+  // (none), and the CUDA runtime's module images and context growth
+  // beyond what cudaSetDevice made: 32 MiB + 256 MiB (an estimate; NCCL's
+  // buffers are the device communicators', comm/device_comm.h).
+  ops.memory_reserved = [](BackendContext*) -> int64_t { return (int64_t{32} + 256) << 20; };
+  ops.bind_device = cuda_bind_device;
+  ops.device_identity = cuda_device_identity;
+  ops.supports = cuda_supports;
+  const DeviceAddressing addressing{DeviceAddressing::Kind::device, nullptr, static_cast<DeviceQueue*>(ctx.get())};
+  return std::make_unique<Backend>("cuda", "cuBLASLt", addressing, ops, ctx);
 }
 
 }  // namespace tera

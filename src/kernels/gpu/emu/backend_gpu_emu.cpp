@@ -1,12 +1,12 @@
-// The gpu-emu backend table (backend_gpu_emu.h): device memory with the
-// emulator's device bit, the dialect kernels of ops_launch.h launched on the
-// emulator, host GEMMs for the linear ops.
+// The gpu-emu backend (backend_gpu_emu.h): an EmuContext per instance holds
+// the emulated device (its memory, two streams, scratch) and is both the
+// ops' DeviceContext and the device communicators' DeviceQueue.
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -19,30 +19,13 @@
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/gpu/emu/emulator.h"
 #include "kernels/gpu/ops_launch.h"
-
-namespace tera {
-
-}  // namespace tera
-
-TERA_GPU_BEGIN
-
-// Partial results of the reductions: device memory, grown as needed.
-void* scratch(int64_t bytes) {
-  static thread_local void* buf = nullptr;
-  static thread_local int64_t size = 0;
-  if (bytes > size) {
-    if (buf != nullptr) cpu::release(emu::kernel_address(buf, "scratch"));
-    buf = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(cpu::alloc(bytes)) | emu::kDeviceBit);
-    size = bytes;
-  }
-  return buf;
-}
-
-TERA_GPU_END
+#include "kernels/staged_uploads.h"
 
 namespace tera {
 
 namespace {
+
+using gpu::emu::Stream;
 
 bool is_device(const void* p) { return (reinterpret_cast<uintptr_t>(p) & gpu::emu::kDeviceBit) != 0; }
 
@@ -53,238 +36,359 @@ T* host_of(T* p, const char* op) {
   return static_cast<T*>(gpu::emu::kernel_address(p, op));
 }
 
-void* to_host(const void* p) { return p == nullptr ? nullptr : host_of(const_cast<void*>(p), "the device communicator"); }
-
-// The emulated device's memory: unlimited like the host's, or
-// TERA_GPU_EMU_MEMORY bytes (suffix K, M, G or T: powers of 1024), which an
-// allocation past it fails as cudaMalloc does on a full GPU. The reductions'
-// scratch (gpu::scratch) is not counted.
-// TERA_GPU_EMU_MEMORY in bytes; -1 when unset (unlimited).
-int64_t emu_memory_capacity() {
-  const char* env = std::getenv("TERA_GPU_EMU_MEMORY");
-  if (env == nullptr || *env == '\0') return -1;
-  char* end = nullptr;
-  const long long n = std::strtoll(env, &end, 10);
-  int64_t unit = 1;
-  if (*end != '\0') {
-    const std::string suffix(end);
-    unit = suffix == "K" ? 1LL << 10 : suffix == "M" ? 1LL << 20 : suffix == "G" ? 1LL << 30 : suffix == "T" ? 1LL << 40 : 0;
-  }
-  if (end == env || n < 0 || unit == 0) {
-    std::fprintf(stderr,
-                 "tera: error: TERA_GPU_EMU_MEMORY='%s' is not a size: give bytes with an optional K, M, G or T "
-                 "suffix (e.g. 512M), or unset it for unlimited device memory\n",
-                 env);
-    std::exit(2);
-  }
-  return static_cast<int64_t>(n) * unit;
-}
-
-struct DeviceMemory {
-  std::mutex mu;
-  std::unordered_map<const void*, int64_t> sizes;
-  int64_t used = 0;
-  int64_t capacity = emu_memory_capacity();  // -1: unlimited
-};
-
-DeviceMemory& device_memory() {
-  static DeviceMemory m;
-  return m;
-}
-
-// The emulated device's raw allocation and free (the caching allocator's).
-void* emu_raw_alloc(int64_t bytes) {
-  DeviceMemory& dm = device_memory();
-  std::lock_guard<std::mutex> lock(dm.mu);
-  if (dm.capacity >= 0 && dm.used + bytes > dm.capacity) return nullptr;
-  void* p = cpu::alloc(bytes);
-  if (p == nullptr) return nullptr;
-  TERA_ASSERT(!is_device(p), "gpu-emu: the host allocator returned an address with the device bit set");
-  dm.sizes[p] = bytes;
-  dm.used += bytes;
-  return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | gpu::emu::kDeviceBit);
-}
-
-void emu_raw_free(void* p) {
-  void* h = host_of(p, "release");
-  DeviceMemory& dm = device_memory();
-  {
-    std::lock_guard<std::mutex> lock(dm.mu);
-    if (auto it = dm.sizes.find(h); it != dm.sizes.end()) {
-      dm.used -= it->second;
-      dm.sizes.erase(it);
-    }
-  }
-  cpu::release(h);
-}
-
-// Never destroyed: blocks may be released by other statics' destructors.
-CachingAllocator& emu_cache() {
-  static CachingAllocator* cache = new CachingAllocator(emu_raw_alloc, emu_raw_free);
-  return *cache;
-}
-
-void* emu_alloc(int64_t bytes) {
-  void* p = emu_cache().allocate(bytes);
-  // Fresh device memory holds garbage on a GPU, and a reused block its last
-  // owner's data: NaN bytes here, so a kernel that reads before writing shows it.
-  if (p != nullptr) std::memset(host_of(p, "alloc"), 0xff, static_cast<size_t>(bytes));
+template <typename T>
+T* checked_host(T* p, const char* op) {
+  TERA_ASSERT(p == nullptr || !is_device(p),
+              std::string("gpu-emu: ") + op + " was given device memory where a host pointer is expected");
   return p;
 }
 
-void emu_release(void* p) {
-  if (p == nullptr) return;
-  (void)host_of(p, "release");  // a host pointer is a bug
-  TERA_ASSERT(emu_cache().release(p), "gpu-emu: release of device memory this backend did not allocate");
-}
+// A recorded point of a stream: done once the stream has run work `seq`.
+struct EmuEvent {
+  Stream* stream = nullptr;  // null: never recorded (done)
+  uint64_t seq = 0;
+};
 
-// The capacity left, counting cached blocks as free (the cache gives them
-// back before an allocation fails).
-int64_t emu_memory_available() {
-  const int64_t cached = emu_cache().stats().cached;
-  DeviceMemory& dm = device_memory();
-  std::lock_guard<std::mutex> lock(dm.mu);
-  if (dm.capacity < 0) return 0;  // unknown: unlimited
-  return std::max<int64_t>(1, dm.capacity - dm.used + cached);
-}
-
-// The emulated node's GPUs, for testing how ranks are put on devices:
-// TERA_GPU_EMU_GPUS devices visible to each process (as CUDA_VISIBLE_DEVICES
-// would show them); unset, one per rank of the node. Each rank binds one as
-// the cuda backend does (device_for_rank); its identity names the node and
-// the index, so ranks shown the same single GPU share an identity.
-int& emu_bound_device() {
-  static int device = -1;
-  return device;
-}
-
-std::string emu_bind_device(int local_rank, int local_size) {
-  int visible = local_size;
-  if (const char* env = std::getenv("TERA_GPU_EMU_GPUS"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long n = std::strtol(env, &end, 10);
-    if (*end != '\0' || n < 1 || n > 1024) {
-      return std::string("TERA_GPU_EMU_GPUS='") + env + "' is not a GPU count: give 1 to 1024, or unset it for one "
-             "emulated GPU per rank";
-    }
-    visible = static_cast<int>(n);
+class EmuContext final : public gpu::DeviceContext, public DeviceQueue {
+ public:
+  explicit EmuContext(const GpuEmuOptions& o)
+      : options_(o),
+        compute_(std::make_unique<Stream>("compute", o.warp, o.mode)),
+        comm_(std::make_unique<Stream>("comm", o.warp, o.mode)),
+        cache_([this](int64_t b) { return raw_alloc(b); }, [this](void* p) { raw_free(p); }) {
+    stream = compute_.get();
+    warp = o.warp;
+    uploads_ = std::make_unique<StagedUploads>(*this);
   }
-  const int device = device_for_rank(local_rank, local_size, visible);
-  if (device < 0) return too_few_devices(local_size, visible);
-  emu_bound_device() = device;
-  return "";
-}
+  ~EmuContext() override {
+    uploads_.reset();
+    synchronize_all();
+    if (scratch_ != nullptr) raw_free(scratch_);
+    cache_.trim();
+  }
 
-std::string emu_device_identity() {
-  if (emu_bound_device() < 0) return "";
-  char host[256] = "localhost";
-  gethostname(host, sizeof(host) - 1);
-  return std::string("gpu-emu:") + host + ":" + std::to_string(emu_bound_device());
-}
+  // --- DeviceContext ---------------------------------------------------
+  void* scratch(int64_t bytes) override {
+    if (bytes > scratch_bytes_) {
+      // The queued work may still read the old block.
+      synchronize_all();
+      if (scratch_ != nullptr) raw_free(scratch_);
+      scratch_ = raw_alloc(bytes);
+      TERA_ASSERT(scratch_ != nullptr, "gpu-emu: no device memory left for " + std::to_string(bytes) +
+                                           " bytes of reduction scratch");
+      scratch_bytes_ = bytes;
+    }
+    return scratch_;
+  }
 
-void emu_copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
-  const bool dst_dev = kind != CopyKind::device_to_host, src_dev = kind != CopyKind::host_to_device;
-  TERA_ASSERT(is_device(dst) == dst_dev && is_device(src) == src_dev,
-              "gpu-emu: copy given memory of the wrong side for its CopyKind");
-  void* d = dst_dev ? host_of(dst, "copy") : dst;
-  const void* s = src_dev ? host_of(src, "copy") : src;
-  if (bytes > 0 && d != s) std::memcpy(d, s, static_cast<size_t>(bytes));
-}
+  // --- DeviceQueue -----------------------------------------------------
+  const char* vendor() const override { return ""; }
+  void* native_stream(DeviceStream) override { return nullptr; }
+  bool emulated() const override { return true; }
+  Event event_create() override { return new EmuEvent; }
+  void event_destroy(Event e) override { delete static_cast<EmuEvent*>(e); }
+  void event_record(Event e, DeviceStream s) override {
+    auto* ev = static_cast<EmuEvent*>(e);
+    ev->stream = &on(s);
+    ev->seq = ev->stream->issued();
+  }
+  void stream_wait(DeviceStream s, Event e) override {
+    const EmuEvent ev = *static_cast<EmuEvent*>(e);
+    if (ev.stream == nullptr || ev.stream == &on(s) || ev.seq == 0) return;  // already ordered
+    on(s).enqueue([ev] { ev.stream->wait(ev.seq); });
+  }
+  bool event_done(Event e) override {
+    const auto* ev = static_cast<const EmuEvent*>(e);
+    return ev->stream == nullptr || ev->stream->done(ev->seq);
+  }
+  void event_wait(Event e) override {
+    const auto* ev = static_cast<const EmuEvent*>(e);
+    if (ev->stream != nullptr) ev->stream->wait(ev->seq);
+  }
+  void copy_async(void* dst, const void* src, int64_t bytes, CopyKind kind, DeviceStream s) override {
+    if (bytes <= 0) return;
+    void* d = side(dst, kind != CopyKind::device_to_host, "copy_async");
+    const void* from = side(src, kind != CopyKind::host_to_device, "copy_async");
+    on(s).enqueue([d, from, bytes] { std::memcpy(d, from, static_cast<size_t>(bytes)); });
+  }
+  void* pinned_alloc(int64_t bytes) override { return cpu::alloc(std::max<int64_t>(bytes, 1)); }
+  void pinned_free(void* p) override { cpu::release(p); }
 
-void emu_fill(void* dst, DType t, double value, int64_t n) {
-  TERA_ASSERT(gpu::launch::fill(dst, t, value, n), "gpu-emu: fill of f16 with a non-zero value");
-}
+  // --- the backend's memory and copies -----------------------------------
+  void* alloc(int64_t bytes) {
+    void* p = cache_.allocate(bytes);
+    // Fresh device memory holds garbage on a GPU, and a reused block its
+    // last owner's data: NaN bytes here, written in stream order (the block's
+    // last owner's queued work may still read it).
+    if (p != nullptr) {
+      void* h = host_of(p, "alloc");
+      compute_->enqueue([h, bytes] { std::memset(h, 0xff, static_cast<size_t>(bytes)); });
+    }
+    return p;
+  }
+  void release(void* p) {
+    if (p == nullptr) return;
+    (void)host_of(p, "release");  // a host pointer is a bug
+    TERA_ASSERT(cache_.release(p), "gpu-emu: release of device memory this backend did not allocate");
+  }
+  // The capacity left, counting cached blocks as free (the cache gives them
+  // back before an allocation fails); 0 (unknown) when unlimited.
+  int64_t memory_available() {
+    const int64_t cached = cache_.stats().cached;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.memory < 0) return 0;
+    return std::max<int64_t>(1, options_.memory - used_ + cached);
+  }
+  // ops.h's copy, as the cuda backend makes it: host_to_device staged
+  // through pinned buffers (StagedUploads) and not waited for, or, past a
+  // buffer's size, queued and waited for; device_to_host waits for the stream.
+  void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
+    if (bytes <= 0) return;
+    void* d = side(dst, kind != CopyKind::device_to_host, "copy");
+    const void* s = side(src, kind != CopyKind::host_to_device, "copy");
+    if (kind == CopyKind::host_to_device && uploads_->upload(dst, src, bytes)) return;
+    if (kind == CopyKind::device_to_device) {
+      if (d != s) compute_->enqueue([d, s, bytes] { std::memmove(d, s, static_cast<size_t>(bytes)); });
+      return;
+    }
+    compute_->enqueue([d, s, bytes] { std::memcpy(d, s, static_cast<size_t>(bytes)); });
+    compute_->synchronize();  // the host's side may be reused (or read) as soon as copy returns
+  }
+  // Queues host work (a host GEMM standing in for cuBLASLt) on the compute
+  // stream with the OpenMP threads of the rank that queued it.
+  void enqueue_host(std::function<void()> f) {
+    const int threads = omp_get_max_threads();
+    compute_->enqueue([threads, f = std::move(f)] {
+      omp_set_num_threads(threads);
+      f();
+    });
+  }
+  void synchronize_all() {
+    comm_->synchronize();
+    compute_->synchronize();
+  }
+  Stream& compute() { return *compute_; }
 
-void emu_cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
-  TERA_ASSERT(gpu::launch::cast(dst, dst_t, src, src_t, n), "gpu-emu: cast between dtypes it does not convert");
-}
+  // --- the emulated node's GPUs --------------------------------------------
+  // Each rank binds one as the cuda backend does (device_for_rank); its
+  // identity names the node and the index, so ranks shown the same single
+  // GPU share an identity.
+  std::string bind_device(int local_rank, int local_size) {
+    const int visible = options_.visible_gpus > 0 ? options_.visible_gpus : local_size;
+    const int device = device_for_rank(local_rank, local_size, visible);
+    if (device < 0) return too_few_devices(local_size, visible);
+    bound_device_ = device;
+    return "";
+  }
+  std::string device_identity() const {
+    if (bound_device_ < 0) return "";
+    char host[256] = "localhost";
+    gethostname(host, sizeof(host) - 1);
+    return std::string("gpu-emu:") + host + ":" + std::to_string(bound_device_);
+  }
 
-// GEMMs: host libraries over the memory behind the device pointers.
-void emu_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-              const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cpu::gemm<float>(ta, tb, M, N, K, alpha, host_of(A, "gemm"), lda, host_of(B, "gemm"), ldb, beta, host_of(C, "gemm"),
-                   ldc);
+ private:
+  Stream& on(DeviceStream s) { return s == DeviceStream::compute ? *compute_ : *comm_; }
+  // The host address of one side of a copy: device memory where `device`.
+  static void* side(const void* p, bool device, const char* op) {
+    return device ? host_of(const_cast<void*>(p), op) : checked_host(const_cast<void*>(p), op);
+  }
+  // The emulated device's raw allocation and free (the caching allocator's):
+  // an allocation past options_.memory fails as cudaMalloc does on a full GPU.
+  void* raw_alloc(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (options_.memory >= 0 && used_ + bytes > options_.memory) return nullptr;
+    void* p = cpu::alloc(bytes);
+    if (p == nullptr) return nullptr;
+    TERA_ASSERT(!is_device(p), "gpu-emu: the host allocator returned an address with the device bit set");
+    sizes_[p] = bytes;
+    used_ += bytes;
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | gpu::emu::kDeviceBit);
+  }
+  void raw_free(void* p) {
+    synchronize_all();  // as cudaFree waits for the device
+    void* h = host_of(p, "release");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = sizes_.find(h); it != sizes_.end()) {
+        used_ -= it->second;
+        sizes_.erase(it);
+      }
+    }
+    cpu::release(h);
+  }
+
+  GpuEmuOptions options_;
+  std::unique_ptr<Stream> compute_, comm_;
+  std::mutex mu_;
+  std::unordered_map<const void*, int64_t> sizes_;  // raw blocks (host address) -> bytes
+  int64_t used_ = 0;
+  CachingAllocator cache_;
+  void* scratch_ = nullptr;
+  int64_t scratch_bytes_ = 0;
+  int bound_device_ = -1;
+  std::unique_ptr<StagedUploads> uploads_;
+};
+
+EmuContext& emu(BackendContext* c) { return *static_cast<EmuContext*>(static_cast<gpu::DeviceContext*>(c)); }
+
+// GEMMs: host libraries over the memory behind the device pointers, queued.
+void emu_gemm(BackendContext* c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+              int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  const float *a = host_of(A, "gemm"), *b = host_of(B, "gemm");
+  float* out = host_of(C, "gemm");
+  emu(c).enqueue_host([=] { cpu::gemm<float>(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, out, ldc); });
 }
-void emu_linear_forward(float* y, const float* x, const float* W, const float* b, int64_t N, int64_t I, int64_t O) {
-  cpu::linear_forward<float>(host_of(y, "linear_forward"), host_of(x, "linear_forward"),
-                             host_of(W, "linear_forward"), host_of(b, "linear_forward"), N, I, O);
+void emu_linear_forward(BackendContext* c, float* y, const float* x, const float* W, const float* b, int64_t N,
+                        int64_t I, int64_t O) {
+  const char* op = "linear_forward";
+  float* hy = host_of(y, op);
+  const float *hx = host_of(x, op), *hW = host_of(W, op), *hb = host_of(b, op);
+  emu(c).enqueue_host([=] { cpu::linear_forward<float>(hy, hx, hW, hb, N, I, O); });
 }
-void emu_linear_backward(float* dx, float* dW, float* db, const float* dy, const float* x, const float* W, int64_t N,
-                         int64_t I, int64_t O, bool accumulate_dx) {
+void emu_linear_backward(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                         const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) {
   const char* op = "linear_backward";
-  cpu::linear_backward<float>(host_of(dx, op), host_of(dW, op), host_of(db, op), host_of(dy, op), host_of(x, op),
-                              host_of(W, op), N, I, O, accumulate_dx);
+  float *hdx = host_of(dx, op), *hdW = host_of(dW, op), *hdb = host_of(db, op);
+  const float *hdy = host_of(dy, op), *hx = host_of(x, op), *hW = host_of(W, op);
+  emu(c).enqueue_host([=] { cpu::linear_backward<float>(hdx, hdW, hdb, hdy, hx, hW, N, I, O, accumulate_dx); });
 }
-void emu_linear_forward_bf16(float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N, int64_t I,
-                             int64_t O) {
+void emu_linear_forward_bf16(BackendContext* c, float* y, const uint16_t* x, const uint16_t* W, const float* b,
+                             int64_t N, int64_t I, int64_t O) {
   const char* op = "linear_forward_bf16";
-  cpu::linear_forward_bf16(host_of(y, op), host_of(x, op), host_of(W, op), host_of(b, op), N, I, O);
+  float* hy = host_of(y, op);
+  const uint16_t *hx = host_of(x, op), *hW = host_of(W, op);
+  const float* hb = host_of(b, op);
+  emu(c).enqueue_host([=] { cpu::linear_forward_bf16(hy, hx, hW, hb, N, I, O); });
 }
-void emu_linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* x, const uint16_t* W,
-                              int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+void emu_linear_backward_bf16(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const uint16_t* x,
+                              const uint16_t* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
   const char* op = "linear_backward_bf16";
-  cpu::linear_backward_bf16(host_of(dx, op), host_of(dW, op), host_of(db, op), host_of(dy, op), host_of(x, op),
-                            host_of(W, op), N, I, O, accumulate_dx, host_of(cast, op));
+  float *hdx = host_of(dx, op), *hdW = host_of(dW, op), *hdb = host_of(db, op);
+  const float* hdy = host_of(dy, op);
+  const uint16_t *hx = host_of(x, op), *hW = host_of(W, op);
+  uint16_t* hcast = host_of(cast, op);
+  emu(c).enqueue_host([=] { cpu::linear_backward_bf16(hdx, hdW, hdb, hdy, hx, hW, N, I, O, accumulate_dx, hcast); });
 }
 
 // The GELU runs as its own pass after the host GEMM (the cuda backend's form
 // where cuBLASLt refuses the epilogue).
-void emu_linear_gelu_forward_bf16(uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W, const float* b,
-                                  int64_t N, int64_t I, int64_t O, float* work) {
-  gpu::launch::linear_gelu_forward_bf16_passes(emu_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
+void emu_linear_gelu_forward_bf16(BackendContext* c, uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W,
+                                  const float* b, int64_t N, int64_t I, int64_t O, float* work) {
+  gpu::launch::linear_gelu_forward_bf16_passes(emu(c), emu_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
 }
-void emu_linear_backward_gelu_bf16(float* dpre, float* dW, float* db, const float* dy, const uint16_t* x,
-                                   const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I, int64_t O,
-                                   uint16_t* cast) {
-  gpu::launch::linear_backward_gelu_bf16_passes(emu_linear_backward_bf16, dpre, dW, db, dy, x, W, pre, N, I, O, cast);
+void emu_linear_backward_gelu_bf16(BackendContext* c, float* dpre, float* dW, float* db, const float* dy,
+                                   const uint16_t* x, const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I,
+                                   int64_t O, uint16_t* cast) {
+  gpu::launch::linear_backward_gelu_bf16_passes(emu(c), emu_linear_backward_bf16, dpre, dW, db, dy, x, W, pre, N, I,
+                                                O, cast);
 }
 
-const char* emu_gemm_bf16_path() { return "gpu-emu: host GEMM, bf16 inputs, fp32 accumulation"; }
-
-bool emu_supports(KernelOp op, DType dtype) {
+bool emu_supports(BackendContext*, KernelOp op, DType dtype) {
   if (dtype == DType::f32) return true;
   return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
                                   op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
                                   op == KernelOp::linear_backward_gelu_bf16);
 }
 
+// TERA_GPU_EMU_MEMORY in bytes (suffix K, M, G or T: powers of 1024).
+Expected<int64_t> parse_memory(const char* env) {
+  char* end = nullptr;
+  const long long n = std::strtoll(env, &end, 10);
+  const std::string suffix(end);
+  const int shift = suffix.empty() ? 0 : suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30 : suffix == "T" ? 40 : -1;
+  if (end == env || n < 0 || shift < 0 || (shift > 0 && n > (int64_t{1} << (62 - shift)))) {
+    return Status::error(std::string("TERA_GPU_EMU_MEMORY='") + env +
+                         "' is not a size: give bytes with an optional K, M, G or T suffix (e.g. 512M), or unset it "
+                         "for device memory as large as the host's");
+  }
+  return static_cast<int64_t>(n) << shift;
+}
+
 }  // namespace
 
-const Backend& gpu_emu_backend() {
-  // TERA_GPU_EMU_WARP=64 gives kernels AMD's warp width (gfx90a); 32 otherwise.
-  static const bool warp_set = [] {
-    const char* w = std::getenv("TERA_GPU_EMU_WARP");
-    if (w != nullptr && std::string(w) == "64") gpu::emu::set_warp_size(64);
-    return true;
-  }();
-  (void)warp_set;
-  static const Backend backend = [] {
-    Backend b{
-        .name = "gpu-emu",
-        .gemm_library = "host GEMM (gpu-emu)",
-        .gemm_bf16_path = emu_gemm_bf16_path,
-        .memory_available = emu_memory_available,
-        .bind_device = emu_bind_device,
-        .device_identity = emu_device_identity,
-        .addressing = {DeviceAddressing::Kind::mapped_host, to_host},
-        .alloc = emu_alloc,
-        .release = emu_release,
-        .fill = emu_fill,
-        .copy = emu_copy,
-        .gemm = emu_gemm,
-        .linear_forward = emu_linear_forward,
-        .linear_backward = emu_linear_backward,
-        .linear_forward_bf16 = emu_linear_forward_bf16,
-        .linear_backward_bf16 = emu_linear_backward_bf16,
-        .linear_gelu_forward_bf16 = emu_linear_gelu_forward_bf16,
-        .linear_backward_gelu_bf16 = emu_linear_backward_gelu_bf16,
-        .cast = emu_cast,
-        .supports = emu_supports,
-    };
-    gpu::launch::set_dialect_ops(b);
-    return b;
-  }();
-  return backend;
+Expected<GpuEmuOptions> gpu_emu_options_from_env() {
+  GpuEmuOptions o;
+  auto set = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  if (const char* w = set("TERA_GPU_EMU_WARP")) {
+    if (std::string(w) != "32" && std::string(w) != "64") {
+      return Status::error(std::string("TERA_GPU_EMU_WARP='") + w +
+                           "' is not a warp width: give 32 (NVIDIA's) or 64 (AMD's), or unset it for 32");
+    }
+    o.warp = std::atoi(w);
+  }
+  if (const char* m = set("TERA_GPU_EMU_MEMORY")) {
+    auto bytes = parse_memory(m);
+    if (!bytes) return bytes.status();
+    o.memory = *bytes;
+  }
+  if (const char* g = set("TERA_GPU_EMU_GPUS")) {
+    char* end = nullptr;
+    const long n = std::strtol(g, &end, 10);
+    if (*end != '\0' || end == g || n < 1 || n > 1024) {
+      return Status::error(std::string("TERA_GPU_EMU_GPUS='") + g +
+                           "' is not a GPU count: give 1 to 1024, or unset it for one emulated GPU per rank");
+    }
+    o.visible_gpus = static_cast<int>(n);
+  }
+  if (const char* s = set("TERA_GPU_EMU_STREAM")) {
+    if (std::string(s) != "lazy" && std::string(s) != "eager") {
+      return Status::error(std::string("TERA_GPU_EMU_STREAM='") + s +
+                           "' is not a stream mode: give lazy (work runs only as far as something waits for it: the "
+                           "default) or eager (as soon as queued)");
+    }
+    o.mode = std::string(s) == "eager" ? Stream::Mode::eager : Stream::Mode::lazy;
+  }
+  return o;
+}
+
+std::unique_ptr<Backend> make_gpu_emu_backend(const GpuEmuOptions& options) {
+  TERA_ASSERT(options.warp == 32 || options.warp == 64, "gpu-emu: the warp width is 32 or 64");
+  auto ctx = std::make_shared<EmuContext>(options);
+  BackendOps ops;
+  gpu::launch::set_dialect_ops(ops);
+  ops.alloc = [](BackendContext* c, int64_t bytes) { return emu(c).alloc(bytes); };
+  ops.release = [](BackendContext* c, void* p) { emu(c).release(p); };
+  ops.fill = [](BackendContext* c, void* dst, DType t, double value, int64_t n) {
+    TERA_ASSERT(gpu::launch::fill(emu(c), dst, t, value, n), "gpu-emu: fill of f16 with a non-zero value");
+  };
+  ops.copy = [](BackendContext* c, void* dst, const void* src, int64_t bytes, CopyKind kind) {
+    emu(c).copy(dst, src, bytes, kind);
+  };
+  ops.synchronize = [](BackendContext* c) { emu(c).synchronize_all(); };
+  ops.cast = [](BackendContext* c, void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
+    TERA_ASSERT(gpu::launch::cast(emu(c), dst, dst_t, src, src_t, n), "gpu-emu: cast between dtypes it does not convert");
+  };
+  ops.gemm = emu_gemm;
+  ops.linear_forward = emu_linear_forward;
+  ops.linear_backward = emu_linear_backward;
+  ops.linear_forward_bf16 = emu_linear_forward_bf16;
+  ops.linear_backward_bf16 = emu_linear_backward_bf16;
+  ops.linear_gelu_forward_bf16 = emu_linear_gelu_forward_bf16;
+  ops.linear_backward_gelu_bf16 = emu_linear_backward_gelu_bf16;
+  ops.gemm_bf16_path = [](BackendContext*) -> std::string {
+    return "gpu-emu: host GEMM, bf16 inputs, fp32 accumulation";
+  };
+  ops.memory_available = [](BackendContext* c) { return emu(c).memory_available(); };
+  ops.bind_device = [](BackendContext* c, int local_rank, int local_size) {
+    return emu(c).bind_device(local_rank, local_size);
+  };
+  ops.device_identity = [](BackendContext* c) { return emu(c).device_identity(); };
+  ops.supports = emu_supports;
+  const DeviceAddressing addressing{DeviceAddressing::Kind::device, nullptr, static_cast<DeviceQueue*>(ctx.get())};
+  return std::make_unique<Backend>("gpu-emu", "host GEMM (gpu-emu)", addressing, ops, ctx);
+}
+
+int64_t gpu_emu_launches(const Backend& be, const char* kernel) {
+  return gpu_emu_compute_stream(be).launches(kernel);
+}
+
+gpu::emu::Stream& gpu_emu_compute_stream(const Backend& be) {
+  TERA_ASSERT(std::string(be.name) == "gpu-emu", std::string("gpu_emu_compute_stream of the ") + be.name + " backend");
+  return emu(be.context()).compute();
 }
 
 }  // namespace tera

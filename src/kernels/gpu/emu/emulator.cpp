@@ -68,7 +68,7 @@ struct Block {
   const std::function<void()>* body = nullptr;
 };
 
-int g_warp = 32;
+thread_local int g_warp = 32;
 thread_local Block* g_block = nullptr;
 thread_local Fiber* g_current = nullptr;
 // Fiber stacks, default-initialised (new char[], not make_unique: zero-filling
@@ -134,7 +134,7 @@ void start_fiber(Fiber& f, char* stack) {
 
 const ThreadState& self() { return g_current->state; }
 int warp_size() { return g_warp; }
-void set_warp_size(int w) {
+void set_thread_warp_size(int w) {
   if (w != 32 && w != 64) {
     std::fprintf(stderr, "gpu-emu: warp size %d is not 32 or 64\n", w);
     std::abort();
@@ -226,20 +226,7 @@ void* kernel_address(const void* p, const char* kernel) {
   return reinterpret_cast<void*>(u & ~kDeviceBit);
 }
 
-namespace {
-std::map<std::string, int64_t>& launch_counts() {
-  thread_local std::map<std::string, int64_t> counts;  // per host thread, as the rest of the emulator's state
-  return counts;
-}
-}  // namespace
-
-int64_t launches(const char* kernel) {
-  const auto it = launch_counts().find(kernel);
-  return it == launch_counts().end() ? 0 : it->second;
-}
-
 void run(const char* kernel, Dim grid, int block, size_t shared_bytes, const std::function<void()>& body) {
-  ++launch_counts()[kernel];
   if (block <= 0 || block > kMaxBlock || grid.x == 0 || grid.y == 0) {
     std::fprintf(stderr, "gpu-emu: kernel '%s' launched with grid (%u,%u) and block %d (1..%d threads)\n", kernel,
                  grid.x, grid.y, block, kMaxBlock);

@@ -2,7 +2,9 @@
 // dialect.h) on the host with a GPU's semantics, so the kernel sources that
 // nvcc and hipcc compile are tested, unchanged, where no GPU is attached.
 //
-// A launch runs its blocks one after another. Within a block every thread is
+// A launch is queued on an emulated stream (stream.h) and runs there, on the
+// stream's worker thread, after TERA_LAUNCH has returned. It runs its
+// blocks one after another. Within a block every thread is
 // a fiber (Boost.Context) with its own stack; a fiber runs until it reaches
 // block_sync or shfl_xor, where it waits for the rest of its block or warp:
 //   - block_sync releases when every thread of the block has reached it, the
@@ -25,6 +27,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/gpu/emu/stream.h"
+
 namespace tera::gpu::emu {
 
 struct Dim {
@@ -41,9 +45,10 @@ struct ThreadState {
 };
 const ThreadState& self();
 
-// The warp width the emulator gives kernels: 32 (NVIDIA) or 64 (AMD).
+// The warp width kernels running on this thread see: 32 (NVIDIA) or 64
+// (AMD); a stream's worker sets its stream's.
 int warp_size();
-void set_warp_size(int w);
+void set_thread_warp_size(int w);
 
 // Where a thread waits: the kernel source's file and line (the dialect's
 // block_sync and shfl_xor take them as __builtin_FILE() / __builtin_LINE()
@@ -80,11 +85,8 @@ constexpr uintptr_t kDeviceBit = uintptr_t{1} << 54;
 // given host memory is a bug.
 void* kernel_address(const void* device_ptr, const char* kernel);
 
-// How many times the kernel of that name (TERA_LAUNCH's spelling) has been
-// launched by this host thread: lets tests see which of two kernels an op chose.
-int64_t launches(const char* kernel);
-
-// Runs body on every thread of every block of grid (block threads per block).
+// Runs body on every thread of every block of grid (block threads per
+// block), on the calling thread.
 void run(const char* kernel, Dim grid, int block, size_t shared_bytes, const std::function<void()>& body);
 
 template <typename A>
@@ -100,17 +102,19 @@ A kernel_arg(A a, const char* kernel) {
   }
 }
 
-// TERA_LAUNCH on the emulator: pointer arguments are device memory and are
-// translated to the host addresses behind them, as are the pointers of an
-// argument that lists them (for_each_pointer); the rest pass as they are.
+// TERA_LAUNCH on the emulator: queued on `stream`; pointer arguments are
+// device memory and are translated (when queued) to the host addresses
+// behind them, as are the pointers of an argument that lists them
+// (for_each_pointer); the rest pass as they are, by value.
 template <typename Kernel, typename... Args>
-void launch(const char* name, Dim grid, Dim block, size_t shared_bytes, Kernel kernel, Args... args) {
+void launch(Stream* stream, const char* name, Dim grid, Dim block, size_t shared_bytes, Kernel kernel, Args... args) {
   auto translated = std::make_tuple(kernel_arg(args, name)...);
-  run(name, grid, static_cast<int>(block.x), shared_bytes, [&] { std::apply(kernel, translated); });
+  stream->count_launch(name);
+  stream->enqueue([=] { run(name, grid, static_cast<int>(block.x), shared_bytes, [&] { std::apply(kernel, translated); }); });
 }
 template <typename Kernel, typename... Args>
-void launch(const char* name, Dim grid, int block, size_t shared_bytes, Kernel kernel, Args... args) {
-  launch(name, grid, Dim{static_cast<unsigned>(block), 1}, shared_bytes, kernel, args...);
+void launch(Stream* stream, const char* name, Dim grid, int block, size_t shared_bytes, Kernel kernel, Args... args) {
+  launch(stream, name, grid, Dim{static_cast<unsigned>(block), 1}, shared_bytes, kernel, args...);
 }
 
 }  // namespace tera::gpu::emu

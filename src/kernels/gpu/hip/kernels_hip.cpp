@@ -14,10 +14,6 @@
 
 namespace {
 
-hipStream_t g_stream = nullptr;
-void* g_scratch = nullptr;
-int64_t g_scratch_bytes = 0;
-
 void check(hipError_t e, const char* what) {
   if (e != hipSuccess) {
     std::fprintf(stderr, "tera: hip: %s: %s\n", what, hipGetErrorString(e));
@@ -29,19 +25,31 @@ void check(hipError_t e, const char* what) {
 
 TERA_GPU_BEGIN
 
-Stream current_stream() { return g_stream; }
-
-void* scratch(int64_t bytes) {
-  if (bytes > g_scratch_bytes) {
-    if (g_scratch != nullptr) {
-      check(hipStreamSynchronize(g_stream), "hipStreamSynchronize");
-      check(hipFree(g_scratch), "hipFree");
+// What the launches need: a stream, scratch memory, launch checks.
+class HipContext final : public DeviceContext {
+ public:
+  void* scratch(int64_t bytes) override {
+    if (bytes > scratch_bytes_) {
+      if (scratch_ != nullptr) {
+        check(hipStreamSynchronize(stream), "hipStreamSynchronize");
+        check(hipFree(scratch_), "hipFree");
+      }
+      check(hipMalloc(&scratch_, static_cast<size_t>(bytes)), "hipMalloc (scratch)");
+      scratch_bytes_ = bytes;
     }
-    check(hipMalloc(&g_scratch, static_cast<size_t>(bytes)), "hipMalloc (scratch)");
-    g_scratch_bytes = bytes;
+    return scratch_;
   }
-  return g_scratch;
-}
+  void launched(const char* kernel) override {
+    if (const hipError_t e = hipGetLastError(); e != hipSuccess) {
+      std::fprintf(stderr, "tera: hip: launch of %s: %s\n", kernel, hipGetErrorString(e));
+      std::abort();
+    }
+  }
+
+ private:
+  void* scratch_ = nullptr;
+  int64_t scratch_bytes_ = 0;
+};
 
 TERA_GPU_END
 
@@ -49,9 +57,8 @@ namespace tera {
 
 // The dialect ops in a partial backend table (no GEMMs, no memory ops): what
 // the HIP backend will be built from.
-Backend hip_kernel_ops() {
-  Backend b;
-  b.name = "hip (kernels only)";
+BackendOps hip_kernel_ops() {
+  BackendOps b;
   gpu::launch::set_dialect_ops(b);
   return b;
 }
