@@ -20,6 +20,9 @@ CASE:
              many in a row stop the run with a checkpoint
   init       ckpt.init from a checkpoint, a final/ directory and an exported
              Hugging Face file start from the same weights
+  device     on gpu-emu (device memory, staged collectives): a 2-rank run
+             saves, resumes bit-identically in its layout and, resharded,
+             in another, against the single-process cpu run
 With TERA_TEST_BACKEND set (cpu-guarded in CI), every run trains on that
 kernel backend. Exits non-zero on any failure.
 """
@@ -46,14 +49,15 @@ def check(cond, what):
         failures.append(what)
 
 
-def command(tera, config, corpus, work, name, layout="", extra=(), resume=None, flags=()):
+def command(tera, config, corpus, work, name, layout="", extra=(), resume=None, flags=(), env=None):
     sets, n = layout_sets(layout)
     args = [tera, "train", "-c", config, "-q", "--metrics", os.path.join(work, name + ".jsonl"),
             "--set", f"data.train={corpus}", "--set", f"out.dir={os.path.join(work, name)}"]
     for s in sets + list(extra):
         args += ["--set", s]
-    if os.environ.get("TERA_TEST_BACKEND"):
-        args += ["--set", "train.backend=" + os.environ["TERA_TEST_BACKEND"]]
+    backend = (env or os.environ).get("TERA_TEST_BACKEND")
+    if backend:
+        args += ["--set", "train.backend=" + backend]
     if resume:
         args += ["--resume", resume]
     args += list(flags)
@@ -64,7 +68,7 @@ def command(tera, config, corpus, work, name, layout="", extra=(), resume=None, 
 
 
 def train(tera, config, corpus, work, name, layout="", extra=(), resume=None, expect=0, env=None, flags=()):
-    args = command(tera, config, corpus, work, name, layout, extra, resume, flags)
+    args = command(tera, config, corpus, work, name, layout, extra, resume, flags, env)
     r = subprocess.run(args, capture_output=True, text=True, env=env or ENV, timeout=600)
     if r.returncode != expect:
         raise RuntimeError(f"{name}: exit {r.returncode} (expected {expect})\n{' '.join(args)}\n{r.stdout}\n{r.stderr}")
@@ -198,6 +202,24 @@ def case_reshard(tera, config, corpus, work):
                         os.path.join(work, "bad")], capture_output=True, text=True)
     check(r.returncode == 2 and "parallel.stage_layers sums to 3 but model.layers = 4" in r.stderr,
           f"ckpt reshard refuses stage layers that do not add up, naming them ({r.stderr.strip()})")
+
+
+def case_device(tera, config, corpus, work):
+    steps = ["train.steps=6", "train.eval_every=3"]
+    train(tera, config, corpus, work, "control", "", steps, env=dict(ENV, TERA_TEST_BACKEND=""))
+    control = metrics(work, "control")
+    emu = dict(ENV, TERA_TEST_BACKEND="gpu-emu")
+    train(tera, config, corpus, work, "saved", "tp=2", steps + ckpt(work, "c") + ["ckpt.every=3"], env=emu)
+    saved = metrics(work, "saved")
+    ok, why = same(control, saved, exact=False)
+    check(ok, f"gpu-emu tp=2 matches the cpu run ({why})")
+    d = os.path.join(work, "c", "step-00000003")
+    train(tera, config, corpus, work, "resumed", "tp=2", steps, resume=d, env=emu)
+    ok, why = same(saved, metrics(work, "resumed"), exact=True)
+    check(ok and min(metrics(work, "resumed")) == 4, f"gpu-emu resume in its layout: bit-identical ({why})")
+    train(tera, config, corpus, work, "resharded", "dp=2,zero=3", steps, resume=d, env=emu)
+    ok, why = same(control, metrics(work, "resharded"), exact=False)
+    check(ok and min(metrics(work, "resharded")) == 4, f"gpu-emu tp=2 checkpoint resumed at dp=2 ZeRO-3 ({why})")
 
 
 def rank_pids(root_pid):

@@ -5,13 +5,17 @@ losses within a relative 1e-5, same data, same seed. Gradient norms are
 checked too, within 1e-4: a sum of squares dominated by a few entries, the
 norm carries reduction-order noise further than the loss does.
 
-usage: layout_equivalence.py [--all KEY=VALUE ...] [--tol loss=X,grad_norm=Y] TERA CONFIG CORPUS LAYOUT [LAYOUT ...]
+usage: layout_equivalence.py [--all KEY=VALUE ...] [--tol loss=X,grad_norm=Y] [--show-output] TERA CONFIG CORPUS
+                             LAYOUT [LAYOUT ...]
 --all settings apply to the control and every layout (train.precision=bf16:
 the bf16 matrix, each layout against the single-process bf16 run); --tol
 replaces the default bounds (a bf16 run's bound is derived in
 docs/precision.md).
 With TERA_TEST_BACKEND set (cpu-guarded in CI), every layout runs on that
-kernel backend against the control on the cpu backend.
+kernel backend against the control on the cpu backend. With
+TERA_TEST_NO_MPIRUN=1 (a GPU node without MPI) one-rank layouts run without
+mpirun; --show-output prints every run's own output (its start-up lines: the
+device communicator, the GEMM paths).
 A LAYOUT is comma-separated settings: the short keys tp, pp, dp, zero, sp,
 schedule, vpp, recompute, mb (micro-batch) or any section.key=value. The rank
 count is tp * pp * dp. Exits non-zero on any mismatch; prints a table.
@@ -38,19 +42,26 @@ def parse_layout(text):
     return sets, ranks["tp"] * ranks["pp"] * ranks["dp"]
 
 
+SHOW_OUTPUT = False
+
+
 def run(tera, config, corpus, sets, nranks, workdir, name):
     if name != "control" and os.environ.get("TERA_TEST_BACKEND"):
         sets = sets + ["train.backend=" + os.environ["TERA_TEST_BACKEND"]]
     metrics = os.path.join(workdir, name + ".jsonl")
-    args = [tera, "train", "-c", config, "-q", "--metrics", metrics, "--set", f"data.train={corpus}",
-            "--set", f"out.dir={os.path.join(workdir, name)}"]
+    args = [tera, "train", "-c", config] + ([] if SHOW_OUTPUT else ["-q"]) + [
+        "--metrics", metrics, "--set", f"data.train={corpus}", "--set", f"out.dir={os.path.join(workdir, name)}"]
     for s in sets:
         args += ["--set", s]
     env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if nranks == 1 and os.environ.get("TERA_TEST_NO_MPIRUN") == "1":
+        nranks = 0
     if nranks > 0:
         args = ["mpirun", "--oversubscribe", "--bind-to", "none", "--mca", "btl_vader_single_copy_mechanism", "none",
                 "-n", str(nranks)] + args
     r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    if SHOW_OUTPUT:
+        print(f"--- {name}\n{r.stdout}{r.stderr}", end="", flush=True)
     if r.returncode != 0:
         raise RuntimeError(f"{name}: exit {r.returncode}\n{' '.join(args)}\n{r.stdout}\n{r.stderr}")
     return [json.loads(line) for line in open(metrics)]
@@ -61,8 +72,12 @@ def rel(a, b):
 
 
 def main():
+    global SHOW_OUTPUT
     argv, common = sys.argv[1:], []
-    while argv and argv[0] in ("--all", "--tol"):
+    while argv and argv[0] in ("--all", "--tol", "--show-output"):
+        if argv[0] == "--show-output":
+            SHOW_OUTPUT, argv = True, argv[1:]
+            continue
         flag, value, argv = argv[0], argv[1], argv[2:]
         if flag == "--all":
             common.append(value)

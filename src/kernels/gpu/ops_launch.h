@@ -148,9 +148,19 @@ inline void bias_residual(DeviceContext& c, float* out, const float* a, const fl
   if (N * C > 0) TERA_LAUNCH(c, bias_residual_k, grid_x(blocks_for(N * C)), kThreads, 0, out, a, bias, residual, N, C);
 }
 
-// db[O] += the column sums of dy[N,O] (the linear layers' bias gradient).
+// db[O] += the column sums of dy[N,O] (the linear layers' bias gradient):
+// chunk partials, then their sum (elementwise.cuh), one pass for one chunk.
 inline void column_sums(DeviceContext& c, float* db, const float* dy, int64_t N, int64_t O) {
-  if (O > 0) TERA_LAUNCH(c, column_sums_k, grid_x(static_cast<unsigned>((O + kThreads - 1) / kThreads)), kThreads, 0, db, dy, N, O);
+  if (O <= 0) return;
+  const unsigned cblocks = static_cast<unsigned>((O + kThreads - 1) / kThreads);
+  const int64_t chunks = (N + kColumnRowsPerChunk - 1) / kColumnRowsPerChunk;
+  if (chunks <= 1) {
+    TERA_LAUNCH(c, column_sums_k, grid_x(cblocks), kThreads, 0, db, dy, N, O);
+    return;
+  }
+  auto* part = static_cast<float*>(c.scratch(chunks * O * static_cast<int64_t>(sizeof(float))));
+  TERA_LAUNCH(c, column_partials_k, grid_xy(cblocks, static_cast<unsigned>(chunks)), kThreads, 0, part, dy, N, O);
+  TERA_LAUNCH(c, column_sums_k, grid_x(cblocks), kThreads, 0, db, static_cast<const float*>(part), chunks, O);
 }
 
 inline void layernorm_forward(DeviceContext& c, float* out, float* mean, float* rstd, const float* x, const float* g, const float* b,
@@ -239,6 +249,9 @@ inline bool flash_tc(const uint16_t* qkv, int64_t B, int64_t T, int64_t H, int64
   return flash_tc_fits(T, hs) && reinterpret_cast<uintptr_t>(qkv) % 32 == 0 && B * H <= 65535;
 }
 
+// Blocks of the tile kernels along T: kFlashTcBlockRows rows each.
+inline unsigned flash_tc_blocks(int64_t T) { return static_cast<unsigned>((T + kFlashTcBlockRows - 1) / kFlashTcBlockRows); }
+
 inline float attention_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
 
 inline void attention_forward(DeviceContext& c, float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
@@ -262,8 +275,8 @@ inline void flash_attention_forward_bf16(DeviceContext& c, float* out, float* ls
   const AttnShape a{B, T, H, KV, hs};
   if (B * H * T <= 0) return;
   if (flash_tc(qkv, B, T, H, hs)) {
-    TERA_LAUNCH(c, flash_attention_forward_tc_k, grid_xy(static_cast<unsigned>(T / kFlashTcRows), static_cast<unsigned>(B * H)),
-                c.warp, 0, out, lse, qkv, a, attention_scale(hs));
+    TERA_LAUNCH(c, flash_attention_forward_tc_k, grid_xy(flash_tc_blocks(T), static_cast<unsigned>(B * H)),
+                kFlashTcWarps * c.warp, 0, out, lse, qkv, a, attention_scale(hs));
   } else {
     TERA_LAUNCH(c, flash_attention_forward_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, lse, qkv, a,
                 attention_scale(hs));
@@ -295,11 +308,10 @@ inline void flash_attention_backward_bf16(DeviceContext& c, float* dqkv, const f
   if (B * H * T <= 0) return;
   auto* D = static_cast<float*>(c.scratch(B * H * T * static_cast<int64_t>(sizeof(float))));
   if (flash_tc(qkv, B, T, H, hs)) {
-    const unsigned tiles = static_cast<unsigned>(T / kFlashTcRows);
-    TERA_LAUNCH(c, flash_attention_backward_q_tc_k, grid_xy(tiles, static_cast<unsigned>(B * H)), c.warp, 0, dqkv,
-                D, dout, qkv, out, lse, a, attention_scale(hs));
-    TERA_LAUNCH(c, flash_attention_backward_kv_tc_k, grid_xy(tiles, static_cast<unsigned>(B * KV)), c.warp, 0,
-                dqkv, static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
+    TERA_LAUNCH(c, flash_attention_backward_q_tc_k, grid_xy(flash_tc_blocks(T), static_cast<unsigned>(B * H)),
+                kFlashTcWarps * c.warp, 0, dqkv, D, dout, qkv, out, lse, a, attention_scale(hs));
+    TERA_LAUNCH(c, flash_attention_backward_kv_tc_k, grid_xy(flash_tc_blocks(T), static_cast<unsigned>(B * KV)),
+                kFlashTcWarps * c.warp, 0, dqkv, static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
     return;
   }
   TERA_LAUNCH(c, flash_attention_backward_q_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, dqkv, D, dout, qkv, out,
@@ -344,9 +356,11 @@ inline void embedding_lookup(DeviceContext& c, float* out, const int32_t* tokens
 }
 inline void embedding_lookup_backward(DeviceContext& c, float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
                                       int64_t v1, int64_t N, int64_t C) {
-  if (C > 0) {
-    TERA_LAUNCH(c, embedding_backward_k, grid_x(static_cast<unsigned>((C + kThreads - 1) / kThreads)), kThreads, 0,
-                dwte_local, dout, tokens, v0, v1, N, C);
+  if (C > 0 && v1 > v0) {
+    const int64_t parts = std::min<int64_t>(kEmbeddingRowParts, v1 - v0);
+    TERA_LAUNCH(c, embedding_backward_k, grid_xy(static_cast<unsigned>((C + kThreads - 1) / kThreads),
+                                                 static_cast<unsigned>(parts)),
+                kThreads, 0, dwte_local, dout, tokens, v0, v1, N, C);
   }
 }
 inline void position_add(DeviceContext& c, float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C) {

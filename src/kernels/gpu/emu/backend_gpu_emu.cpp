@@ -232,7 +232,8 @@ class EmuContext final : public gpu::DeviceContext, public DeviceQueue {
 
 EmuContext& emu(BackendContext* c) { return *static_cast<EmuContext*>(static_cast<gpu::DeviceContext*>(c)); }
 
-// GEMMs: host libraries over the memory behind the device pointers, queued.
+// GEMMs: host libraries over the memory behind the device pointers, queued;
+// the bias gradient by the dialect's column sums, as on cuda.
 void emu_gemm(BackendContext* c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const float *a = host_of(A, "gemm"), *b = host_of(B, "gemm");
@@ -249,9 +250,10 @@ void emu_linear_forward(BackendContext* c, float* y, const float* x, const float
 void emu_linear_backward(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const float* x,
                          const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) {
   const char* op = "linear_backward";
-  float *hdx = host_of(dx, op), *hdW = host_of(dW, op), *hdb = host_of(db, op);
+  float *hdx = host_of(dx, op), *hdW = host_of(dW, op);
   const float *hdy = host_of(dy, op), *hx = host_of(x, op), *hW = host_of(W, op);
-  emu(c).enqueue_host([=] { cpu::linear_backward<float>(hdx, hdW, hdb, hdy, hx, hW, N, I, O, accumulate_dx); });
+  emu(c).enqueue_host([=] { cpu::linear_backward<float>(hdx, hdW, nullptr, hdy, hx, hW, N, I, O, accumulate_dx); });
+  if (db != nullptr) gpu::launch::column_sums(emu(c), db, dy, N, O);  // the cuda backend's kernel
 }
 void emu_linear_forward_bf16(BackendContext* c, float* y, const uint16_t* x, const uint16_t* W, const float* b,
                              int64_t N, int64_t I, int64_t O) {
@@ -264,11 +266,12 @@ void emu_linear_forward_bf16(BackendContext* c, float* y, const uint16_t* x, con
 void emu_linear_backward_bf16(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const uint16_t* x,
                               const uint16_t* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
   const char* op = "linear_backward_bf16";
-  float *hdx = host_of(dx, op), *hdW = host_of(dW, op), *hdb = host_of(db, op);
+  float *hdx = host_of(dx, op), *hdW = host_of(dW, op);
   const float* hdy = host_of(dy, op);
   const uint16_t *hx = host_of(x, op), *hW = host_of(W, op);
   uint16_t* hcast = host_of(cast, op);
-  emu(c).enqueue_host([=] { cpu::linear_backward_bf16(hdx, hdW, hdb, hdy, hx, hW, N, I, O, accumulate_dx, hcast); });
+  emu(c).enqueue_host([=] { cpu::linear_backward_bf16(hdx, hdW, nullptr, hdy, hx, hW, N, I, O, accumulate_dx, hcast); });
+  if (db != nullptr) gpu::launch::column_sums(emu(c), db, dy, N, O);  // the cuda backend's kernel
 }
 
 // The GELU runs as its own pass after the host GEMM (the cuda backend's form

@@ -99,8 +99,26 @@ TERA_KERNEL cast_f64_f32_k(float* dst, const double* src, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) dst[i] = static_cast<float>(src[i]);
 }
 
-// db[c] += sum over rows n of dy[n, c] (a linear layer's bias gradient): one
-// thread per column, rows added in order (deterministic); grid ceil(O / block).
+// Column sums in two passes, deterministic without atomics (as the
+// LayerNorm backward's dg): partials over chunks of kColumnRowsPerChunk rows
+// in row order, then the partials in chunk order. Enough blocks for a GPU's
+// SMs: ceil(O / block) x ceil(N / chunk), where one pass had ceil(O / block).
+constexpr int kColumnRowsPerChunk = 64;
+
+// part[k, c] = sum of dy[n, c] over the rows n of chunk k, in order;
+// grid (ceil(O / block), chunks).
+TERA_KERNEL column_partials_k(float* part, const float* dy, int64_t N, int64_t O) {
+  const int64_t c = static_cast<int64_t>(block_x()) * block_dim_x() + thread_x(), k = block_y();
+  if (c >= O) return;
+  const int64_t n0 = k * kColumnRowsPerChunk, n1 = n0 + kColumnRowsPerChunk < N ? n0 + kColumnRowsPerChunk : N;
+  float s = 0.0f;
+  for (int64_t n = n0; n < n1; ++n) s += dy[n * O + c];
+  part[k * O + c] = s;
+}
+
+// db[c] += sum over rows n of dy[n, c] (a linear layer's bias gradient, or
+// the partials above): one thread per column, rows added in order
+// (deterministic); grid ceil(O / block).
 TERA_KERNEL column_sums_k(float* db, const float* dy, int64_t N, int64_t O) {
   const int64_t c = static_cast<int64_t>(block_x()) * block_dim_x() + thread_x();
   if (c >= O) return;

@@ -1,8 +1,11 @@
 // Token and position embeddings in the kernel dialect (the arithmetic of
 // kernels/cpu/embedding.cpp). Backward passes are deterministic without
-// atomics: a thread owns one column of the table and adds the tokens' rows
+// atomics: a thread owns one column of a set of the table's rows (those
+// whose index is its part modulo the grid's parts) and adds the tokens' rows
 // in token order (tokens), or one (position, column) and adds the rows at
-// that position in order (positions).
+// that position in order (positions). Each element of the gradient is added
+// to by one thread in token order, so the result does not depend on the
+// number of parts.
 #pragma once
 
 #include "kernels/gpu/dialect.h"
@@ -20,14 +23,20 @@ TERA_KERNEL embedding_lookup_k(float* out, const int32_t* tokens, const float* w
   }
 }
 
-// dwte_local[tok - v0, c] += dout[n, c] over n in order; one thread per column c.
+// Row parts of the table: columns alone give a GPU only ceil(C / block)
+// blocks (3 for GPT-2's 768), too few for its SMs.
+constexpr int kEmbeddingRowParts = 32;
+
+// dwte_local[tok - v0, c] += dout[n, c] over n in order; grid (ceil(C /
+// block), parts): the thread of column c and part p owns the rows r with
+// r mod parts == p.
 TERA_KERNEL embedding_backward_k(float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0, int64_t v1,
                                  int64_t N, int64_t C) {
-  const int64_t c = grid_first();
+  const int64_t c = grid_first(), part = block_y(), parts = grid_dim_y();
   if (c >= C) return;
   for (int64_t n = 0; n < N; ++n) {
     const int64_t tok = tokens[n];
-    if (tok >= v0 && tok < v1) dwte_local[(tok - v0) * C + c] += dout[n * C + c];
+    if (tok >= v0 && tok < v1 && (tok - v0) % parts == part) dwte_local[(tok - v0) * C + c] += dout[n * C + c];
   }
 }
 
