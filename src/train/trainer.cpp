@@ -108,7 +108,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
   // backend's memory and this build allow (refused with the choices when
   // none can be made; the choice is the same on every rank).
   {
-    DeviceCommSetup setup{backend.name, backend.addressing, DeviceCommOptions{cfg.train.device_comm, cfg.train.comm_timeout_s}};
+    DeviceCommSetup setup{cfg.train.backend, backend.addressing, DeviceCommOptions{cfg.train.device_comm, cfg.train.comm_timeout_s}};
     auto groups = ProcessGroups::create(world, layout, setup, static_cast<int>(ModelSpec(cfg.model).kv_replicas(layout.tp)));
     if (!groups) return Status::error(cfg.source + ": train.backend = \"" + cfg.train.backend + "\": " + groups.error());
     t->groups_ = std::move(*groups);
