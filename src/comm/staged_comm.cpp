@@ -287,7 +287,7 @@ class StagedComm final : public Communicator {
       if (ready(op)) break;
       // Waiting for its copy down: the device gets there without the host
       // (nothing the device waits for needs this rank's MPI), so block.
-      if (DeviceQueue::Event e = device_event_blocking(op)) {
+      if (DeviceQueue::Event e = device_event_blocking(op); e != nullptr && !q_.event_done(e)) {
         q_.event_wait(e);
         continue;
       }

@@ -5,6 +5,9 @@
 #if defined(TERA_HAVE_CUDA)
 #include "kernels/gpu/cuda/backend_cuda.h"
 #endif
+#if defined(TERA_HAVE_HIP)
+#include "kernels/gpu/hip/backend_hip.h"
+#endif
 
 namespace tera {
 
@@ -15,6 +18,9 @@ std::vector<std::string> backend_list() {
 #endif
 #if defined(TERA_HAVE_CUDA)
   names.emplace_back("cuda");
+#endif
+#if defined(TERA_HAVE_HIP)
+  names.emplace_back("hip");
 #endif
   return names;
 }
@@ -46,6 +52,9 @@ Expected<std::unique_ptr<Backend>> make_built(std::string_view name) {
 #endif
 #if defined(TERA_HAVE_CUDA)
   if (name == "cuda") return make_cuda_backend();
+#endif
+#if defined(TERA_HAVE_HIP)
+  if (name == "hip") return make_hip_backend();
 #endif
   return Status::error("the " + std::string(name) + " backend is not built into this binary; it has: " + backend_names());
 }

@@ -67,6 +67,17 @@ TEST(DeviceComm, ChoiceFollowsTheMemoryAndTheBuild) {
   const auto rccl_on_cuda = choose_device_comm(device_memory(cuda), DeviceCommOptions{"rccl"}, "cuda");
   ASSERT_FALSE(rccl_on_cuda.ok());
   EXPECT_NE(rccl_on_cuda.error().find("not HIP memory"), std::string::npos) << rccl_on_cuda.error();
+  // hip: RCCL where built (never, in Debian 12), else staged.
+  HostQueue hip("hip");
+  EXPECT_EQ(*choose_device_comm(device_memory(hip), automatic, "hip"),
+            vendor_collectives_built("hip") ? DeviceCommKind::rccl : DeviceCommKind::staged);
+  if (!vendor_collectives_built("hip")) {
+    const auto rccl = choose_device_comm(device_memory(hip), DeviceCommOptions{"rccl"}, "hip");
+    ASSERT_FALSE(rccl.ok());
+    EXPECT_NE(rccl.error().find("this binary was built without rccl; this build offers for it: staged"),
+              std::string::npos)
+        << rccl.error();
+  }
   const auto typo = choose_device_comm(device_memory(cuda), DeviceCommOptions{"ncl"}, "cuda");
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.error().find("\"ncl\" is not a device communicator: give auto, nccl, rccl, mpi or staged"),

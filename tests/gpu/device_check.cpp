@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/backend_registry.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "../kernels/flash_bf16_bound.h"
 #include "../kernels/linear_gelu_bound.h"
@@ -36,6 +37,9 @@
 #if defined(TERA_HAVE_GPU_EMU)
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 #include "kernels/gpu/emu/emulator.h"
+#endif
+#if defined(TERA_HAVE_HIP)
+#include "kernels/gpu/hip/backend_hip.h"
 #endif
 
 namespace tera {
@@ -600,7 +604,7 @@ int run(const Backend& be, bool small, bool with_bench, const std::string& devic
 int main(int argc, char** argv) {
   const char* usage =
       "usage: tera-device-check BACKEND [--small] [--bench] [--status] [--warp 32|64] [--json FILE]\n"
-      "  BACKEND: gpu-emu (the SIMT emulator) or cuda, as built into this binary\n";
+      "  BACKEND: gpu-emu (the SIMT emulator), cuda or hip, as built into this binary\n";
   if (argc < 2) {
     std::fputs(usage, stderr);
     return 2;
@@ -632,27 +636,40 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tera-device-check: --warp must be 32 or 64\n");
       return 2;
     }
-    tera::GpuEmuOptions o;
-    o.warp = warp;
-    const auto be = tera::make_gpu_emu_backend(o);
-    return tera::run(*be, true, false, "SIMT emulator, warp " + std::to_string(warp), json);
-  }
-#endif
-#if defined(TERA_HAVE_CUDA)
-  if (backend == "cuda") {
-    const std::string why = tera::cuda_device_status();
-    if (!why.empty()) {
-      std::fprintf(stderr, "tera-device-check: cuda: %s\n", why.c_str());
+    auto o = tera::gpu_emu_options_from_env();  // TERA_GPU_EMU_GEMM=tiles: the hip backend's GEMMs
+    if (!o) {
+      std::fprintf(stderr, "tera-device-check: %s\n", o.error().c_str());
       return 2;
     }
-    if (status_only) {
-      std::printf("tera-device-check: cuda: ready on %s\n", tera::cuda_device_name().c_str());
-      return 0;
-    }
-    const auto be = tera::make_cuda_backend();
-    return tera::run(*be, small, with_bench, tera::cuda_device_name(), json);
+    o->warp = warp;
+    const auto be = tera::make_gpu_emu_backend(*o);
+    return tera::run(*be, true, false,
+                     "SIMT emulator, warp " + std::to_string(warp) + (o->tile_gemms ? ", tile GEMMs" : ""), json);
   }
 #endif
+  std::string device = "?", unusable;
+#if defined(TERA_HAVE_CUDA)
+  if (backend == "cuda") device = tera::cuda_device_name(), unusable = tera::cuda_device_status();
+#endif
+#if defined(TERA_HAVE_HIP)
+  if (backend == "hip") device = tera::hip_device_name(), unusable = tera::hip_device_status();
+#endif
+  if (backend == "cuda" || backend == "hip") {
+    if (status_only) {  // the line the node check and gpu.cuda_status read
+      if (!unusable.empty()) {
+        std::printf("tera-device-check: %s: %s\n", backend.c_str(), unusable.c_str());
+        return 2;
+      }
+      std::printf("tera-device-check: %s: ready on %s\n", backend.c_str(), device.c_str());
+      return 0;
+    }
+    auto made = tera::make_backend(backend);
+    if (!made) {
+      std::fprintf(stderr, "tera-device-check: %s %s\n", backend.c_str(), made.error().c_str());
+      return 2;
+    }
+    return tera::run(**made, small, with_bench, device, json);
+  }
   std::fprintf(stderr, "tera-device-check: backend %s is not built into this binary\n%s", backend.c_str(), usage);
   return 2;
 }

@@ -122,7 +122,9 @@ void expect_within(const std::vector<float>& got, const std::vector<double>& ref
 std::vector<double> uniform_tol(size_t n, double t) { return std::vector<double>(n, t); }
 
 // Every case runs once per backend (by name). gpu-emu runs the GPU kernels
-// (the kernel dialect) on the SIMT emulator at both warp widths; an op not
+// (the kernel dialect) on the SIMT emulator at both warp widths, and at
+// warp 64 with the dialect's GEMM kernels too (gpu-emu-w64-tiles: the hip
+// backend's path, its tile primitive in the MFMA form); an op not
 // yet written in the dialect is null in its table and the case is skipped,
 // saying so.
 class Conformance : public ::testing::TestWithParam<const char*> {
@@ -131,7 +133,8 @@ class Conformance : public ::testing::TestWithParam<const char*> {
     const std::string name = GetParam();
     if (name.rfind("gpu-emu", 0) == 0) {
       GpuEmuOptions o;
-      o.warp = name == "gpu-emu-w64" ? 64 : 32;
+      o.warp = name.rfind("gpu-emu-w64", 0) == 0 ? 64 : 32;
+      o.tile_gemms = name.find("-tiles") != std::string::npos;  // the hip backend's GEMMs
       backend_ = make_gpu_emu_backend(o);
     } else {
       auto made = make_backend(name);
@@ -154,9 +157,12 @@ class Conformance : public ::testing::TestWithParam<const char*> {
 TEST_P(Conformance, GemmAllTransposesAndStrides) {
   NEED_OPS(KernelOp::gemm);
   Inputs in;
+  // One tile, and several 64-wide tiles with several 32-deep k steps and
+  // ragged edges (the dialect's GEMM kernels, gemm.cuh).
+  for (const auto [M, N, K] : {std::array<int64_t, 3>{13, 17, 29}, std::array<int64_t, 3>{70, 130, 75}})
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
-      const int64_t M = 13, N = 17, K = 29, pad = 3;
+      const int64_t pad = 3;
       const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
       auto A = in.normal(static_cast<size_t>((ta ? K : M) * lda));
       auto B = in.normal(static_cast<size_t>((tb ? N : K) * ldb));
@@ -489,6 +495,52 @@ TEST_P(Conformance, GeluAndSwigluBf16) {
 // linear op and a GELU pass on gpu-emu) against fp64 on bf16 x, W and pre,
 // within linear_gelu_bound.h's bounds. The backward is the next layer's
 // (W2[I, O]) on what the forward wrote, adding to non-zero dW and db.
+// The bf16 linear layers (ops.h) against fp64 on bf16 numbers (x, W, and
+// dy chosen bf16 so its rounding into the cast workspace is exact): every
+// product exact in fp32, so the bound is fp32 accumulation alone,
+// (K + 2) 2^-24 sum |terms| (+ the bias, + what dW and db held). Shapes
+// span several 64-wide tiles and 32-deep k steps with ragged edges.
+TEST_P(Conformance, LinearBf16AcrossTiles) {
+  NEED_OPS(KernelOp::linear_forward_bf16, KernelOp::linear_backward_bf16, KernelOp::cast);
+  Inputs in;
+  const int64_t N = 70, I = 75, O = 130;
+  const auto x = bf16_values(in.normal(N * I)), W = bf16_values(in.normal(O * I, 0.5)), dy = bf16_values(in.normal(N * O));
+  const auto b = in.normal(O), dW0 = in.normal(O * I), db0 = in.normal(O);
+  std::vector<double> y(N * O), ty(N * O), dx(N * I), tdx(N * I), dW = dW0, tdW(O * I), db = db0, tdb(O);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o) {
+      double sum = b[o], mag = std::abs(b[o]);
+      for (int64_t i = 0; i < I; ++i) sum += x[n * I + i] * W[o * I + i], mag += std::abs(x[n * I + i] * W[o * I + i]);
+      y[n * O + o] = sum;
+      ty[n * O + o] = (I + 2) * kEps32 * mag + 1e-30;
+    }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      double sum = 0, mag = 0;
+      for (int64_t o = 0; o < O; ++o) sum += dy[n * O + o] * W[o * I + i], mag += std::abs(dy[n * O + o] * W[o * I + i]);
+      dx[n * I + i] = sum;
+      tdx[n * I + i] = (O + 2) * kEps32 * mag + 1e-30;
+    }
+  for (int64_t o = 0; o < O; ++o) {
+    for (int64_t i = 0; i < I; ++i) {
+      double mag = std::abs(dW0[o * I + i]);
+      for (int64_t n = 0; n < N; ++n) dW[o * I + i] += dy[n * O + o] * x[n * I + i], mag += std::abs(dy[n * O + o] * x[n * I + i]);
+      tdW[o * I + i] = (N + 2) * kEps32 * mag + 1e-30;
+    }
+    double mag = std::abs(db0[o]);
+    for (int64_t n = 0; n < N; ++n) db[o] += dy[n * O + o], mag += std::abs(dy[n * O + o]);
+    tdb[o] = (N + 2) * kEps32 * mag + 1e-30;
+  }
+  Bf16Buf xb(be(), x), Wb(be(), W), cast(be(), N * O);
+  F32 bf(be(), b), yf(be(), N * O), dyf(be(), dy), dxf(be(), N * I), dWf(be(), dW0), dbf(be(), db0);
+  be().linear_forward_bf16(yf.p, xb.p, Wb.p, bf.p, N, I, O);
+  expect_within(yf.host(), y, ty, "bf16 linear y");
+  be().linear_backward_bf16(dxf.p, dWf.p, dbf.p, dyf.p, xb.p, Wb.p, N, I, O, false, cast.p);
+  expect_within(dxf.host(), dx, tdx, "bf16 linear dx");
+  expect_within(dWf.host(), dW, tdW, "bf16 linear dW");
+  expect_within(dbf.host(), db, tdb, "bf16 linear db");
+}
+
 TEST_P(Conformance, LinearGeluBf16Fused) {
   NEED_OPS(KernelOp::linear_gelu_forward_bf16, KernelOp::linear_backward_gelu_bf16);
   Inputs in;
@@ -1113,7 +1165,8 @@ TEST_P(Conformance, TileGemmBf16) {
   be().release(B);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::Values("cpu", "cpu-guarded", "gpu-emu-w32", "gpu-emu-w64"),
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance,
+                         ::testing::Values("cpu", "cpu-guarded", "gpu-emu-w32", "gpu-emu-w64", "gpu-emu-w64-tiles"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n = i.param;
                            for (char& c : n) c = c == '-' ? '_' : c;

@@ -15,7 +15,8 @@
 //           the fragments loaded and stored in the instruction's lane layout
 //           (mma_tile_mfma below).
 //   gpu-emu: at warp 64 the same MFMA form, the instruction itself modelled
-//           by shuffles (mfma_16x16x16_bf16_1k's emulated body), so the
+//           by one gather of the wave's fragments (mfma_16x16x16_bf16_1k's
+//           emulated body, emu::warp_gather_bits), so the
 //           fragment layout is what CI checks; at warp 32 the scalar form:
 //           lane l computes outputs l, l + warp, ...
 #pragma once
@@ -58,30 +59,23 @@ TERA_DEVICE void mfma_16x16x16_bf16_1k(MfmaFragments& f) {
   c = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a, b, c, 0, 0, 0);
   for (int v = 0; v < 4; ++v) f.c[v] = c[v];
 #else  // gpu-emu
-  // The instruction's semantics from its lane layout: every lane sees every
-  // other lane's fragments through the 64 butterfly masks (lane l ^ m), each
-  // fragment's four bf16 values in one 64-bit exchange (bit for bit), and
-  // keeps the A rows and the B column of its own outputs.
+  // The instruction's semantics from its lane layout: the wave's fragments
+  // gathered in one rendezvous (each fragment's four bf16 values in one
+  // 64-bit word, bit for bit), each lane keeping the A rows and the B column
+  // of its own outputs.
   const int l = lane_id(), g = l / 16, r = l % 16;
-  float a_rows[4][16], b_col[16];
   auto pack = [](const uint16_t (&x)[4]) {
     return uint64_t{x[0]} | (uint64_t{x[1]} << 16) | (uint64_t{x[2]} << 32) | (uint64_t{x[3]} << 48);
   };
-  const uint64_t mine_a = pack(f.a), mine_b = pack(f.b);
-  auto exchange = [](uint64_t bits, int m) {
-    return m == 0 ? bits : std::bit_cast<uint64_t>(shfl_xor(std::bit_cast<double>(bits), m));
-  };
-  for (int m = 0; m < 64; ++m) {  // the same m on every lane (m = 0: the lane's own): no divergence
-    const int s = l ^ m, sg = s / 16, sr = s % 16;  // lane s holds A[sr][4 sg + v] and B[4 sg + v][sr]
-    const uint64_t ga = exchange(mine_a, m), gb = exchange(mine_b, m);
-    for (int v = 0; v < 4; ++v) {
-      if (sr / 4 == g) a_rows[sr % 4][4 * sg + v] = bf16_to_float(static_cast<uint16_t>(ga >> (16 * v)));
-      if (sr == r) b_col[4 * sg + v] = bf16_to_float(static_cast<uint16_t>(gb >> (16 * v)));
-    }
-  }
+  uint64_t all_a[64], all_b[64];
+  emu::warp_gather_bits(pack(f.a), all_a, {__FILE__, __LINE__});
+  emu::warp_gather_bits(pack(f.b), all_b, {__FILE__, __LINE__});
+  auto value = [](uint64_t bits, int v) { return bf16_to_float(static_cast<uint16_t>(bits >> (16 * v))); };
   for (int v = 0; v < 4; ++v) {  // output row 4 g + v, column r
     float s = f.c[v];
-    for (int k = 0; k < 16; ++k) s += a_rows[v][k] * b_col[k];
+    for (int k = 0; k < 16; ++k) {  // A[4g+v][k] is on lane 16 (k / 4) + 4g + v, B[k][r] on lane 16 (k / 4) + r
+      s += value(all_a[16 * (k / 4) + 4 * g + v], k % 4) * value(all_b[16 * (k / 4) + r], k % 4);
+    }
     f.c[v] = s;
   }
 #endif

@@ -20,6 +20,7 @@
 #include "kernels/gpu/kernels/cross_entropy.cuh"
 #include "kernels/gpu/kernels/elementwise.cuh"
 #include "kernels/gpu/kernels/embedding.cuh"
+#include "kernels/gpu/kernels/gemm.cuh"
 #include "kernels/gpu/kernels/layernorm.cuh"
 #include "kernels/gpu/kernels/llama.cuh"
 #include "kernels/gpu/kernels/reduce.cuh"
@@ -449,6 +450,83 @@ inline void adamw(DeviceContext& c, const AdamWSegment* segs, int64_t nsegs, con
     if (++batch.count == kAdamWBatch) flush();
   }
   flush();
+}
+
+// --- GEMMs on the dialect's kernels (gemm.cuh) -----------------------------
+// The hip backend's linear layers where no vendor GEMM library was found,
+// and gpu-emu's with TERA_GPU_EMU_GEMM=tiles (how CI runs them). Row-major
+// products as ops.h states them; the bias gradient by the column sums.
+
+inline Dim gemm_grid(const GemmShape& s) {
+  return grid_xy(static_cast<unsigned>((s.N + kGemmTile - 1) / kGemmTile),
+                 static_cast<unsigned>((s.M + kGemmTile - 1) / kGemmTile));
+}
+inline void gemm_f32(DeviceContext& c, float* C, const float* A, const float* B, const GemmShape& s,
+                     const GemmEpilogue& e) {
+  if (s.M > 0 && s.N > 0) TERA_LAUNCH(c, gemm_f32_k, gemm_grid(s), kGemmF32Threads, 0, C, A, B, s, e);
+}
+inline void gemm_bf16(DeviceContext& c, float* C, const uint16_t* A, const uint16_t* B, const GemmShape& s,
+                      const GemmEpilogue& e) {
+  if (s.M > 0 && s.N > 0) TERA_LAUNCH(c, gemm_bf16_k, gemm_grid(s), kGemmWarps * c.warp, 0, C, A, B, s, e);
+}
+
+inline void tiles_gemm(DeviceContext& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                       const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_f32(c, C, A, B, GemmShape{M, N, K, lda, ldb, ldc, ta, tb}, GemmEpilogue{alpha, beta});
+}
+// y[N,O] = x[N,I] W[O,I]^T + b; dx[N,I] (+)= dy[N,O] W; dW[O,I] += dy^T x.
+inline GemmShape linear_y(int64_t N, int64_t I, int64_t O) { return {N, O, I, I, I, O, false, true}; }
+inline GemmShape linear_dx(int64_t N, int64_t I, int64_t O) { return {N, I, O, O, I, I, false, false}; }
+inline GemmShape linear_dw(int64_t N, int64_t I, int64_t O) { return {O, I, N, O, I, I, true, false}; }
+
+inline void tiles_linear_forward(DeviceContext& c, float* y, const float* x, const float* W, const float* b, int64_t N,
+                                 int64_t I, int64_t O) {
+  gemm_f32(c, y, x, W, linear_y(N, I, O), GemmEpilogue{1.0f, 0.0f, b});
+}
+inline void tiles_linear_backward(DeviceContext& c, float* dx, float* dW, float* db, const float* dy, const float* x,
+                                  const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) {
+  if (dx != nullptr) gemm_f32(c, dx, dy, W, linear_dx(N, I, O), GemmEpilogue{1.0f, accumulate_dx ? 1.0f : 0.0f});
+  gemm_f32(c, dW, dy, x, linear_dw(N, I, O), GemmEpilogue{1.0f, 1.0f});
+  if (db != nullptr) column_sums(c, db, dy, N, O);
+}
+inline void tiles_linear_forward_bf16(DeviceContext& c, float* y, const uint16_t* x, const uint16_t* W, const float* b,
+                                      int64_t N, int64_t I, int64_t O) {
+  gemm_bf16(c, y, x, W, linear_y(N, I, O), GemmEpilogue{1.0f, 0.0f, b});
+}
+inline void tiles_linear_backward_bf16(DeviceContext& c, float* dx, float* dW, float* db, const float* dy,
+                                       const uint16_t* x, const uint16_t* W, int64_t N, int64_t I, int64_t O,
+                                       bool accumulate_dx, uint16_t* cast_dy) {
+  cast(c, cast_dy, DType::bf16, dy, DType::f32, N * O);  // dy rounded once (ops.h)
+  if (dx != nullptr) gemm_bf16(c, dx, cast_dy, W, linear_dx(N, I, O), GemmEpilogue{1.0f, accumulate_dx ? 1.0f : 0.0f});
+  gemm_bf16(c, dW, cast_dy, x, linear_dw(N, I, O), GemmEpilogue{1.0f, 1.0f});
+  if (db != nullptr) column_sums(c, db, dy, N, O);
+}
+// The GELU in the GEMM's epilogue: pre = bf16(y), act = bf16(gelu(y)) of
+// the fp32 y (the fp32 bias added before rounding).
+inline void tiles_linear_gelu_forward_bf16(DeviceContext& c, uint16_t* act, uint16_t* pre, const uint16_t* x,
+                                           const uint16_t* W, const float* b, int64_t N, int64_t I, int64_t O,
+                                           float* work) {
+  GemmEpilogue e{1.0f, 0.0f, b};
+  e.act = act;
+  e.pre = pre;
+  gemm_bf16(c, work, x, W, linear_y(N, I, O), e);
+}
+inline void tiles_linear_backward_gelu_bf16(DeviceContext& c, float* dpre, float* dW, float* db, const float* dy,
+                                            const uint16_t* x, const uint16_t* W, const uint16_t* pre, int64_t N,
+                                            int64_t I, int64_t O, uint16_t* cast_dy) {
+  tiles_linear_backward_bf16(c, dpre, dW, db, dy, x, W, N, I, O, false, cast_dy);
+  gelu_backward_bf16(c, dpre, pre, dpre, N * I);
+}
+
+// Fills b's GEMM entries with the dialect's (see above).
+inline void set_tile_gemm_ops(BackendOps& b) {
+  b.gemm = on_device<tiles_gemm>;
+  b.linear_forward = on_device<tiles_linear_forward>;
+  b.linear_backward = on_device<tiles_linear_backward>;
+  b.linear_forward_bf16 = on_device<tiles_linear_forward_bf16>;
+  b.linear_backward_bf16 = on_device<tiles_linear_backward_bf16>;
+  b.linear_gelu_forward_bf16 = on_device<tiles_linear_gelu_forward_bf16>;
+  b.linear_backward_gelu_bf16 = on_device<tiles_linear_backward_gelu_bf16>;
 }
 
 // Fills every entry of b that the dialect provides (all but memory,

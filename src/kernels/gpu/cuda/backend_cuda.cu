@@ -1,8 +1,9 @@
-// The cuda backend (backend_cuda.h). A CudaContext per instance holds the
-// device's state: the compute and comm streams, the cuBLASLt handle, its
-// workspace and its per-product plans, reduction scratch, the caching
-// allocator and the pinned buffers host-to-device copies are staged in. It
-// starts (streams, handle, workspace) on first use, after bind_device.
+// The cuda backend (backend_cuda.h). A CudaContext per instance is the
+// runtime backends' shared device state (kernels/gpu/runtime/
+// runtime_context.h: streams, events, memory, scratch, pinned staging, the
+// device binding; the same source the hip backend compiles) plus cuBLASLt:
+// its handle, workspace and per-product plans, started with the streams on
+// first use, after bind_device.
 //
 // GEMMs through cuBLASLt: fp32, or bf16 inputs with fp32 accumulation; the
 // bias added by the GEMM's epilogue, and the GPT MLP's GELU by the
@@ -29,23 +30,15 @@
 #include <string>
 #include <unordered_map>
 
-#include "kernels/caching_allocator.h"
-#include "kernels/gpu/ops_launch.h"
-#include "kernels/staged_uploads.h"
+#include "kernels/gpu/runtime/runtime_context.h"
 
 namespace tera {
 
 namespace {
 
-[[noreturn]] void cuda_fail(const std::string& what, const std::string& detail) {
-  std::fprintf(stderr, "tera: error: cuda backend: %s: %s\n", what.c_str(), detail.c_str());
-  std::fflush(stderr);
-  std::abort();
-}
+using gpu::RuntimeContext;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) cuda_fail(what, cudaGetErrorString(e));
-}
+[[noreturn]] void cuda_fail(const std::string& what, const std::string& detail) { gpu::runtime_fail(what, detail); }
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) cuda_fail(what, "cuBLASLt status " + std::to_string(static_cast<int>(s)));
@@ -107,124 +100,19 @@ void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t a, const
   check(cublasLtMatmulDescSetAttribute(desc, a, &v, sizeof v), what);
 }
 
-class CudaContext final : public gpu::DeviceContext, public DeviceQueue {
+class CudaContext final : public RuntimeContext {
  public:
-  CudaContext() : cache_([this](int64_t b) { return raw_alloc(b); }, [this](void* p) { raw_free(p); }) {
-    const char* sync = std::getenv("TERA_DEVICE_SYNC");
-    sync_each_op_ = sync != nullptr && std::string(sync) == "1";
-  }
   ~CudaContext() override {
-    if (!started_) return;
-    cudaDeviceSynchronize();
-    uploads_.reset();
+    if (lt_ == nullptr) return;
+    (void)gpu::rt::device_sync();
     for (auto& [key, p] : plans_) {
       if (p.lc != nullptr) cublasLtMatrixLayoutDestroy(p.lc);
       if (p.lb != nullptr) cublasLtMatrixLayoutDestroy(p.lb);
       if (p.la != nullptr) cublasLtMatrixLayoutDestroy(p.la);
       if (p.desc != nullptr) cublasLtMatmulDescDestroy(p.desc);
     }
-    cache_.trim();
-    if (scratch_ != nullptr) cudaFree(scratch_);
     cudaFree(workspace_);
     cublasLtDestroy(lt_);
-    cudaStreamDestroy(comm_);
-    cudaStreamDestroy(stream);
-  }
-
-  // Streams, handle and workspace on the current device (bind_device's).
-  void start() {
-    if (started_) return;
-    started_ = true;
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate (compute)");
-    check(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking), "cudaStreamCreate (comm)");
-    check(cublasLtCreate(&lt_), "cublasLtCreate");
-    check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
-    uploads_ = std::make_unique<StagedUploads>(*this);
-  }
-
-  // --- DeviceContext ---------------------------------------------------
-  void* scratch(int64_t bytes) override {
-    if (bytes > scratch_bytes_) {
-      if (scratch_ != nullptr) raw_free(scratch_);
-      check(cudaMalloc(&scratch_, static_cast<size_t>(bytes)), "cudaMalloc (reduction scratch)");
-      scratch_bytes_ = bytes;
-    }
-    return scratch_;
-  }
-  // Every launch is checked at once; with TERA_DEVICE_SYNC=1 it is also
-  // waited for, so an error in a kernel names that kernel.
-  void launched(const char* kernel) override {
-    if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) cuda_fail(std::string("launch of ") + kernel, cudaGetErrorString(e));
-    if (sync_each_op_) {
-      if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-        cuda_fail(std::string("kernel ") + kernel + " (TERA_DEVICE_SYNC=1)", cudaGetErrorString(e));
-      }
-    }
-  }
-
-  // --- DeviceQueue -----------------------------------------------------
-  const char* vendor() const override { return "cuda"; }
-  void* native_stream(DeviceStream s) override {
-    start();
-    return s == DeviceStream::compute ? static_cast<void*>(stream) : static_cast<void*>(comm_);
-  }
-  Event event_create() override {
-    start();
-    cudaEvent_t e = nullptr;
-    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-    return e;
-  }
-  void event_destroy(Event e) override { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
-  void event_record(Event e, DeviceStream s) override {
-    check(cudaEventRecord(static_cast<cudaEvent_t>(e), on(s)), "cudaEventRecord");
-  }
-  void stream_wait(DeviceStream s, Event e) override {
-    check(cudaStreamWaitEvent(on(s), static_cast<cudaEvent_t>(e), 0), "cudaStreamWaitEvent");
-  }
-  bool event_done(Event e) override {
-    const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
-    if (r == cudaErrorNotReady) return false;
-    check(r, "cudaEventQuery");
-    return true;
-  }
-  void event_wait(Event e) override { check(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize"); }
-  void copy_async(void* dst, const void* src, int64_t bytes, CopyKind kind, DeviceStream s) override {
-    if (bytes <= 0) return;
-    check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), on(s)), "cudaMemcpyAsync");
-  }
-  void* pinned_alloc(int64_t bytes) override {
-    start();
-    void* p = nullptr;
-    if (cudaMallocHost(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1))) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return nullptr;
-    }
-    return p;
-  }
-  void pinned_free(void* p) override { cudaFreeHost(p); }
-
-  // --- the backend's memory and copies -----------------------------------
-  void* alloc(int64_t bytes) {
-    start();
-    return cache_.allocate(bytes);
-  }
-  void release(void* p) {
-    if (p == nullptr) return;
-    if (!cache_.release(p)) cuda_fail("release", "a pointer this backend did not allocate");
-  }
-  int64_t cached_bytes() const { return cache_.stats().cached; }
-  // ops.h's copy: host_to_device staged through pinned memory (no wait);
-  // device_to_host waits for the stream.
-  void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
-    start();
-    if (bytes <= 0 || dst == src) return;
-    if (kind == CopyKind::host_to_device && uploads_->upload(dst, src, bytes)) return;
-    check(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), stream), "cudaMemcpyAsync");
-    // A host buffer may be read or freed as soon as the call returns.
-    if (kind != CopyKind::device_to_device) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (copy)");
-  }
-  void synchronize() {
-    if (started_) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
 
   // D (col-major m x n, ldc, type cd) = alpha op(A) op(B) + beta D, then the
@@ -262,7 +150,7 @@ class CudaContext final : public gpu::DeviceContext, public DeviceQueue {
       if (plan.status != CUBLAS_STATUS_SUCCESS) check(plan.status, "cublasLtMatmulAlgoGetHeuristic");
       cuda_fail("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this product");
     }
-    if (ok && sync_each_op_) check(cudaStreamSynchronize(stream), "cublasLtMatmul (TERA_DEVICE_SYNC=1)");
+    if (ok && sync_each_op()) gpu::runtime_check(cudaStreamSynchronize(stream), "cublasLtMatmul (TERA_DEVICE_SYNC=1)");
     return ok;
   }
 
@@ -280,18 +168,15 @@ class CudaContext final : public gpu::DeviceContext, public DeviceQueue {
     return out;
   }
 
+ protected:
+  void start_libraries() override {
+    check(cublasLtCreate(&lt_), "cublasLtCreate");
+    gpu::runtime_check(cudaMalloc(&workspace_, kWorkspaceBytes), "cudaMalloc (cuBLASLt workspace)");
+  }
+
  private:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLASLt's: 32 MiB covers Hopper's kernels
 
-  cudaStream_t on(DeviceStream s) {
-    start();
-    return s == DeviceStream::compute ? stream : comm_;
-  }
-  static cudaMemcpyKind memcpy_kind(CopyKind k) {
-    return k == CopyKind::host_to_device   ? cudaMemcpyHostToDevice
-           : k == CopyKind::device_to_host ? cudaMemcpyDeviceToHost
-                                           : cudaMemcpyDeviceToDevice;
-  }
   // The plan of a product description: descriptors and the heuristic's
   // choice, made on first use with the operands' alignments as minimum
   // alignment preferences, kept for the process.
@@ -337,35 +222,13 @@ class CudaContext final : public gpu::DeviceContext, public DeviceQueue {
     note_path(key, p.found ? "cuBLASLt" : "no cuBLASLt algorithm (status " + std::to_string(static_cast<int>(p.status)) + ")");
     return plans_.emplace(key, p).first->second;
   }
-  // The raw allocation and free behind the caching allocator.
-  void* raw_alloc(int64_t bytes) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, static_cast<size_t>(bytes)) != cudaSuccess) {
-      (void)cudaGetLastError();  // clear the out-of-memory error: the caller reports it
-      return nullptr;
-    }
-    return p;
-  }
-  void raw_free(void* p) {
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize (release)");
-    check(cudaStreamSynchronize(comm_), "cudaStreamSynchronize (release)");
-    check(cudaFree(p), "cudaFree");
-  }
-
-  bool started_ = false;
-  bool sync_each_op_ = false;
-  cudaStream_t comm_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
-  void* scratch_ = nullptr;
-  int64_t scratch_bytes_ = 0;
-  CachingAllocator cache_;
-  std::unique_ptr<StagedUploads> uploads_;
   std::unordered_map<LtKey, LtPlan, LtKeyHash> plans_;
   std::map<std::string, std::string> paths_;  // product -> the path it took
 };
 
-CudaContext& cuda(BackendContext* c) { return *static_cast<CudaContext*>(static_cast<gpu::DeviceContext*>(c)); }
+CudaContext& cuda(BackendContext* c) { return static_cast<CudaContext&>(gpu::runtime(c)); }
 
 // Row-major C[M,N] = alpha op(A) op(B) + beta C (+ bias[N] on every row), C fp32.
 void gemm_rm(CudaContext& c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
@@ -452,90 +315,16 @@ bool cuda_supports(BackendContext*, KernelOp op, DType dtype) {
                                   op == KernelOp::linear_backward_gelu_bf16);
 }
 
-// The device of this rank (device_for_rank), made current for the process.
-std::string cuda_bind_device(BackendContext*, int local_rank, int local_size) {
-  int n = 0;
-  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no usable GPU: ") + cudaGetErrorString(e);
-  }
-  const int device = device_for_rank(local_rank, local_size, n);
-  if (device < 0) return too_few_devices(local_size, n);
-  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return "cudaSetDevice(" + std::to_string(device) + "): " + cudaGetErrorString(e);
-  }
-  return "";
-}
-
-// The current device's UUID as nvidia-smi prints it (GPU-8-4-4-4-12 hex).
-std::string cuda_device_identity(BackendContext*) {
-  int device = 0;
-  cudaDeviceProp p{};
-  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return "";
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string id = "GPU-";
-  for (int i = 0; i < 16; ++i) {
-    const auto b = static_cast<unsigned char>(p.uuid.bytes[i]);
-    id += hex[b >> 4];
-    id += hex[b & 15];
-    if (i == 3 || i == 5 || i == 7 || i == 9) id += '-';
-  }
-  return id;
-}
-
-// The GPU's free memory (cudaMemGetInfo) plus the blocks the cache would
-// give back; 0 (unknown) if the driver cannot say.
-int64_t cuda_memory_available(BackendContext* c) {
-  size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return static_cast<int64_t>(free_bytes) + cuda(c).cached_bytes();
-}
-
 }  // namespace
 
-std::string cuda_device_status() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no usable GPU: ") + cudaGetErrorString(e);
-  }
-  if (n == 0) return "no usable GPU: the driver reports no CUDA device";
-  return "";
-}
-
-std::string cuda_device_name() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) device = 0;
-  cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "?";
-  return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
-         std::to_string(p.multiProcessorCount) + " SMs)";
-}
+std::string cuda_device_status() { return gpu::runtime_device_status(); }
+std::string cuda_device_name() { return gpu::runtime_device_name(); }
 
 std::unique_ptr<Backend> make_cuda_backend() {
   auto ctx = std::make_shared<CudaContext>();
   BackendOps ops;
   gpu::launch::set_dialect_ops(ops);
-  ops.alloc = [](BackendContext* c, int64_t bytes) { return cuda(c).alloc(bytes); };
-  ops.release = [](BackendContext* c, void* p) { cuda(c).release(p); };
-  ops.fill = [](BackendContext* c, void* dst, DType t, double value, int64_t n) {
-    if (!gpu::launch::fill(cuda(c), dst, t, value, n)) cuda_fail("fill", "f16 with a non-zero value");
-  };
-  ops.copy = [](BackendContext* c, void* dst, const void* src, int64_t bytes, CopyKind kind) {
-    cuda(c).copy(dst, src, bytes, kind);
-  };
-  ops.synchronize = [](BackendContext* c) { cuda(c).synchronize(); };
-  ops.cast = [](BackendContext* c, void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
-    if (!gpu::launch::cast(cuda(c), dst, dst_t, src, src_t, n)) cuda_fail("cast", "a pair of dtypes it does not convert");
-  };
+  gpu::set_runtime_ops(ops);
   ops.gemm = cuda_gemm;
   ops.linear_forward = cuda_linear_forward;
   ops.linear_backward = cuda_linear_backward;
@@ -547,16 +336,12 @@ std::unique_ptr<Backend> make_cuda_backend() {
     return "cuBLASLt: bf16 inputs, fp32 accumulation (tensor cores)";
   };
   ops.gemm_report = [](BackendContext* c) { return cuda(c).report(); };
-  ops.unavailable = [](BackendContext*) { return cuda_device_status(); };
-  ops.memory_available = cuda_memory_available;
   // What the process still takes outside alloc once it runs: cuBLASLt's
-  // workspace and handle, reduction scratch, pinned staging's device side
-  // (none), and the CUDA runtime's module images and context growth
-  // beyond what cudaSetDevice made: 32 MiB + 256 MiB (an estimate; NCCL's
-  // buffers are the device communicators', comm/device_comm.h).
+  // workspace and handle, reduction scratch, and the CUDA runtime's module
+  // images and context growth beyond what cudaSetDevice made: 32 MiB +
+  // 256 MiB (an estimate; NCCL's buffers are the device communicators',
+  // comm/device_comm.h).
   ops.memory_reserved = [](BackendContext*) -> int64_t { return (int64_t{32} + 256) << 20; };
-  ops.bind_device = cuda_bind_device;
-  ops.device_identity = cuda_device_identity;
   ops.supports = cuda_supports;
   const DeviceAddressing addressing{DeviceAddressing::Kind::device, nullptr, static_cast<DeviceQueue*>(ctx.get())};
   return std::make_unique<Backend>("cuda", "cuBLASLt", addressing, ops, ctx);

@@ -345,6 +345,14 @@ Expected<GpuEmuOptions> gpu_emu_options_from_env() {
     }
     o.mode = std::string(s) == "eager" ? Stream::Mode::eager : Stream::Mode::lazy;
   }
+  if (const char* g = set("TERA_GPU_EMU_GEMM")) {
+    if (std::string(g) != "host" && std::string(g) != "tiles") {
+      return Status::error(std::string("TERA_GPU_EMU_GEMM='") + g +
+                           "' is not a GEMM path: give host (host GEMMs as cuBLASLt computes them: the default) or "
+                           "tiles (the dialect's GEMM kernels, the hip backend's)");
+    }
+    o.tile_gemms = std::string(g) == "tiles";
+  }
   return o;
 }
 
@@ -375,6 +383,12 @@ std::unique_ptr<Backend> make_gpu_emu_backend(const GpuEmuOptions& options) {
   ops.gemm_bf16_path = [](BackendContext*) -> std::string {
     return "gpu-emu: host GEMM, bf16 inputs, fp32 accumulation";
   };
+  if (options.tile_gemms) {
+    gpu::launch::set_tile_gemm_ops(ops);
+    ops.gemm_bf16_path = [](BackendContext*) -> std::string {
+      return "gpu-emu: the dialect's tile GEMM kernels (the hip backend's), bf16 inputs, fp32 accumulation";
+    };
+  }
   ops.memory_available = [](BackendContext* c) { return emu(c).memory_available(); };
   ops.bind_device = [](BackendContext* c, int local_rank, int local_size) {
     return emu(c).bind_device(local_rank, local_size);
@@ -382,7 +396,8 @@ std::unique_ptr<Backend> make_gpu_emu_backend(const GpuEmuOptions& options) {
   ops.device_identity = [](BackendContext* c) { return emu(c).device_identity(); };
   ops.supports = emu_supports;
   const DeviceAddressing addressing{DeviceAddressing::Kind::device, nullptr, static_cast<DeviceQueue*>(ctx.get())};
-  return std::make_unique<Backend>("gpu-emu", "host GEMM (gpu-emu)", addressing, ops, ctx);
+  return std::make_unique<Backend>("gpu-emu", options.tile_gemms ? "the dialect's tile GEMMs (gpu-emu)" : "host GEMM (gpu-emu)",
+                                   addressing, ops, ctx);
 }
 
 int64_t gpu_emu_launches(const Backend& be, const char* kernel) {

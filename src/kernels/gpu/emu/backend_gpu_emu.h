@@ -27,6 +27,7 @@ struct GpuEmuOptions {
   int64_t memory = -1;      // bytes of device memory; -1: as much as the host gives
   int visible_gpus = 0;     // GPUs each process sees; 0: one per rank of the node
   gpu::emu::Stream::Mode mode = gpu::emu::Stream::Mode::lazy;
+  bool tile_gemms = false;  // the linear layers on the dialect's GEMM kernels, not host GEMMs
 };
 
 // The options from the environment, each unset variable at its default:
@@ -34,6 +35,7 @@ struct GpuEmuOptions {
 //   TERA_GPU_EMU_MEMORY  device memory in bytes, suffix K, M, G or T (powers of 1024)
 //   TERA_GPU_EMU_GPUS    GPUs visible to each process (1 to 1024)
 //   TERA_GPU_EMU_STREAM  lazy or eager (stream.h)
+//   TERA_GPU_EMU_GEMM    host (GEMMs as cuBLASLt computes them) or tiles (the dialect's GEMM kernels)
 // A malformed value is an error naming the variable and what it takes.
 Expected<GpuEmuOptions> gpu_emu_options_from_env();
 

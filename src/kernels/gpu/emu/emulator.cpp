@@ -7,6 +7,7 @@
 
 #include <boost/context/fiber.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -164,7 +165,16 @@ void barrier(Where where) {
   yield();
 }
 
-uint64_t shfl_xor_bits(uint64_t bits, int mask, Where where) {
+namespace {
+
+// The warp's rendezvous behind shfl_xor_bits (mask > 0: lane l gets lane
+// l ^ mask's value) and warp_gather_bits (mask = kGather: every lane gets
+// every lane's). The last lane to arrive fills `out` and releases the
+// others; `out` is overwritten only when every lane has arrived again, so
+// each lane has read its share by then.
+constexpr int kGather = -1;
+
+const uint64_t* warp_rendezvous(uint64_t bits, int mask, Where where) {
   Block& b = *g_block;
   const int t = g_current->state.thread;
   const int w = t / g_warp, lane = t % g_warp;
@@ -173,7 +183,7 @@ uint64_t shfl_xor_bits(uint64_t bits, int mask, Where where) {
     report("a shuffle at " + where_str(where) + " in a partial warp (" + std::to_string(lanes) + " of " +
            std::to_string(g_warp) + " lanes): launch whole warps");
   }
-  if (mask <= 0 || mask >= g_warp) {
+  if (mask != kGather && (mask <= 0 || mask >= g_warp)) {
     report("shfl_xor mask " + std::to_string(mask) + " at " + where_str(where) + " outside the warp");
   }
   WarpExchange& x = b.warps[w];
@@ -186,18 +196,30 @@ uint64_t shfl_xor_bits(uint64_t bits, int mask, Where where) {
   }
   x.in[lane] = bits;
   if (++x.arrived == lanes) {
-    for (int l = 0; l < lanes; ++l) x.out[l] = x.in[l ^ mask];
+    for (int l = 0; l < lanes; ++l) x.out[l] = x.in[mask == kGather ? l : l ^ mask];
     x.arrived = 0;
     for (int l = 0; l < lanes; ++l) {
       Fiber& f = b.fibers[w * g_warp + l];
       if (f.wait == Wait::shuffle) f.wait = Wait::ready;
     }
-    return x.out[lane];
+    return x.out;
   }
   g_current->wait = Wait::shuffle;
   g_current->where = where;
   yield();
-  return x.out[lane];
+  return x.out;
+}
+
+}  // namespace
+
+uint64_t shfl_xor_bits(uint64_t bits, int mask, Where where) {
+  if (mask == kGather) report("shfl_xor mask -1 at " + where_str(where) + " outside the warp");
+  return warp_rendezvous(bits, mask, where)[g_current->state.thread % g_warp];
+}
+
+void warp_gather_bits(uint64_t bits, uint64_t* all, Where where) {
+  const uint64_t* out = warp_rendezvous(bits, kGather, where);
+  std::copy(out, out + g_warp, all);
 }
 
 void* shared(const void* site, size_t bytes, size_t align) {

@@ -61,6 +61,10 @@ struct Where {
 
 void barrier(Where where);
 uint64_t shfl_xor_bits(uint64_t bits, int mask, Where where);
+// Every lane's `bits` to every lane of the warp (all[l] = lane l's), in one
+// rendezvous: how the emulator models an instruction that reads the whole
+// wave's registers at once (the MFMA in mma.h). All lanes must reach it.
+void warp_gather_bits(uint64_t bits, uint64_t* all, Where where);
 template <typename T>
 T shfl_xor(T v, int mask, Where where) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);

@@ -82,12 +82,21 @@ TERA_DEVICE float row_lanes_max(float v, int lpr) {
 
 // tile[r, i] = src[r * ld + i] for rows r < rows, i < hs (bf16), by every
 // thread of the block; the caller syncs the block before and after.
+// (rows * hs <= 64 * 128: 32-bit indices.)
 TERA_DEVICE void stage_rows(uint16_t* tile, const uint16_t* src, int64_t ld, int64_t rows, int64_t hs) {
-  for (int64_t e = thread_x(); e < rows * hs; e += block_dim_x()) tile[e] = src[(e / hs) * ld + e % hs];
+  const int n = static_cast<int>(rows * hs), w = static_cast<int>(hs);
+  for (int e = thread_x(); e < n; e += block_dim_x()) {
+    const int r = e / w;
+    tile[e] = src[r * ld + (e - r * w)];
+  }
 }
 // The same from fp32 rows, rounded to bf16.
 TERA_DEVICE void stage_rows(uint16_t* tile, const float* src, int64_t ld, int64_t rows, int64_t hs) {
-  for (int64_t e = thread_x(); e < rows * hs; e += block_dim_x()) tile[e] = float_to_bf16(src[(e / hs) * ld + e % hs]);
+  const int n = static_cast<int>(rows * hs), w = static_cast<int>(hs);
+  for (int e = thread_x(); e < n; e += block_dim_x()) {
+    const int r = e / w;
+    tile[e] = float_to_bf16(src[r * ld + (e - r * w)]);
+  }
 }
 
 // S[16, 16 * tiles] (ld lds) = A[16, hs] B[16 * tiles, hs]^T, A and B rows
