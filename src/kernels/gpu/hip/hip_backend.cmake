@@ -7,7 +7,13 @@
 # hipcc is not a CMake language here (Debian's hipcc 5.2): the object is
 # built by a custom command and wrapped in the static library tera_hip.
 set(TERA_HIP "AUTO" CACHE STRING "Build the hip backend with hipcc: AUTO (when hipcc and the HIP runtime are found), ON or OFF")
-set(TERA_HIP_ARCHS "gfx90a" CACHE STRING "AMD GPU architectures of the hip backend (default: gfx90a)")
+# CMAKE_HIP_ARCHITECTURES, as a ROCm machine's build scripts set it, is
+# taken as the default ("gfx90a;gfx942": MI250X and MI300 in one binary).
+set(default_archs gfx90a)
+if(CMAKE_HIP_ARCHITECTURES)
+  set(default_archs "${CMAKE_HIP_ARCHITECTURES}")
+endif()
+set(TERA_HIP_ARCHS "${default_archs}" CACHE STRING "AMD GPU architectures of the hip backend (default: gfx90a, or CMAKE_HIP_ARCHITECTURES)")
 set(TERA_WITH_HIP OFF)
 if(NOT TERA_HIP STREQUAL "OFF")
   find_program(TERA_HIPCC hipcc)
