@@ -6,6 +6,7 @@
 
 #include "collective_checks.h"
 #include "comm/world.h"
+#include "mpi_gtest.h"
 
 namespace tera {
 namespace {
@@ -37,12 +38,5 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   auto world = tera::CommWorld::init();
   tera::g_world = world.get();
-  if (world->world().rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  // Every rank reports; the job fails if any rank failed.
-  const double failed = world->world().all_reduce_max(rc != 0 ? 1.0 : 0.0);
-  return failed > 0 ? 1 : 0;
+  return tera::testing::run_all_tests_on_every_rank(*world);
 }

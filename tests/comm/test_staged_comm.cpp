@@ -16,6 +16,7 @@
 
 #include "comm/staged_comm.h"
 #include "comm/world.h"
+#include "mpi_gtest.h"
 #include "kernels/gpu/emu/backend_gpu_emu.h"
 
 namespace tera {
@@ -196,11 +197,5 @@ int main(int argc, char** argv) {
   auto world = tera::CommWorld::init();
   tera::g_world = world.get();
   if (!mode.empty()) return tera::break_a_rule(mode);
-  if (world->world().rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  const double failed = world->world().all_reduce_max(rc != 0 ? 1.0 : 0.0);
-  return failed > 0 ? 1 : 0;
+  return tera::testing::run_all_tests_on_every_rank(*world);
 }

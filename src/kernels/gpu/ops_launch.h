@@ -529,9 +529,21 @@ inline void set_tile_gemm_ops(BackendOps& b) {
   b.linear_backward_gelu_bf16 = on_device<tiles_linear_backward_gelu_bf16>;
 }
 
+// What a backend on the dialect runs in bf16: every op with a bf16 form,
+// the fill of bf16 buffers, the tile GEMM and the fused GELU linears (the
+// dialect's passes where a GEMM library has no epilogue for them).
+inline bool dialect_supports(BackendContext*, KernelOp op, DType dtype) {
+  if (dtype == DType::f32) return true;
+  return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
+                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
+                                  op == KernelOp::linear_backward_gelu_bf16);
+}
+
 // Fills every entry of b that the dialect provides (all but memory,
-// ordering, GEMMs and cast, which each backend gives its own way).
+// ordering, GEMMs and cast, which each backend gives its own way), and
+// what it supports.
 inline void set_dialect_ops(BackendOps& b) {
+  b.supports = dialect_supports;
   b.layernorm_forward = on_device<layernorm_forward>;
   b.layernorm_backward = on_device<layernorm_backward>;
   b.rmsnorm_forward = on_device<rmsnorm_forward>;

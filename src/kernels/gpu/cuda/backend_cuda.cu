@@ -308,13 +308,6 @@ void cuda_linear_backward_gelu_bf16(BackendContext* c, float* dpre, float* dW, f
                                                 O, cast);
 }
 
-bool cuda_supports(BackendContext*, KernelOp op, DType dtype) {
-  if (dtype == DType::f32) return true;
-  return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
-                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
-                                  op == KernelOp::linear_backward_gelu_bf16);
-}
-
 }  // namespace
 
 std::string cuda_device_status() { return gpu::runtime_device_status(); }
@@ -342,7 +335,6 @@ std::unique_ptr<Backend> make_cuda_backend() {
   // 256 MiB (an estimate; NCCL's buffers are the device communicators',
   // comm/device_comm.h).
   ops.memory_reserved = [](BackendContext*) -> int64_t { return (int64_t{32} + 256) << 20; };
-  ops.supports = cuda_supports;
   const DeviceAddressing addressing{DeviceAddressing::Kind::device, nullptr, static_cast<DeviceQueue*>(ctx.get())};
   return std::make_unique<Backend>("cuda", "cuBLASLt", addressing, ops, ctx);
 }

@@ -287,13 +287,6 @@ void emu_linear_backward_gelu_bf16(BackendContext* c, float* dpre, float* dW, fl
                                                 O, cast);
 }
 
-bool emu_supports(BackendContext*, KernelOp op, DType dtype) {
-  if (dtype == DType::f32) return true;
-  return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
-                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
-                                  op == KernelOp::linear_backward_gelu_bf16);
-}
-
 // TERA_GPU_EMU_MEMORY in bytes (suffix K, M, G or T: powers of 1024).
 Expected<int64_t> parse_memory(const char* env) {
   char* end = nullptr;
@@ -394,7 +387,6 @@ std::unique_ptr<Backend> make_gpu_emu_backend(const GpuEmuOptions& options) {
     return emu(c).bind_device(local_rank, local_size);
   };
   ops.device_identity = [](BackendContext* c) { return emu(c).device_identity(); };
-  ops.supports = emu_supports;
   const DeviceAddressing addressing{DeviceAddressing::Kind::device, nullptr, static_cast<DeviceQueue*>(ctx.get())};
   return std::make_unique<Backend>("gpu-emu", options.tile_gemms ? "the dialect's tile GEMMs (gpu-emu)" : "host GEMM (gpu-emu)",
                                    addressing, ops, ctx);

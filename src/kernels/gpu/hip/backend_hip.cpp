@@ -10,13 +10,6 @@ namespace {
 
 class HipContext final : public gpu::RuntimeContext {};
 
-bool hip_supports(BackendContext*, KernelOp op, DType dtype) {
-  if (dtype == DType::f32) return true;
-  return dtype == DType::bf16 && (kernel_op_need(op) == OpNeed::bf16 || op == KernelOp::fill ||
-                                  op == KernelOp::tile_gemm_bf16 || op == KernelOp::linear_gelu_forward_bf16 ||
-                                  op == KernelOp::linear_backward_gelu_bf16);
-}
-
 }  // namespace
 
 std::string hip_device_status() { return gpu::runtime_device_status(); }
@@ -36,7 +29,6 @@ std::unique_ptr<Backend> make_hip_backend() {
   // runtime's code objects and context growth beyond what hipSetDevice
   // made, and reduction scratch (an estimate).
   ops.memory_reserved = [](BackendContext*) -> int64_t { return int64_t{256} << 20; };
-  ops.supports = hip_supports;
   const DeviceAddressing addressing{DeviceAddressing::Kind::device, nullptr, static_cast<DeviceQueue*>(ctx.get())};
   return std::make_unique<Backend>("hip", "the dialect's tile GEMMs (MFMA)", addressing, ops, ctx);
 }
