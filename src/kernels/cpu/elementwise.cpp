@@ -2,7 +2,12 @@
 // range, and the multi-tensor entry with its dry run), sums of squares,
 // non-finite counts and the loss sum.
 // AdamW follows torch.optim.AdamW (decoupled decay applied to p before the
-// Adam update; bias corrections folded into step size and denominator).
+// Adam update; bias corrections folded into step size and denominator). The
+// multi-tensor entry is one pass over a rank's shard: one parallel region in
+// which each thread updates one contiguous share of the segments' elements
+// (the bf16 compute copy written by the same pass), not a region per
+// segment. Every element's arithmetic is the same however it is split.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -64,14 +69,12 @@ struct AdamWScalars {
   }
 };
 
-}  // namespace
-
+// The update of elements [i0, i1) of one range, on the calling thread.
 template <typename T>
-void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd, uint16_t* param_bf16) {
-  const AdamWScalars<T> k(a, wd);
-  TERA_ASSERT(param_bf16 == nullptr || sizeof(T) == 4, "adamw: a bf16 copy of fp64 parameters");
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+void adamw_span(T* param, const T* grad, T* m, T* v, int64_t i0, int64_t i1, const AdamWScalars<T>& k,
+                uint16_t* param_bf16) {
+#pragma omp simd
+  for (int64_t i = i0; i < i1; ++i) {
     const T g = grad[i] * k.gs;
     const T mi = k.b1 * m[i] + k.omb1 * g;
     const T vi = k.b2 * v[i] + k.omb2 * g * g;
@@ -83,18 +86,58 @@ void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, f
   }
 }
 
-int64_t adamw_nonfinite(const float* param, const float* grad, const float* m, const float* v, int64_t n,
-                        const AdamWArgs& a, float wd) {
-  const AdamWScalars<float> k(a, wd);
+// How many elements of [i0, i1) the update would make non-finite.
+int64_t nonfinite_span(const float* param, const float* grad, const float* m, const float* v, int64_t i0, int64_t i1,
+                       const AdamWScalars<float>& k) {
   int64_t bad = 0;
-#pragma omp parallel for reduction(+ : bad) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd reduction(+ : bad)
+  for (int64_t i = i0; i < i1; ++i) {
     const float g = grad[i] * k.gs;
     const float mi = k.b1 * m[i] + k.omb1 * g;
     const float vi = k.b2 * v[i] + k.omb2 * g * g;
     const float pi = param[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
     bad += !(std::isfinite(mi) && std::isfinite(vi) && std::isfinite(pi));
   }
+  return bad;
+}
+
+// Inside a parallel region: the calling thread's share of the elements of
+// ranges laid end to end (starts: the ranges' first elements in that
+// order, then the total), cut at multiples of 16 elements (whole cache
+// lines of floats); f(range, i0, i1) on each piece of the share.
+template <typename F>
+void for_my_share(const std::vector<int64_t>& starts, F f) {
+  const int64_t total = starts.back(), nt = omp_get_num_threads(), t = omp_get_thread_num();
+  auto cut = [&](int64_t k) { return k == nt ? total : std::min(total, total * k / nt / 16 * 16); };
+  const int64_t lo = cut(t), hi = cut(t + 1);
+  if (lo >= hi) return;
+  const int64_t ranges = static_cast<int64_t>(starts.size()) - 1;
+  int64_t r = std::upper_bound(starts.begin(), starts.end(), lo) - starts.begin() - 1;
+  for (; r < ranges && starts[static_cast<size_t>(r)] < hi; ++r) {
+    const int64_t s = starts[static_cast<size_t>(r)];
+    const int64_t i0 = std::max(lo, s) - s, i1 = std::min(hi, starts[static_cast<size_t>(r) + 1]) - s;
+    if (i0 < i1) f(r, i0, i1);
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void adamw(T* param, const T* grad, T* m, T* v, int64_t n, const AdamWArgs& a, float wd, uint16_t* param_bf16) {
+  const AdamWScalars<T> k(a, wd);
+  TERA_ASSERT(param_bf16 == nullptr || sizeof(T) == 4, "adamw: a bf16 copy of fp64 parameters");
+  const std::vector<int64_t> starts = {0, n};
+#pragma omp parallel
+  for_my_share(starts, [&](int64_t, int64_t i0, int64_t i1) { adamw_span(param, grad, m, v, i0, i1, k, param_bf16); });
+}
+
+int64_t adamw_nonfinite(const float* param, const float* grad, const float* m, const float* v, int64_t n,
+                        const AdamWArgs& a, float wd) {
+  const AdamWScalars<float> k(a, wd);
+  const std::vector<int64_t> starts = {0, n};
+  int64_t bad = 0;
+#pragma omp parallel reduction(+ : bad)
+  for_my_share(starts, [&](int64_t, int64_t i0, int64_t i1) { bad += nonfinite_span(param, grad, m, v, i0, i1, k); });
   return bad;
 }
 
@@ -145,19 +188,28 @@ void count_nonfinite_segments(double* out, const SegmentRef* segs, int64_t nsegs
 }
 
 void adamw_segments(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
+  std::vector<int64_t> starts(static_cast<size_t>(nsegs) + 1, 0);
+  std::vector<AdamWScalars<float>> k;
+  k.reserve(static_cast<size_t>(nsegs));
+  for (int64_t r = 0; r < nsegs; ++r) {
+    starts[static_cast<size_t>(r) + 1] = starts[static_cast<size_t>(r)] + segs[r].n;
+    k.emplace_back(a, segs[r].weight_decay);
+  }
   if (nonfinite != nullptr) {
     int64_t bad = 0;
-    for (int64_t k = 0; k < nsegs; ++k) {
-      const AdamWSegment& s = segs[k];
-      bad += adamw_nonfinite(s.param, s.grad, s.m, s.v, s.n, a, s.weight_decay);
-    }
+#pragma omp parallel reduction(+ : bad)
+    for_my_share(starts, [&](int64_t r, int64_t i0, int64_t i1) {
+      const AdamWSegment& s = segs[r];
+      bad += nonfinite_span(s.param, s.grad, s.m, s.v, i0, i1, k[static_cast<size_t>(r)]);
+    });
     nonfinite[0] = static_cast<double>(bad);
     return;
   }
-  for (int64_t k = 0; k < nsegs; ++k) {
-    const AdamWSegment& s = segs[k];
-    adamw<float>(s.param, s.grad, s.m, s.v, s.n, a, s.weight_decay, s.param_bf16);
-  }
+#pragma omp parallel
+  for_my_share(starts, [&](int64_t r, int64_t i0, int64_t i1) {
+    const AdamWSegment& s = segs[r];
+    adamw_span(s.param, s.grad, s.m, s.v, i0, i1, k[static_cast<size_t>(r)], s.param_bf16);
+  });
 }
 
 template void residual_forward<float>(float*, const float*, const float*, int64_t);
