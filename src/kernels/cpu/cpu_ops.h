@@ -119,7 +119,6 @@ int64_t adamw_nonfinite(const float* param, const float* grad, const float* m, c
 
 template <typename T>
 double sum_squares(const T* x, int64_t n);
-int64_t count_nonfinite(const float* x, int64_t n);
 
 // The backend entries over host-addressable memory (memory.cpp, elementwise.cpp).
 void* alloc(int64_t bytes);

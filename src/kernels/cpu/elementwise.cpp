@@ -1,6 +1,7 @@
 // Elementwise ops and reductions: residual add, bias + residual, AdamW (one
 // range, and the multi-tensor entry with its dry run), sums of squares,
-// non-finite counts and the loss sum.
+// non-finite counts and the loss sum. Each pass over a rank's parameters
+// or gradients (many tensors) is one parallel region, not one per tensor.
 // AdamW follows torch.optim.AdamW (decoupled decay applied to p before the
 // Adam update; bias corrections folded into step size and denominator). The
 // multi-tensor entry is one pass over a rank's shard: one parallel region in
@@ -141,34 +142,55 @@ int64_t adamw_nonfinite(const float* param, const float* grad, const float* m, c
   return bad;
 }
 
+namespace {
+
+// The reductions over parameter-sized ranges: chunks of kChunk elements of
+// the ranges, all of them in one parallel loop (not a parallel region per
+// range: each region's barrier waits for the slowest thread), each chunk's
+// result kept and the chunks combined in order, so the result depends on
+// the ranges only, not on the thread count. part_of(range, i0, i1) -> the
+// chunk's value; returns the values, chunk c of range k at first[k] + c.
+constexpr int64_t kChunk = 4096;
+
+template <typename V, typename Part>
+std::vector<V> chunk_values(const std::vector<int64_t>& n, std::vector<int64_t>& first, Part part_of) {
+  first.assign(n.size() + 1, 0);
+  for (size_t k = 0; k < n.size(); ++k) first[k + 1] = first[k] + (n[k] + kChunk - 1) / kChunk;
+  std::vector<V> part(static_cast<size_t>(first.back()));
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < first.back(); ++c) {
+    const size_t k = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), c) - first.begin() - 1);
+    const int64_t i0 = (c - first[k]) * kChunk;
+    part[static_cast<size_t>(c)] = part_of(k, i0, std::min(n[k], i0 + kChunk));
+  }
+  return part;
+}
+
+template <typename T>
+double squares(const T* x, int64_t i0, int64_t i1) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = i0; i < i1; ++i) s += x[i] * x[i];
+  return static_cast<double>(s);
+}
+
+int64_t nonfinite(const float* x, int64_t i0, int64_t i1) {
+  int64_t bad = 0;
+#pragma omp simd reduction(+ : bad)
+  for (int64_t i = i0; i < i1; ++i) bad += !std::isfinite(x[i]);
+  return bad;
+}
+
+}  // namespace
+
 template <typename T>
 double sum_squares(const T* x, int64_t n) {
-  // Per-thread partials in double, combined in thread order (deterministic).
-  const int nt = omp_get_max_threads();
-  std::vector<double> part(static_cast<size_t>(nt), 0.0);
-#pragma omp parallel num_threads(nt)
-  {
-    double acc = 0;
-#pragma omp for schedule(static)
-    for (int64_t i0 = 0; i0 < n; i0 += 4096) {
-      const int64_t i1 = i0 + 4096 < n ? i0 + 4096 : n;
-      T s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = i0; i < i1; ++i) s += x[i] * x[i];
-      acc += static_cast<double>(s);
-    }
-    part[static_cast<size_t>(omp_get_thread_num())] = acc;
-  }
+  std::vector<int64_t> first;
+  const std::vector<double> part =
+      chunk_values<double>({n}, first, [&](size_t, int64_t i0, int64_t i1) { return squares(x, i0, i1); });
   double total = 0;
   for (double p : part) total += p;
   return total;
-}
-
-int64_t count_nonfinite(const float* x, int64_t n) {
-  int64_t bad = 0;
-#pragma omp parallel for reduction(+ : bad) schedule(static)
-  for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(x[i]);
-  return bad;
 }
 
 void accumulate_sum(double* acc, const float* x, int64_t n) {
@@ -178,13 +200,29 @@ void accumulate_sum(double* acc, const float* x, int64_t n) {
 }
 
 void sum_squares_segments(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+  std::vector<int64_t> n, first;
+  for (int64_t k = 0; k < nsegs; ++k) n.push_back(segs[k].n);
+  const std::vector<double> part = chunk_values<double>(
+      n, first, [&](size_t k, int64_t i0, int64_t i1) { return squares(segs[k].data, i0, i1); });
   for (int64_t g = 0; g < groups; ++g) out[g] = 0;
-  for (int64_t k = 0; k < nsegs; ++k) out[segs[k].group] += sum_squares<float>(segs[k].data, segs[k].n);
+  for (int64_t k = 0; k < nsegs; ++k) {
+    for (int64_t c = first[static_cast<size_t>(k)]; c < first[static_cast<size_t>(k) + 1]; ++c) {
+      out[segs[k].group] += part[static_cast<size_t>(c)];
+    }
+  }
 }
 
 void count_nonfinite_segments(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
+  std::vector<int64_t> n, first;
+  for (int64_t k = 0; k < nsegs; ++k) n.push_back(segs[k].n);
+  const std::vector<int64_t> part = chunk_values<int64_t>(
+      n, first, [&](size_t k, int64_t i0, int64_t i1) { return nonfinite(segs[k].data, i0, i1); });
   for (int64_t g = 0; g < groups; ++g) out[g] = 0;
-  for (int64_t k = 0; k < nsegs; ++k) out[segs[k].group] += static_cast<double>(count_nonfinite(segs[k].data, segs[k].n));
+  for (int64_t k = 0; k < nsegs; ++k) {
+    for (int64_t c = first[static_cast<size_t>(k)]; c < first[static_cast<size_t>(k) + 1]; ++c) {
+      out[segs[k].group] += static_cast<double>(part[static_cast<size_t>(c)]);
+    }
+  }
 }
 
 void adamw_segments(const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {

@@ -42,8 +42,14 @@ inline float online_softmax_row(float* row, int64_t valid, int64_t N, float scal
 // s0, the queries' first row minus the keys'; every query has key 0).
 // st becomes P^T, zero where not causal; m, l: the M queries' running max
 // and sum; corr[q] = exp(m_old - m_new); mx, sum: scratch of M floats.
-inline void online_softmax_columns(float* st, int64_t ld, int64_t N, int64_t M, int64_t diag, float scale, float* m,
-                                   float* l, float* corr, float* mx, float* sum) {
+// Full: M == kFlashTile and every key causal for every query (a tile below
+// the diagonal, the common case): loops of a fixed length, which the
+// compiler unrolls into whole vectors.
+template <bool Full>
+inline void online_softmax_columns_impl(float* st, int64_t ld, int64_t N, int64_t M_, int64_t diag, float scale,
+                                        float* m, float* l, float* corr, float* mx, float* sum) {
+  const int64_t M = Full ? kFlashTile : M_;
+  auto first = [&](int64_t n) { return Full ? int64_t{0} : std::clamp<int64_t>(n - diag, 0, M); };
   for (int64_t q = 0; q < M; ++q) {
     mx[q] = m[q];
     sum[q] = 0;
@@ -51,14 +57,14 @@ inline void online_softmax_columns(float* st, int64_t ld, int64_t N, int64_t M, 
   for (int64_t n = 0; n < N; ++n) {
     const float* row = st + n * ld;
 #pragma omp simd
-    for (int64_t q = std::max<int64_t>(n - diag, 0); q < M; ++q) {
+    for (int64_t q = first(n); q < M; ++q) {
       const float v = row[q] * scale;
       mx[q] = v > mx[q] ? v : mx[q];
     }
   }
   for (int64_t n = 0; n < N; ++n) {
     float* row = st + n * ld;
-    const int64_t from = std::clamp<int64_t>(n - diag, 0, M);
+    const int64_t from = first(n);
     for (int64_t q = 0; q < from; ++q) row[q] = 0;
 #pragma omp simd
     for (int64_t q = from; q < M; ++q) {
@@ -75,15 +81,32 @@ inline void online_softmax_columns(float* st, int64_t ld, int64_t N, int64_t M, 
   }
 }
 
+inline void online_softmax_columns(float* st, int64_t ld, int64_t N, int64_t M, int64_t diag, float scale, float* m,
+                                   float* l, float* corr, float* mx, float* sum) {
+  if (M == kFlashTile && diag >= N - 1) {
+    online_softmax_columns_impl<true>(st, ld, N, M, diag, scale, m, l, corr, mx, sum);
+  } else {
+    online_softmax_columns_impl<false>(st, ld, N, M, diag, scale, m, l, corr, mx, sum);
+  }
+}
+
 // s[0, valid): raw scores q.k, dp[0, valid): dy.v; become P = exp(scale q.k
 // - lse) and dS = P (dP - D) scale, and both zero on [valid, N).
+// (A full row of kFlashTile causal keys takes loops of a fixed length.)
 inline void probs_and_score_grads_row(float* s, float* dp, int64_t valid, int64_t N, float scale, float lse, float D) {
+  auto run = [&](int64_t count) {
 #pragma omp simd
-  for (int64_t n = 0; n < valid; ++n) {
-    const float p = exp_v<float>(s[n] * scale - lse);
-    s[n] = p;
-    dp[n] = p * (dp[n] - D) * scale;
+    for (int64_t n = 0; n < count; ++n) {
+      const float p = exp_v<float>(s[n] * scale - lse);
+      s[n] = p;
+      dp[n] = p * (dp[n] - D) * scale;
+    }
+  };
+  if (valid == kFlashTile) {
+    run(kFlashTile);
+    return;
   }
+  run(valid);
   for (int64_t n = valid; n < N; ++n) s[n] = dp[n] = 0;
 }
 
