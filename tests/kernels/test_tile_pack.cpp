@@ -2,9 +2,13 @@
 // the definitions element by element: the transposes in both forms this CPU
 // may run (portable, AVX-512: whole 16 x 16 blocks plus portable edges) on
 // sizes with and without edges, and each pack with its zero padding, from
-// fp32 (rounded) and bf16 sources, with odd strides and odd lengths.
+// fp32 (rounded) and bf16 sources, with odd strides and odd lengths; the
+// fp32 packs in their portable and (where the CPU has it) AVX512-BF16 forms,
+// which rounds as to_bf16 but packs a subnormal as zero.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -122,6 +126,63 @@ void check_packs(int64_t rows, int64_t cols, int64_t lds) {
           const uint16_t want = r >= rows ? 0xdead : c < cols ? at(r, c) : 0;
           ASSERT_EQ(got[2 * (p * ldb + r) + j], want) << "pack_transposed_pairs " << where;
         }
+      }
+    }
+  }
+}
+
+// The fp32 packs' two forms on the same values, with a subnormal, a NaN,
+// ties and values that round up past a power of two.
+TEST(TilePack, Fp32PacksInEveryForm) {
+  const int64_t rows = 7, cols = 37, lds = 40, ld = 64, k2 = 16;
+  std::vector<float> src = values<float>(static_cast<size_t>(rows * lds), 5);
+  src[3] = 1e-40f;                 // subnormal
+  src[4] = 1.00390625f;            // a tie: stays 1
+  src[5] = 1.01171875f;            // a tie: rounds up
+  src[6] = 0x1.ffffffp0f;          // rounds up to 2
+  src[lds + 1] = NAN;
+  src[2 * lds] = -3e38f;
+  auto want = [&](int64_t r, int64_t c) -> uint16_t {
+    const float v = src[static_cast<size_t>(r * lds + c)];
+    return std::fpclassify(v) == FP_SUBNORMAL ? (std::signbit(v) ? 0x8000 : 0) : to_bf16(v);
+  };
+  std::vector<uint16_t> a(static_cast<size_t>(rows * ld)), b(static_cast<size_t>(2 * k2 * cols));
+  pack_rows_portable(a.data(), ld, src.data(), lds, rows, cols);
+  pack_row_pairs_portable(b.data(), cols, src.data(), lds, rows, cols, k2);
+  for (int64_t r = 0; r < rows; ++r) {  // the portable form: to_bf16 everywhere, a subnormal's bf16 kept
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = src[static_cast<size_t>(r * lds + c)];
+      if (std::isnan(v)) continue;
+      ASSERT_EQ(a[static_cast<size_t>(r * ld + c)], to_bf16(v)) << "portable rows at " << r << ", " << c;
+      ASSERT_EQ(b[static_cast<size_t>(2 * ((r / 2) * cols + c) + r % 2)], to_bf16(v)) << "portable pairs at " << r << ", " << c;
+    }
+  }
+  EXPECT_NE(a[3], 0) << "the portable form keeps a subnormal's bf16";
+  if (!cpu_features().avx512_bf16) GTEST_SKIP() << "no AVX512-BF16 here: the portable form only";
+  std::fill(a.begin(), a.end(), 0xdead);
+  std::fill(b.begin(), b.end(), 0xdead);
+  pack_rows_f32_avx512bf16(a.data(), ld, src.data(), lds, rows, cols);
+  pack_row_pairs_f32_avx512bf16(b.data(), cols, src.data(), lds, rows, cols, k2);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < ld; ++c) {
+      const uint16_t got = a[static_cast<size_t>(r * ld + c)];
+      if (c < cols && std::isnan(src[static_cast<size_t>(r * lds + c)])) {
+        EXPECT_TRUE(std::isnan(from_bf16(got)));
+        continue;
+      }
+      ASSERT_EQ(got, c < cols ? want(r, c) : 0) << "rows form at " << r << ", " << c;
+    }
+  }
+  for (int64_t p = 0; p < k2; ++p) {
+    for (int64_t c = 0; c < cols; ++c) {
+      for (int64_t j = 0; j < 2; ++j) {
+        const int64_t r = 2 * p + j;
+        const uint16_t got = b[static_cast<size_t>(2 * (p * cols + c) + j)];
+        if (r < rows && std::isnan(src[static_cast<size_t>(r * lds + c)])) {
+          EXPECT_TRUE(std::isnan(from_bf16(got)));
+          continue;
+        }
+        ASSERT_EQ(got, r < rows ? want(r, c) : 0) << "pairs form at " << r << ", " << c;
       }
     }
   }

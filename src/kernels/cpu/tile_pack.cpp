@@ -1,5 +1,6 @@
 // transpose32 (tile_pack.h): the AVX-512 form where the CPU has it, else
 // the portable loop; the portable loop also does the AVX-512 form's edges.
+// And whether the fp32 packs take their AVX512-BF16 form.
 #include <cstring>
 
 #include "kernels/cpu/cpu_features.h"
@@ -15,6 +16,8 @@ void transpose32_portable(void* dst, int64_t ldd, const void* src, int64_t lds, 
     for (int64_t c = r < rb ? cb : 0; c < cols; ++c) std::memcpy(d + 4 * (c * ldd + r), s + 4 * (r * lds + c), 4);
   }
 }
+
+bool pack_f32_by_avx512bf16() { return cpu_features().avx512_bf16; }
 
 void transpose32(void* dst, int64_t ldd, const void* src, int64_t lds, int64_t rows, int64_t cols) {
 #if defined(__x86_64__)

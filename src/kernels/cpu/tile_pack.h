@@ -12,7 +12,9 @@
 //
 // Entries past the source along the contraction (A's columns up to ld, B's
 // pair rows up to k2) are zero, so a padded product adds exact zeros; B's
-// pairs past its columns (up to ldb) are left as they were. Rows go through plain loops
+// pairs past its columns (up to ldb) are left as they were. From fp32 with
+// AVX512-BF16, a subnormal value packs as zero (the AMX and AVX512-BF16
+// products read subnormal operands as zero anyway). Rows go through plain loops
 // over contiguous memory, which the compiler vectorizes; the transposes
 // through transpose32 (whole 16 x 16 blocks in AVX-512 registers where the
 // CPU has them: tile_pack_avx512.cpp).
@@ -35,6 +37,14 @@ void transpose32(void* dst, int64_t ldd, const void* src, int64_t lds, int64_t r
 void transpose32_portable(void* dst, int64_t ldd, const void* src, int64_t lds, int64_t rows, int64_t cols,
                           int64_t rb, int64_t cb);
 void transpose32_avx512(void* dst, int64_t ldd, const void* src, int64_t lds, int64_t rows, int64_t cols);
+// pack_rows and pack_row_pairs from fp32 with AVX512-BF16 (vcvtne2ps2bf16:
+// nearest even like to_bf16, but a subnormal becomes zero, as the bf16 dot
+// products and AMX read a subnormal operand anyway); tile_pack_avx512.cpp.
+void pack_rows_f32_avx512bf16(uint16_t* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols);
+void pack_row_pairs_f32_avx512bf16(uint16_t* dst, int64_t ldb, const float* src, int64_t lds, int64_t rows,
+                                   int64_t cols, int64_t k2);
+// Whether this CPU takes them (tile_pack.cpp).
+bool pack_f32_by_avx512bf16();
 
 template <typename S>
 inline uint16_t bf16_of(S v) {
@@ -47,7 +57,7 @@ inline uint16_t bf16_of(S v) {
 
 // dst[r * ldd + c] = bf16(src[r * lds + c]) for c < cols, 0 for cols <= c < ldd.
 template <typename S>
-inline void pack_rows(uint16_t* dst, int64_t ldd, const S* src, int64_t lds, int64_t rows, int64_t cols) {
+inline void pack_rows_portable(uint16_t* dst, int64_t ldd, const S* src, int64_t lds, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     uint16_t* d = dst + r * ldd;
     const S* s = src + r * lds;
@@ -60,12 +70,19 @@ inline void pack_rows(uint16_t* dst, int64_t ldd, const S* src, int64_t lds, int
     for (int64_t c = cols; c < ldd; ++c) d[c] = 0;
   }
 }
+template <typename S>
+inline void pack_rows(uint16_t* dst, int64_t ldd, const S* src, int64_t lds, int64_t rows, int64_t cols) {
+  if constexpr (std::is_same_v<S, float>) {
+    if (pack_f32_by_avx512bf16()) return pack_rows_f32_avx512bf16(dst, ldd, src, lds, rows, cols);
+  }
+  pack_rows_portable(dst, ldd, src, lds, rows, cols);
+}
 
 // B from src[rows, cols] contracted over its rows: k2 pair rows of cols
 // pairs (ld ldb pairs), rows past `rows` zero.
 template <typename S>
-inline void pack_row_pairs(uint16_t* dst, int64_t ldb, const S* src, int64_t lds, int64_t rows, int64_t cols,
-                           int64_t k2) {
+inline void pack_row_pairs_portable(uint16_t* dst, int64_t ldb, const S* src, int64_t lds, int64_t rows, int64_t cols,
+                                    int64_t k2) {
   for (int64_t p = 0; p < k2; ++p) {
     uint16_t* d = dst + 2 * p * ldb;
     const int64_t r0 = 2 * p, r1 = 2 * p + 1;
@@ -87,6 +104,14 @@ inline void pack_row_pairs(uint16_t* dst, int64_t ldb, const S* src, int64_t lds
       std::memset(d, 0, static_cast<size_t>(2 * cols) * sizeof(uint16_t));
     }
   }
+}
+template <typename S>
+inline void pack_row_pairs(uint16_t* dst, int64_t ldb, const S* src, int64_t lds, int64_t rows, int64_t cols,
+                           int64_t k2) {
+  if constexpr (std::is_same_v<S, float>) {
+    if (pack_f32_by_avx512bf16()) return pack_row_pairs_f32_avx512bf16(dst, ldb, src, lds, rows, cols, k2);
+  }
+  pack_row_pairs_portable(dst, ldb, src, lds, rows, cols, k2);
 }
 
 // B from src[rows, cols] (bf16) contracted over its columns: k2 pair rows

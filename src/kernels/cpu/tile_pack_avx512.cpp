@@ -1,8 +1,9 @@
-// The AVX-512 form of transpose32 (tile_pack.h): whole 16 x 16 blocks of
+// The AVX-512 forms of tile_pack.h: transpose32 in whole 16 x 16 blocks of
 // 32-bit elements through registers (unpack 32, unpack 64, then two 128-bit
-// lane shuffles); the rows and columns past the last whole block go
-// through the portable loop. Compiled for AVX-512 by target attributes,
-// called only where cpu_features() found it.
+// lane shuffles; the rows and columns past the last whole block go through
+// the portable loop), and with AVX512-BF16 the fp32 packs, rounded 32 values
+// at a time by vcvtne2ps2bf16 (pairs interleaved by one vpermw). Compiled
+// by target attributes, called only where cpu_features() found them.
 #include <cstring>
 
 #include "kernels/cpu/tile_pack.h"
@@ -11,6 +12,7 @@
 #include <immintrin.h>
 
 #define TERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#define TERA_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 namespace tera::cpu {
 
@@ -72,6 +74,50 @@ void transpose32_avx512(void* dst, int64_t ldd, const void* src, int64_t lds, in
     for (int64_t c = 0; c < cb; c += 16) block16(d + c * ldd + r, ldd, s + r * lds + c, lds);
   }
   transpose32_portable(dst, ldd, src, lds, rows, cols, rb, cb);
+}
+
+namespace {
+
+// The first n lanes (none for n <= 0, all for n >= the width).
+TERA_AVX512_BF16 inline __mmask16 lanes16(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : n <= 0 ? 0 : static_cast<__mmask16>((1u << n) - 1u);
+}
+TERA_AVX512_BF16 inline __mmask32 lanes32(int64_t n) {
+  return n >= 32 ? static_cast<__mmask32>(0xffffffffu) : n <= 0 ? 0 : static_cast<__mmask32>((1ull << n) - 1u);
+}
+
+}  // namespace
+
+TERA_AVX512_BF16 void pack_rows_f32_avx512bf16(uint16_t* dst, int64_t ldd, const float* src, int64_t lds, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * lds;
+    uint16_t* d = dst + r * ldd;
+    for (int64_t c = 0; c < ldd; c += 32) {  // columns past cols (up to ldd) become zeros
+      const __m512 lo = _mm512_maskz_loadu_ps(lanes16(cols - c), s + c);
+      const __m512 hi = _mm512_maskz_loadu_ps(lanes16(cols - c - 16), s + c + 16);
+      _mm512_mask_storeu_epi16(d + c, lanes32(ldd - c), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+  }
+}
+
+TERA_AVX512_BF16 void pack_row_pairs_f32_avx512bf16(uint16_t* dst, int64_t ldb, const float* src, int64_t lds, int64_t rows,
+                                   int64_t cols, int64_t k2) {
+  // vcvtne2ps2bf16(b, a) holds a0..a15 then b0..b15; this interleaves them.
+  alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i order = _mm512_load_si512(kInterleave);
+  for (int64_t p = 0; p < k2; ++p) {
+    const int64_t n0 = 2 * p < rows ? cols : 0, n1 = 2 * p + 1 < rows ? cols : 0;  // the rows that exist
+    const float* s0 = src + 2 * p * lds;
+    const float* s1 = s0 + lds;
+    uint16_t* d = dst + 2 * p * ldb;
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __m512 a = _mm512_maskz_loadu_ps(lanes16(n0 - c), s0 + c);
+      const __m512 b = _mm512_maskz_loadu_ps(lanes16(n1 - c), s1 + c);
+      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+      _mm512_mask_storeu_epi16(d + 2 * c, lanes32(2 * (cols - c)), _mm512_permutexvar_epi16(order, both));
+    }
+  }
 }
 
 }  // namespace tera::cpu
