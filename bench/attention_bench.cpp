@@ -2,13 +2,15 @@
 // forward + backward of causal attention over GPT-2 124M's heads (12 heads of
 // 64, micro-batch 4 by default) at several sequence lengths, and the bytes
 // each keeps per layer for backward (naive: the probabilities [B,H,T,T];
-// flash: the row log-sum-exp [B,H,T]). Both run on the cpu backend in fp32,
-// on the same inputs, and flash also with bf16 operands (train.precision =
-// "bf16": flash_attention_*_bf16); the report names the CPU and the bf16
-// tile-product path. GFLOP/s count the causal products that flash computes:
-// 2 in the forward, 5 in the backward (S recomputed, dP, dV, dK, dQ), each
-// 2 hs FLOPs per (query, key <= query) pair. Median of --repeats runs after
-// one warm-up. Prints a table, then one JSON line.
+// flash: the row log-sum-exp [B,H,T]). All run on the cpu backend on the
+// same inputs: naive and flash in fp32, and flash with bf16 operands
+// (train.precision = "bf16": flash_attention_*_bf16) once per bf16 tile
+// form this CPU runs (tile_mac.h: AMX tiles, AVX512-BF16 dot products, bf16
+// widened to fp32 FMA; --forms picks), the one tera selects marked with *.
+// GFLOP/s count the causal products that flash computes: 2 in the forward,
+// 5 in the backward (S recomputed, dP, dV, dK, dQ), each 2 hs FLOPs per
+// (query, key <= query) pair. Median of --repeats runs after one warm-up.
+// Prints a table, then one JSON line.
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -16,12 +18,14 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/tile_mac.h"
 #include "kernels/device_buffer.h"
 
@@ -34,18 +38,38 @@ int main(int argc, char** argv) {
   CLI::App app{"naive vs flash attention: forward + backward time and saved bytes"};
   int64_t B = 4, H = 12, hs = 64;
   int repeats = 3;
+  bool naive = true;
   std::vector<int64_t> seqs = {256, 1024, 2048};
+  const std::map<std::string, cpu::TileMacForm> names = {{"amx", cpu::TileMacForm::amx},
+                                                         {"avx512_bf16", cpu::TileMacForm::avx512_bf16},
+                                                         {"avx512", cpu::TileMacForm::avx512},
+                                                         {"portable", cpu::TileMacForm::portable}};
+  std::vector<std::string> form_names = {"amx", "avx512_bf16", "avx512"};
   app.add_option("--batch", B)->capture_default_str();
   app.add_option("--heads", H)->capture_default_str();
   app.add_option("--head-size", hs)->capture_default_str();
   app.add_option("--seq", seqs, "sequence lengths")->capture_default_str();
   app.add_option("--repeats", repeats)->capture_default_str();
+  app.add_option("--forms", form_names, "bf16 tile forms to time (those this CPU runs)")
+      ->check(CLI::IsMember({"amx", "avx512_bf16", "avx512", "portable"}))
+      ->capture_default_str();
+  app.add_flag("!--no-naive", naive, "skip naive attention (its probabilities are B H T^2 floats)");
   CLI11_PARSE(app, argc, argv);
   const Backend& be = cpu_backend();
-  fmt::print("{}, {} threads; B {}, {} heads of {}, forward + backward; bf16 tile products: {}\n", cpu_model(),
-             omp_get_max_threads(), B, H, hs, cpu::tile_mac_bf16_path());
-  fmt::print("{:>6} {:>10} {:>10} {:>11} {:>12} {:>12} {:>12} {:>14} {:>12}\n", "T", "naive ms", "flash ms",
-             "flash/naive", "flash bf16 ms", "bf16 speedup", "GFLOP/s f/b", "naive saved", "flash saved");
+  const cpu::TileMacForm chosen = cpu::tile_mac_bf16_selected();
+  std::vector<cpu::TileMacForm> forms;
+  for (const std::string& n : form_names) {
+    if (cpu::tile_mac_form_available(names.at(n), true)) forms.push_back(names.at(n));
+  }
+  const cpu::CpuFeatures& f = cpu::cpu_features();
+  fmt::print("{} (avx512 {}, avx512_bf16 {}, amx_bf16 {}), {} threads; B {}, {} heads of {}, forward + backward\n",
+             cpu_model(), f.avx512, f.avx512_bf16, f.amx_bf16, omp_get_max_threads(), B, H, hs);
+  fmt::print("{:>6} {:>10} {:>10} {:>8}", "T", "naive ms", "flash ms", "GFLOP/s");
+  for (cpu::TileMacForm form : forms) {
+    fmt::print("  {:>34}", fmt::format("bf16, {}{} ms, GFLOP/s", cpu::tile_mac_form_name(form, true),
+                                       form == chosen ? "*" : ""));
+  }
+  fmt::print(" {:>14} {:>12}\n", "naive saved", "flash saved");
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t T : seqs) {
     const int64_t W = 3 * H * hs, C = H * hs;
@@ -54,7 +78,7 @@ int main(int argc, char** argv) {
     const DeviceBuffer<float> qkv(be, host), dqkv(be, B * T * W), out(be, B * T * C), dout(be, std::vector<float>(
                                                                                                   static_cast<size_t>(B * T * C), 0.01f));
     double naive_s = 0;
-    {
+    if (naive) {
       const DeviceBuffer<float> probs(be, B * H * T * T);
       naive_s = median_seconds(repeats, [&] {
         be.attention_forward(out.get(), probs.get(), qkv.get(), B, T, H, H, hs);
@@ -69,20 +93,27 @@ int main(int argc, char** argv) {
     // qkv and the output in bf16 as train.precision = "bf16" keeps them (the output's rounding timed too).
     const DeviceBuffer<uint16_t> qkv_bf16(be, B * T * W), out_bf16(be, B * T * C);
     be.cast(qkv_bf16.get(), DType::bf16, qkv.get(), DType::f32, B * T * W);
-    const double bf16_s = median_seconds(repeats, [&] {
-      be.flash_attention_forward_bf16(out.get(), lse.get(), qkv_bf16.get(), B, T, H, H, hs);
-      be.cast(out_bf16.get(), DType::bf16, out.get(), DType::f32, B * T * C);
-      be.flash_attention_backward_bf16(dqkv.get(), dout.get(), qkv_bf16.get(), out_bf16.get(), lse.get(), B, T, H, H,
-                                       hs);
-    });
     const double flops = 7.0 * 2.0 * hs * static_cast<double>(B * H) * static_cast<double>(T * (T + 1) / 2);
     const int64_t naive_bytes = B * H * T * T * 4, flash_bytes = B * H * T * 4;
-    fmt::print("{:>6} {:>10.1f} {:>10.1f} {:>11.2f} {:>12.1f} {:>11.2f}x {:>5.0f}/{:<6.0f} {:>10.1f} MiB {:>8.1f} KiB\n", T,
-               naive_s * 1e3, flash_s * 1e3, flash_s / naive_s, bf16_s * 1e3, flash_s / bf16_s, flops / flash_s * 1e-9,
-               flops / bf16_s * 1e-9, naive_bytes / 1048576.0, flash_bytes / 1024.0);
-    rows.push_back({{"T", T}, {"naive_ms", naive_s * 1e3}, {"flash_ms", flash_s * 1e3}, {"flash_bf16_ms", bf16_s * 1e3},
-                    {"flash_gflops", flops / flash_s * 1e-9}, {"flash_bf16_gflops", flops / bf16_s * 1e-9},
-                    {"naive_saved_bytes", naive_bytes}, {"flash_saved_bytes", flash_bytes}});
+    fmt::print("{:>6} {:>10.1f} {:>10.1f} {:>8.0f}", T, naive_s * 1e3, flash_s * 1e3, flops / flash_s * 1e-9);
+    nlohmann::json row = {{"T", T}, {"naive_ms", naive_s * 1e3}, {"flash_ms", flash_s * 1e3},
+                          {"flash_gflops", flops / flash_s * 1e-9}, {"naive_saved_bytes", naive_bytes},
+                          {"flash_saved_bytes", flash_bytes}, {"bf16", nlohmann::json::array()}};
+    for (cpu::TileMacForm form : forms) {
+      cpu::tile_mac_bf16_select(form);
+      const double bf16_s = median_seconds(repeats, [&] {
+        be.flash_attention_forward_bf16(out.get(), lse.get(), qkv_bf16.get(), B, T, H, H, hs);
+        be.cast(out_bf16.get(), DType::bf16, out.get(), DType::f32, B * T * C);
+        be.flash_attention_backward_bf16(dqkv.get(), dout.get(), qkv_bf16.get(), out_bf16.get(), lse.get(), B, T, H,
+                                         H, hs);
+      });
+      fmt::print("  {:>34}", fmt::format("{:.1f}, {:.0f}", bf16_s * 1e3, flops / bf16_s * 1e-9));
+      row["bf16"].push_back({{"form", cpu::tile_mac_form_name(form, true)}, {"selected", form == chosen},
+                             {"ms", bf16_s * 1e3}, {"gflops", flops / bf16_s * 1e-9}});
+    }
+    cpu::tile_mac_bf16_select(chosen);
+    fmt::print(" {:>10.1f} MiB {:>8.1f} KiB\n", naive_bytes / 1048576.0, flash_bytes / 1024.0);
+    rows.push_back(row);
   }
   fmt::print("{}\n", nlohmann::json{{"cpu", cpu_model()}, {"threads", omp_get_max_threads()}, {"B", B}, {"H", H},
                                     {"hs", hs}, {"bf16_path", cpu::tile_mac_bf16_path()}, {"rows", rows}}.dump());

@@ -222,6 +222,60 @@ TEST(LinearBf16, ForwardAndBackwardMatchFp64WithinTheDerivedBound) {
   cpu::linear_backward_bf16(nullptr, dW2.data(), nullptr, dy.data(), xb.data(), wb.data(), N, I, O, false, cast.data());
 }
 
+// The bias in the GEMM's epilogue (the forward's y written once): against
+// fp64 within the bound above with the bias in the sum, on a shape with
+// several of oneDNN's blocks in each dimension and a remainder.
+TEST(GemmBf16, BiasInTheEpilogue) {
+  const int64_t M = 70, N = 300, K = 96;
+  std::mt19937_64 gen(12);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(N * K));
+  for (auto* v : {&a, &b}) {
+    for (auto& e : *v) e = to_bf16(d(gen));
+  }
+  std::vector<float> bias(static_cast<size_t>(N)), C(static_cast<size_t>(M * N), 1e30f);
+  for (auto& e : bias) e = d(gen);
+  cpu::gemm_bf16(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, C.data(), N, bias.data());
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = bias[static_cast<size_t>(n)], mag = std::abs(ref);
+      for (int64_t k = 0; k < K; ++k) {
+        const double t = static_cast<double>(from_bf16(a[static_cast<size_t>(m * K + k)])) *
+                         from_bf16(b[static_cast<size_t>(n * K + k)]);
+        ref += t;
+        mag += std::abs(t);
+      }
+      ASSERT_LE(std::abs(C[static_cast<size_t>(m * N + n)] - ref), static_cast<double>(K + 2) * kU32 * mag)
+          << "(" << m << ", " << n << ")";
+    }
+  }
+}
+
+// The backward's one pass over dy: the cast exactly as cast_to_bf16, the
+// column sums within fp32's bound of a sum of N + 1 terms, over column
+// blocks (64) with a remainder.
+TEST(CastToBf16, AndColumnSumsInOnePass) {
+  const int64_t N = 33, O = 200;
+  std::mt19937_64 gen(13);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> dy(static_cast<size_t>(N * O)), db(static_cast<size_t>(O));
+  for (auto& e : dy) e = d(gen);
+  for (auto& e : db) e = d(gen);
+  const std::vector<float> db0 = db;
+  std::vector<uint16_t> got(dy.size()), want(dy.size());
+  cpu::cast_to_bf16_and_add_column_sums(got.data(), db.data(), dy.data(), N, O);
+  cpu::cast_to_bf16(want.data(), dy.data(), N * O);
+  EXPECT_EQ(got, want);
+  for (int64_t o = 0; o < O; ++o) {
+    double ref = db0[static_cast<size_t>(o)], mag = std::abs(ref);
+    for (int64_t n = 0; n < N; ++n) {
+      ref += dy[static_cast<size_t>(n * O + o)];
+      mag += std::abs(dy[static_cast<size_t>(n * O + o)]);
+    }
+    ASSERT_LE(std::abs(db[static_cast<size_t>(o)] - ref), static_cast<double>(N + 1) * kU32 * mag) << "db(" << o << ")";
+  }
+}
+
 TEST(GemmBf16Path, IsReported) { EXPECT_NE(std::string(cpu::gemm_bf16_path()).size(), 0u); }
 
 }  // namespace

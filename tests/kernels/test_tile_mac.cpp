@@ -1,6 +1,8 @@
 // The tile multiply-accumulate of the CPU flash attention (tile_mac.h), every
 // form this CPU can run, against fp64 on sizes that leave remainders in rows
-// (blocks of 4), columns (vectors of 16, blocks of 64) and the contraction.
+// (blocks of 4; AMX: tiles of 16, blocks of 32), columns (vectors and tiles
+// of 16, blocks of 64 or 32) and the contraction (AMX: steps of 16 pairs,
+// the rest on AVX-512), and the run-time choice of the form.
 // Bound: the inputs are exact in the form's precision (bf16 inputs are bf16
 // values, whose products are exact in fp32), so only the fp32 accumulation
 // of K terms onto C rounds: |err| <= (K + 2) 2^-24 (|C0| + sum |a b|).
@@ -17,12 +19,14 @@ namespace tera::cpu {
 namespace {
 
 constexpr double kEps32 = 5.96e-8;
-constexpr TileMacForm kForms[] = {TileMacForm::portable, TileMacForm::avx512, TileMacForm::avx512_bf16};
+constexpr TileMacForm kForms[] = {TileMacForm::portable, TileMacForm::avx512, TileMacForm::avx512_bf16,
+                                   TileMacForm::amx};
 
 struct Case {
   int64_t M, N, K;
 };
-constexpr Case kCases[] = {{1, 1, 1}, {7, 37, 13}, {4, 64, 64}, {9, 130, 67}, {64, 67, 64}};
+constexpr Case kCases[] = {{1, 1, 1},    {7, 37, 13},   {4, 64, 64},  {9, 130, 67}, {64, 67, 64},
+                           {64, 64, 64}, {16, 16, 32},  {17, 33, 96}, {48, 80, 35}, {33, 17, 130}};
 
 TEST(TileMac, Fp32FormsMatchFp64) {
   std::mt19937 gen(7);
@@ -87,6 +91,34 @@ TEST(TileMac, Bf16FormsMatchFp64) {
   }
   EXPECT_GE(forms_run, 1);
   std::printf("bf16 tile products here: %s\n", tile_mac_bf16_path());
+}
+
+// The form tile_mac_bf16 runs is the fastest available, and a selection
+// takes effect and can be undone; every available form can be selected.
+TEST(TileMac, Bf16SelectionRunsTheSelectedForm) {
+  const TileMacForm fastest = tile_mac_bf16_selected();
+  for (TileMacForm form : kForms) {
+    if (tile_mac_form_available(form, true)) {
+      EXPECT_GE(static_cast<int>(fastest), static_cast<int>(form));
+    }
+  }
+  const int64_t M = 20, N = 24, K2 = 40;
+  std::mt19937 gen(9);
+  std::normal_distribution<float> d;
+  std::vector<uint16_t> A(M * 2 * K2), Bp(2 * K2 * N);
+  for (auto* v : {&A, &Bp}) for (auto& x : *v) x = to_bf16(d(gen));
+  for (TileMacForm form : kForms) {
+    if (!tile_mac_form_available(form, true)) continue;
+    std::vector<float> direct(M * N, 0.0f), selected(M * N, 0.0f);
+    tile_mac_bf16_form(form, direct.data(), N, A.data(), 2 * K2, Bp.data(), N, M, N, K2);
+    const TileMacForm before = tile_mac_bf16_select(form);
+    EXPECT_EQ(tile_mac_bf16_selected(), form);
+    EXPECT_STREQ(tile_mac_bf16_path(), tile_mac_form_name(form, true));
+    tile_mac_bf16(selected.data(), N, A.data(), 2 * K2, Bp.data(), N, M, N, K2);
+    tile_mac_bf16_select(before);
+    EXPECT_EQ(direct, selected) << tile_mac_form_name(form, true);  // the same form: the same sums
+  }
+  EXPECT_EQ(tile_mac_bf16_selected(), fastest);
 }
 
 }  // namespace

@@ -119,7 +119,6 @@ int64_t adamw_nonfinite(const float* param, const float* grad, const float* m, c
 
 template <typename T>
 double sum_squares(const T* x, int64_t n);
-int64_t count_nonfinite(const float* x, int64_t n);
 
 // The backend entries over host-addressable memory (memory.cpp, elementwise.cpp).
 void* alloc(int64_t bytes);
@@ -138,16 +137,21 @@ namespace tera::cpu {
 // Which GEMM kernel family oneDNN dispatches to on this CPU ("avx512_core_bf16", "avx2", ...).
 const char* gemm_isa_name();
 
-// C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, row-major, with A and B
-// in bf16 (uint16_t: the upper half of the fp32 pattern) and fp32
-// accumulation and output (gemm_bf16.cpp: oneDNN's matmul primitive, or
-// widened to fp32 where oneDNN has no bf16 matmul for this CPU).
+// C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C (+ bias[N] on every
+// row), row-major, with A and B in bf16 (uint16_t: the upper half of the
+// fp32 pattern) and fp32 accumulation and output (gemm_bf16.cpp: oneDNN's
+// matmul primitive, the bias in its epilogue, or widened to fp32 where
+// oneDNN has no bf16 matmul for this CPU). A bias needs beta = 0.
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
-               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc);
+               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc,
+               const float* bias = nullptr);
 // The path gemm_bf16 takes on this CPU, in words (for start-up lines and benchmarks).
 const char* gemm_bf16_path();
 // dst[i] = src[i] rounded to bf16, nearest even (NaN stays NaN).
 void cast_to_bf16(uint16_t* dst, const float* src, int64_t n);
+// The same over src[N,O] (dst[N,O]), and db[O] += its column sums (fp32,
+// each column's rows in order) in the same pass (linear_bf16.cpp).
+void cast_to_bf16_and_add_column_sums(uint16_t* dst, float* db, const float* src, int64_t N, int64_t O);
 // db[O] += the column sums of dy[N,O]; y[n,:] = b for every row n (matmul.cpp).
 template <typename T>
 void add_column_sums(T* db, const T* dy, int64_t N, int64_t O);

@@ -1,8 +1,9 @@
 // bf16 GEMM with fp32 accumulation and output (issue 17's GEMM path). Debian
 // 12's oneDNN 2.6 has no bf16 entry in its BLAS-like C API (dnnl_sgemm and
 // the int8 GEMMs only), so this runs its matmul primitive: bf16 source and
-// weights, f32 destination, alpha as the output scale and beta as a sum
-// post-op. oneDNN picks AMX or AVX512-BF16 kernels where the CPU has them and
+// weights, f32 destination, alpha as the output scale, beta as a sum
+// post-op and a bias row in the epilogue (so a linear layer's y is written
+// once, not filled with the bias first and read back). oneDNN picks AMX or AVX512-BF16 kernels where the CPU has them and
 // emulates bf16 on plain AVX-512; where it has no bf16 matmul at all (no
 // AVX-512), the inputs are widened to fp32 (exactly: a bf16 value is an fp32
 // value) and multiplied by dnnl_sgemm, which gives the same result up to the
@@ -66,13 +67,13 @@ dnnl_memory_desc_t matrix(int64_t rows, int64_t cols, int64_t ld, bool trans, dn
 
 struct Matmul {
   dnnl_primitive_t prim = nullptr;  // null: oneDNN has no bf16 matmul on this CPU
-  dnnl_memory_desc_t a, b, c;
+  dnnl_memory_desc_t a, b, c, bias;
   ~Matmul() {
     if (prim != nullptr) dnnl_primitive_destroy(prim);
   }
 };
 
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float>;
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float, float, bool>;
 
 // The cached primitive for a shape (built on first use).
 const Matmul& matmul_for(const Key& key) {
@@ -81,13 +82,14 @@ const Matmul& matmul_for(const Key& key) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
-  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta] = key;
+  const auto [ta, tb, M, N, K, lda, ldb, ldc, alpha, beta, has_bias] = key;
   auto m = std::make_unique<Matmul>();
   m->a = matrix(M, K, lda, ta, dnnl_bf16);
   m->b = matrix(K, N, ldb, tb, dnnl_bf16);
   m->c = matrix(M, N, ldc, false, dnnl_f32);
+  m->bias = matrix(1, N, N, false, dnnl_f32);  // one row, broadcast over M
   dnnl_matmul_desc_t desc;
-  check(dnnl_matmul_desc_init(&desc, &m->a, &m->b, nullptr, &m->c), "matmul descriptor");
+  check(dnnl_matmul_desc_init(&desc, &m->a, &m->b, has_bias ? &m->bias : nullptr, &m->c), "matmul descriptor");
   dnnl_primitive_attr_t attr = nullptr;
   check(dnnl_primitive_attr_create(&attr), "attribute creation");
   if (alpha != 1.0f) check(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "output scale");
@@ -127,10 +129,11 @@ std::vector<float> widened(const uint16_t* x, int64_t rows, int64_t ld) {
 }  // namespace
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A,
-               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+               int64_t lda, const uint16_t* B, int64_t ldb, float beta, float* C, int64_t ldc, const float* bias) {
   if (M == 0 || N == 0) return;
+  TERA_ASSERT(bias == nullptr || beta == 0.0f, "gemm_bf16: a bias with beta != 0");
 #if defined(TERA_HAVE_DNNL)
-  const Matmul& m = matmul_for(Key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta});
+  const Matmul& m = matmul_for(Key{trans_a, trans_b, M, N, K, lda, ldb, ldc, alpha, beta, bias != nullptr});
   const bool widen_inputs = m.prim == nullptr;
 #else
   const bool widen_inputs = true;
@@ -138,20 +141,27 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
   if (widen_inputs) {
     // Stored rows of A and B: op(A) is [M, K], so A holds trans_a ? K : M rows of lda.
     const std::vector<float> a = widened(A, trans_a ? K : M, lda), b = widened(B, trans_b ? N : K, ldb);
-    gemm<float>(trans_a, trans_b, M, N, K, alpha, a.data(), lda, b.data(), ldb, beta, C, ldc);
+    if (bias != nullptr) {
+      for (int64_t i = 0; i < M; ++i) std::memcpy(C + i * ldc, bias, static_cast<size_t>(N) * sizeof(float));
+    }
+    gemm<float>(trans_a, trans_b, M, N, K, alpha, a.data(), lda, b.data(), ldb, bias != nullptr ? 1.0f : beta, C, ldc);
     return;
   }
 #if defined(TERA_HAVE_DNNL)
-  dnnl_memory_t ma = nullptr, mb = nullptr, mc = nullptr;
+  dnnl_memory_t ma = nullptr, mb = nullptr, mc = nullptr, mbias = nullptr;
   check(dnnl_memory_create(&ma, &m.a, engine(), const_cast<uint16_t*>(A)), "memory A");
   check(dnnl_memory_create(&mb, &m.b, engine(), const_cast<uint16_t*>(B)), "memory B");
   check(dnnl_memory_create(&mc, &m.c, engine(), C), "memory C");
-  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-  check(dnnl_primitive_execute(m.prim, stream(), 3, args), "matmul execution");
+  std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+  if (bias != nullptr) {
+    check(dnnl_memory_create(&mbias, &m.bias, engine(), const_cast<float*>(bias)), "memory bias");
+    args.push_back({DNNL_ARG_BIAS, mbias});
+  }
+  check(dnnl_primitive_execute(m.prim, stream(), static_cast<int>(args.size()), args.data()), "matmul execution");
   check(dnnl_stream_wait(stream()), "stream wait");
-  dnnl_memory_destroy(ma);
-  dnnl_memory_destroy(mb);
-  dnnl_memory_destroy(mc);
+  for (dnnl_memory_t mem : {ma, mb, mc, mbias}) {
+    if (mem != nullptr) dnnl_memory_destroy(mem);
+  }
 #endif
 }
 
@@ -159,7 +169,7 @@ const char* gemm_bf16_path() {
 #if !defined(TERA_HAVE_DNNL)
   return "fp32 fallback (built without oneDNN: inputs widened, portable sgemm)";
 #else
-  const Matmul& m = matmul_for(Key{false, false, 16, 16, 16, 16, 16, 16, 1.0f, 0.0f});
+  const Matmul& m = matmul_for(Key{false, false, 16, 16, 16, 16, 16, 16, 1.0f, 0.0f, false});
   if (m.prim == nullptr) return "fp32 fallback (oneDNN has no bf16 matmul on this CPU: inputs widened, dnnl_sgemm)";
   switch (dnnl_get_effective_cpu_isa()) {
     case dnnl_cpu_isa_avx512_core_amx: return "oneDNN matmul, AMX bf16 tiles";

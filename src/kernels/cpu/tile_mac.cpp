@@ -1,30 +1,20 @@
-// Tile multiply-accumulate (tile_mac.h). The AVX-512 forms hold a block of
-// up to 4 rows x 64 columns of C in 16 vector registers and walk the
-// contraction once: per step, the block's B row (up to 4 vectors, the last
-// one masked to the columns that exist) and one broadcast A value per row.
-// The build compiles for the build machine's CPU (-march=native), so which
-// forms exist is decided at compile time.
+// Tile multiply-accumulate (tile_mac.h): the portable forms and the choice
+// among the forms at run time. Which forms exist is read from the CPU
+// (cpu_features.h) once; the bf16 form tile_mac_bf16 runs is chosen once
+// from them (the fastest), and only tests and benchmarks change it.
 #include "kernels/cpu/tile_mac.h"
 
 #include <algorithm>
-#include <cstring>
+#include <atomic>
 
 #include "core/check.h"
 #include "kernels/cpu/bf16.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/tile_mac_forms.h"
 
 namespace tera::cpu {
 
-namespace {
-
-uint32_t pair_at(const uint16_t* p) {
-  uint32_t u;
-  std::memcpy(&u, p, sizeof u);
-  return u;
-}
+namespace tile_forms {
 
 void portable_f32(float* C, int64_t ldc, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t M,
                   int64_t N, int64_t K) {
@@ -37,8 +27,9 @@ void portable_f32(float* C, int64_t ldc, const float* A, int64_t lda, const floa
 }
 
 void portable_bf16(float* C, int64_t ldc, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, int64_t M,
-                   int64_t N, int64_t K2) {
+                   int64_t N, int64_t K2, bool accumulate) {
   for (int64_t m = 0; m < M; ++m) {
+    if (!accumulate) std::fill(C + m * ldc, C + m * ldc + N, 0.0f);
     for (int64_t k = 0; k < K2; ++k) {
       const float a0 = from_bf16(A[m * lda + 2 * k]), a1 = from_bf16(A[m * lda + 2 * k + 1]);
       for (int64_t n = 0; n < N; ++n) {
@@ -49,115 +40,31 @@ void portable_bf16(float* C, int64_t ldc, const uint16_t* A, int64_t lda, const 
   }
 }
 
-#if defined(__AVX512F__)
+}  // namespace tile_forms
 
-// The block's shape: R rows of C (1-4) by NV vectors of 16 columns (1-4).
-// `last` masks the columns of the block's last vector.
-enum class Kind { f32, bf16_widened, bf16_dot };
+namespace {
 
-template <Kind kind, int R, int NV>
-void block(float* C, int64_t ldc, const void* Av, int64_t lda, const void* Bv, int64_t ldb, int64_t K, __mmask16 last) {
-  __m512 c[R][NV];
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < NV; ++j) c[r][j] = _mm512_setzero_ps();
+TileMacForm fastest_bf16() {
+  for (TileMacForm f : {TileMacForm::amx, TileMacForm::avx512_bf16, TileMacForm::avx512}) {
+    if (tile_mac_form_available(f, true)) return f;
   }
-  if constexpr (kind == Kind::f32) {
-    const float* A = static_cast<const float*>(Av);
-    const float* B = static_cast<const float*>(Bv);
-    for (int64_t k = 0; k < K; ++k) {
-      __m512 b[NV];
-      for (int j = 0; j < NV; ++j) {
-        b[j] = j == NV - 1 ? _mm512_maskz_loadu_ps(last, B + k * ldb + 16 * j) : _mm512_loadu_ps(B + k * ldb + 16 * j);
-      }
-      for (int r = 0; r < R; ++r) {
-        const __m512 a = _mm512_set1_ps(A[r * lda + k]);
-        for (int j = 0; j < NV; ++j) c[r][j] = _mm512_fmadd_ps(a, b[j], c[r][j]);
-      }
-    }
-  } else {
-    // bf16: K counts pairs; B's row k is N 32-bit pairs.
-    const uint16_t* A = static_cast<const uint16_t*>(Av);
-    const uint16_t* B = static_cast<const uint16_t*>(Bv);
-    for (int64_t k = 0; k < K; ++k) {
-      __m512i b[NV];
-      for (int j = 0; j < NV; ++j) {
-        const uint16_t* p = B + 2 * (k * ldb + 16 * j);
-        b[j] = j == NV - 1 ? _mm512_maskz_loadu_epi32(last, p) : _mm512_loadu_si512(p);
-      }
-      for (int r = 0; r < R; ++r) {
-        const uint32_t pair = pair_at(A + r * lda + 2 * k);
-        if constexpr (kind == Kind::bf16_dot) {
-#if defined(__AVX512BF16__)
-          const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
-          for (int j = 0; j < NV; ++j) c[r][j] = _mm512_dpbf16_ps(c[r][j], a, (__m512bh)b[j]);
-#endif
-        } else {
-          const __m512 a0 = _mm512_set1_ps(from_bf16(static_cast<uint16_t>(pair & 0xffffu)));
-          const __m512 a1 = _mm512_set1_ps(from_bf16(static_cast<uint16_t>(pair >> 16)));
-          const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-          for (int j = 0; j < NV; ++j) {
-            // (the zero-masked shift: GCC 12 warns on _mm512_slli_epi32's undefined source)
-            const __m512 b0 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(static_cast<__mmask16>(0xffff), b[j], 16));
-            const __m512 b1 = _mm512_castsi512_ps(_mm512_and_si512(b[j], hi));
-            c[r][j] = _mm512_fmadd_ps(a1, b1, _mm512_fmadd_ps(a0, b0, c[r][j]));
-          }
-        }
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < NV; ++j) {
-      float* p = C + r * ldc + 16 * j;
-      const __mmask16 m = j == NV - 1 ? last : static_cast<__mmask16>(0xffff);
-      _mm512_mask_storeu_ps(p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), c[r][j]));
-    }
-  }
+  return TileMacForm::portable;
 }
 
-using BlockFn = void (*)(float*, int64_t, const void*, int64_t, const void*, int64_t, int64_t, __mmask16);
-
-template <Kind kind, int R>
-constexpr BlockFn kRow[4] = {block<kind, R, 1>, block<kind, R, 2>, block<kind, R, 3>, block<kind, R, 4>};
-template <Kind kind>
-constexpr const BlockFn* kBlocks[4] = {kRow<kind, 1>, kRow<kind, 2>, kRow<kind, 3>, kRow<kind, 4>};
-
-// Walks C in blocks of 4 rows x 64 columns. a_elem / b_elem: how far (in
-// elements of A's and B's storage) a row of A and a column of B step.
-template <Kind kind, typename In>
-void drive(float* C, int64_t ldc, const In* A, int64_t lda, const In* B, int64_t ldb, int64_t M, int64_t N,
-           int64_t K) {
-  constexpr int64_t b_col = kind == Kind::f32 ? 1 : 2;  // storage elements per column of B
-  for (int64_t n0 = 0; n0 < N; n0 += 64) {
-    const int64_t cols = std::min<int64_t>(64, N - n0);
-    const int nv = static_cast<int>((cols + 15) / 16);
-    const int64_t rem = cols - 16 * (nv - 1);
-    const __mmask16 last = static_cast<__mmask16>(rem == 16 ? 0xffffu : (1u << rem) - 1u);
-    for (int64_t m0 = 0; m0 < M; m0 += 4) {
-      const int r = static_cast<int>(std::min<int64_t>(4, M - m0));
-      kBlocks<kind>[r - 1][nv - 1](C + m0 * ldc + n0, ldc, A + m0 * lda, lda, B + n0 * b_col, ldb, K, last);
-    }
-  }
+std::atomic<TileMacForm>& selected() {
+  static std::atomic<TileMacForm> form{fastest_bf16()};
+  return form;
 }
-
-#endif  // __AVX512F__
 
 }  // namespace
 
 bool tile_mac_form_available(TileMacForm form, bool bf16) {
+  const CpuFeatures& f = cpu_features();
   switch (form) {
     case TileMacForm::portable: return true;
-    case TileMacForm::avx512:
-#if defined(__AVX512F__)
-      return true;
-#else
-      return false;
-#endif
-    case TileMacForm::avx512_bf16:
-#if defined(__AVX512F__) && defined(__AVX512BF16__)
-      return bf16;
-#else
-      return false;
-#endif
+    case TileMacForm::avx512: return f.avx512;
+    case TileMacForm::avx512_bf16: return bf16 && f.avx512_bf16;
+    case TileMacForm::amx: return bf16 && f.amx_bf16;
   }
   return false;
 }
@@ -165,51 +72,73 @@ bool tile_mac_form_available(TileMacForm form, bool bf16) {
 void tile_mac_f32_form(TileMacForm form, float* C, int64_t ldc, const float* A, int64_t lda, const float* B,
                        int64_t ldb, int64_t M, int64_t N, int64_t K) {
   TERA_ASSERT(tile_mac_form_available(form, false), "tile_mac_f32: form not available on this CPU");
-#if defined(__AVX512F__)
-  if (form == TileMacForm::avx512) return drive<Kind::f32>(C, ldc, A, lda, B, ldb, M, N, K);
+#if defined(TERA_TILE_FORMS_X86)
+  if (form == TileMacForm::avx512) return tile_forms::avx512_f32(C, ldc, A, lda, B, ldb, M, N, K);
 #endif
-  portable_f32(C, ldc, A, lda, B, ldb, M, N, K);
+  tile_forms::portable_f32(C, ldc, A, lda, B, ldb, M, N, K);
 }
 
 void tile_mac_bf16_form(TileMacForm form, float* C, int64_t ldc, const uint16_t* A, int64_t lda, const uint16_t* B,
-                        int64_t ldb, int64_t M, int64_t N, int64_t K2) {
+                        int64_t ldb, int64_t M, int64_t N, int64_t K2, bool accumulate) {
   TERA_ASSERT(tile_mac_form_available(form, true), "tile_mac_bf16: form not available on this CPU");
-#if defined(__AVX512F__)
-  if (form == TileMacForm::avx512) return drive<Kind::bf16_widened>(C, ldc, A, lda, B, ldb, M, N, K2);
-#if defined(__AVX512BF16__)
-  if (form == TileMacForm::avx512_bf16) return drive<Kind::bf16_dot>(C, ldc, A, lda, B, ldb, M, N, K2);
+  if (M <= 0 || N <= 0) return;
+#if defined(TERA_TILE_FORMS_X86)
+  switch (form) {
+    case TileMacForm::amx:
+      return tile_forms::amx_bf16(C, ldc, A, lda, B, ldb, M, N, K2, accumulate, cpu_features().avx512_bf16);
+    case TileMacForm::avx512_bf16: return tile_forms::avx512_bf16_dot(C, ldc, A, lda, B, ldb, M, N, K2, accumulate);
+    case TileMacForm::avx512: return tile_forms::avx512_bf16_widened(C, ldc, A, lda, B, ldb, M, N, K2, accumulate);
+    case TileMacForm::portable: break;
+  }
 #endif
-#endif
-  portable_bf16(C, ldc, A, lda, B, ldb, M, N, K2);
+  tile_forms::portable_bf16(C, ldc, A, lda, B, ldb, M, N, K2, accumulate);
 }
 
 void tile_mac_f32(float* C, int64_t ldc, const float* A, int64_t lda, const float* B, int64_t ldb, int64_t M,
                   int64_t N, int64_t K) {
-#if defined(__AVX512F__)
-  drive<Kind::f32>(C, ldc, A, lda, B, ldb, M, N, K);
-#else
-  portable_f32(C, ldc, A, lda, B, ldb, M, N, K);
-#endif
+  static const TileMacForm form = cpu_features().avx512 ? TileMacForm::avx512 : TileMacForm::portable;
+  tile_mac_f32_form(form, C, ldc, A, lda, B, ldb, M, N, K);
 }
 
 void tile_mac_bf16(float* C, int64_t ldc, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, int64_t M,
                    int64_t N, int64_t K2) {
-#if defined(__AVX512F__) && defined(__AVX512BF16__)
-  drive<Kind::bf16_dot>(C, ldc, A, lda, B, ldb, M, N, K2);
-#elif defined(__AVX512F__)
-  drive<Kind::bf16_widened>(C, ldc, A, lda, B, ldb, M, N, K2);
-#else
-  portable_bf16(C, ldc, A, lda, B, ldb, M, N, K2);
+  tile_mac_bf16_form(selected().load(std::memory_order_relaxed), C, ldc, A, lda, B, ldb, M, N, K2);
+}
+
+void tile_mul_bf16(float* C, int64_t ldc, const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, int64_t M,
+                   int64_t N, int64_t K2) {
+  tile_mac_bf16_form(selected().load(std::memory_order_relaxed), C, ldc, A, lda, B, ldb, M, N, K2, false);
+}
+
+TileMacForm tile_mac_bf16_selected() { return selected().load(); }
+
+TileMacForm tile_mac_bf16_select(TileMacForm form) {
+  TERA_ASSERT(tile_mac_form_available(form, true),
+              std::string("tile_mac_bf16_select: ") + tile_mac_form_name(form, true) + " is not available on this CPU");
+  return selected().exchange(form);
+}
+
+const char* tile_mac_form_name(TileMacForm form, bool bf16) {
+  switch (form) {
+    case TileMacForm::portable: return bf16 ? "bf16 widened to fp32, portable loops" : "portable loops";
+    case TileMacForm::avx512: return bf16 ? "bf16 widened to fp32, AVX-512 FMA" : "AVX-512 FMA";
+    case TileMacForm::avx512_bf16: return "AVX512-BF16 dot products";
+    case TileMacForm::amx: return "AMX bf16 tiles";
+  }
+  return "?";
+}
+
+const char* tile_mac_bf16_path() { return tile_mac_form_name(tile_mac_bf16_selected(), true); }
+
+TileMacScope::TileMacScope() {
+#if defined(TERA_TILE_FORMS_X86)
+  if (cpu_features().amx_bf16) tile_forms::amx_scope_open();
 #endif
 }
 
-const char* tile_mac_bf16_path() {
-#if defined(__AVX512F__) && defined(__AVX512BF16__)
-  return "AVX512-BF16 dot products";
-#elif defined(__AVX512F__)
-  return "bf16 widened to fp32, AVX-512 FMA";
-#else
-  return "bf16 widened to fp32, portable loops";
+TileMacScope::~TileMacScope() {
+#if defined(TERA_TILE_FORMS_X86)
+  if (cpu_features().amx_bf16) tile_forms::amx_scope_close();
 #endif
 }
 
