@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "core/file_util.h"
 #include "core/format.h"
+#include "core/path_overlap.h"
 #include "core/timer.h"
 #include "plan/presets.h"
 #include "plan/report.h"
@@ -385,6 +386,14 @@ int run_simulate(const SimulateArgs& a) {
   }
   auto st = load_setup(a);
   if (!st.ok()) return bad("simulate: " + st.error());
+  {
+    // An output never replaces the presets read (found above, so both exist).
+    const std::vector<InputPath> inputs = {{find_preset("models", a.model).value(), "--model"},
+                                           {find_preset("clusters", a.cluster).value(), "--cluster"}};
+    if (Status s = refuse_overlapping_paths({{a.trace, "--trace", {}}, {a.plot, "--plot", {}}}, inputs); !s) {
+      return bad(s.message());
+    }
+  }
   const bool sweep_flags = !a.points.empty() || a.from || a.to || a.replan || !a.plot.empty() || a.node_mtbf_hours > 0 ||
                            a.ckpt_write_s > 0 || a.restart_s > 0 || a.train_tokens > 0;
   if (a.sweep.empty()) {

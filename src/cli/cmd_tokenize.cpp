@@ -99,8 +99,10 @@ struct TrainArgs {
 int run_train(const TrainArgs& a) {
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
-  if (Status s = refuse_input_as_output(a.out, "--out", *files); !s) return fail(s.message());
   if (Status s = check_output_file(a.out, "--out", a.force); !s) return fail(s.message());
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}}, inputs_named(*files, "--input")); !s) {
+    return fail(s.message());
+  }
   const auto t0 = Clock::now();
   Expected<WordCounts> words = Status::error("not counted");
   {
@@ -139,6 +141,7 @@ struct EncodeArgs {
   double val_fraction = 0;
   int64_t shard_tokens = int64_t{1} << 25;
   int threads = default_threads();
+  bool force = false;
 };
 
 int run_encode(const EncodeArgs& a) {
@@ -148,11 +151,15 @@ int run_encode(const EncodeArgs& a) {
   if (!files) return fail(files.error());
   // The shard directory is rewritten (old shards removed): no input may live
   // in it, or a re-encode would read its own earlier output.
-  for (const auto& f : *files) {
-    if (is_within(f, a.out)) {
-      return fail("--out " + a.out + ": holds the input " + f +
-                  " (an encode rewrites that directory); write the shards elsewhere or move the text out");
-    }
+  std::vector<InputPath> inputs = inputs_named(*files, "--input");
+  if (a.tokenizer != "bytes") inputs.push_back({a.tokenizer, "--tokenizer"});
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return fail(s.message());
+  // Another encode's shards are replaced only when asked.
+  std::error_code ec;
+  if (!a.force && fs::is_directory(a.out, ec) && !fs::is_empty(a.out, ec)) {
+    return fail("--out " + a.out + ": already holds files" +
+                (is_shard_dir(a.out) ? std::string(" (a token-shard directory)") : std::string()) +
+                "; pass --force to replace its shards, or choose an empty or new directory");
   }
   const CreatedDirsGuard created(a.out);
   if (Status s = probe_output_dir(a.out, "--out"); !s) return fail(s.message());
@@ -223,12 +230,12 @@ int run_decode(const DecodeArgs& a) {
   auto in = open_shard_input(a.input, a.tokenizer, a.split);
   if (!in) return fail(in.error());
   // Never one of the inputs (a shard, the manifest, a tokenizer), even with --force.
-  std::vector<std::string> inputs = in->paths;
-  inputs.push_back(in->tok_path);
+  std::vector<InputPath> inputs = inputs_named(in->paths, "--input");
+  inputs.push_back({in->tok_path, "the tokenizer"});
   std::error_code ec;
   const bool dir_input = fs::is_directory(a.input, ec);
-  if (dir_input) inputs.push_back((fs::path(a.input) / kManifestFile).string());
-  if (Status s = refuse_input_as_output(a.out, "--out", inputs); !s) return fail(s.message());
+  if (dir_input) inputs.push_back({a.input, "--input"});  // the manifest and everything else in it
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}}, inputs); !s) return fail(s.message());
   if (dir_input) {
     // A file named like a shard in the shard directory is taken for one (a
     // later encode there removes it as a stale shard).
@@ -348,6 +355,7 @@ Command add_tokenize_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   en->add_option("-j,--threads", ea->threads, "Encoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+  en->add_flag("--force", ea->force, "Replace the shards of an existing --out directory");
 
   auto da = std::make_shared<DecodeArgs>();
   auto* de = sub->add_subcommand("decode", "Decode token shards back into text");

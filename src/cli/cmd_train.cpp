@@ -20,11 +20,23 @@
 #include "core/format.h"
 #include "kernels/profiling_backend.h"
 #include "train/preemption.h"
+#include "train/run_outputs.h"
 #include "train/trainer.h"
 
 namespace tera::cli {
 
 void print_error(const std::string& msg) { fmt::print(stderr, "tera: error: {}\n", msg); }
+
+void print_error_once(const std::string& msg) {
+  // Before MPI starts, the launcher's variables say which rank this is.
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* r = std::getenv(v); r != nullptr && *r) {
+      if (std::string(r) != "0") return;
+      break;
+    }
+  }
+  print_error(msg);
+}
 
 const Backend* backend_from_flag(const std::string& name) {
   const Backend* be = find_backend(name);
@@ -46,6 +58,7 @@ struct TrainArgs {
   bool profile = false;  // time every compute op; each rank prints a table at the end
   bool start_over = false;       // delete an earlier run's checkpoints in ckpt.dir
   bool change_schedule = false;  // resume with other train.steps / lr / min_lr / warmup
+  bool discard_newer = false;    // resume before later checkpoints, deleting them
   std::vector<int64_t> test_nonfinite_steps;  // hidden test hook (EngineOptions::nonfinite_steps)
 };
 
@@ -342,24 +355,28 @@ int run_train(const TrainArgs& args) {
   route_stop_signals_to_a_thread();  // before MPI, OpenMP or the data loader start threads
   auto cfg = load_run_config(args.config, args.overrides);
   if (!cfg) {
-    print_error(cfg.error());
+    print_error_once(cfg.error());
+    return kExitBadInput;
+  }
+  if (Status s = check_run_paths(*cfg, args.config, args.metrics, args.trace); !s) {
+    print_error_once(s.message());
     return kExitBadInput;
   }
   const Backend* chosen = find_backend(cfg->train.backend);
   if (chosen == nullptr) {
-    print_error(fmt::format("{}: train.backend = \"{}\" is not a backend of this binary; it has: {}", cfg->source,
+    print_error_once(fmt::format("{}: train.backend = \"{}\" is not a backend of this binary; it has: {}", cfg->source,
                             cfg->train.backend, backend_names()));
     return kExitBadInput;
   }
   if (chosen->unavailable != nullptr) {
     if (const std::string why = chosen->unavailable(); !why.empty()) {
-      print_error(fmt::format("{}: train.backend = \"{}\" cannot run on this machine: {}", cfg->source,
+      print_error_once(fmt::format("{}: train.backend = \"{}\" cannot run on this machine: {}", cfg->source,
                               cfg->train.backend, why));
       return kExitBadInput;
     }
   }
   if (cfg->train.precision == DType::bf16 && !missing_bf16_ops(*chosen).empty()) {
-    print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
+    print_error_once(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
                             "use train.precision = \"fp32\"", cfg->source, chosen->name));
     return kExitBadInput;
   }
@@ -386,7 +403,7 @@ int run_train(const TrainArgs& args) {
     std::fflush(stdout);
   });
   if (Status s = tr.start(StartOptions{.resume = args.resume, .start_over = args.start_over,
-                                       .change_schedule = args.change_schedule});
+                                       .change_schedule = args.change_schedule, .discard_newer = args.discard_newer});
       !s) {
     if (first || s.kind() != StatusKind::peer_failed) print_error(s.message());
     return kExitBadInput;
@@ -424,8 +441,12 @@ Command add_train_command(CLI::App& parent) {
                   "Continue a run: 'auto' (the newest valid checkpoint under ckpt.dir; none: start fresh) or a "
                   "checkpoint directory (ckpt.dir/step-N); any layout can resume any other's checkpoint");
   sub->add_flag("--start-over", args->start_over,
-                "Start a fresh run even though ckpt.dir holds an earlier run's checkpoints: they are deleted first "
-                "(without it such a run is refused)");
+                "Start a fresh run even though ckpt.dir holds an earlier run's checkpoints (deleted first) or out.dir "
+                "an earlier run's final weights (replaced once this run's are complete); without it such a run is "
+                "refused");
+  sub->add_flag("--discard-newer", args->discard_newer,
+                "With --resume DIR: continue from DIR even though ckpt.dir holds later checkpoints (or out.dir a later "
+                "final); the later checkpoints are deleted first (without it such a resume is refused)");
   sub->add_flag("--change-schedule", args->change_schedule,
                 "With --resume: accept a train.steps, lr, min_lr or warmup that differs from the checkpoint's (the "
                 "change is printed; without it such a resume is refused)");

@@ -38,6 +38,9 @@ Command add_ckpt_command(CLI::App& parent);
 
 // Prints "tera: error: <msg>" to stderr.
 void print_error(const std::string& msg);
+// The same on the launcher's rank 0 only (before MPI starts, when every rank
+// of an mpirun/srun job finds the same bad input): one message per job.
+void print_error_once(const std::string& msg);
 
 // The backend a --backend flag names, or nullptr after printing an error
 // that names the flag and the backends this binary has.

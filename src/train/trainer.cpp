@@ -18,6 +18,7 @@
 #include "core/file_util.h"
 #include "model/layout_check.h"
 #include "train/memory_check.h"
+#include "train/run_outputs.h"
 
 namespace tera {
 
@@ -117,8 +118,11 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
             : memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
     if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
-  if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {
-    if (!local) return local;
+  // The lowest failing rank keeps its message: bad input every rank sees
+  // (a layout the world cannot take) is printed once per job.
+  const double lowest_failed = world.all_reduce_max(local ? -1.0 : static_cast<double>(world.size() - world.rank()));
+  if (lowest_failed > 0) {
+    if (!local && world.size() - world.rank() == static_cast<int>(lowest_failed)) return local;
     return Status::peer_failed("another rank could not start (its message above names the problem)");
   }
 
@@ -211,9 +215,7 @@ void Trainer::log(const std::string& msg) const {
   }
 }
 
-std::string Trainer::checkpoint_root() const {
-  return cfg_.ckpt.dir.empty() ? (std::filesystem::path(cfg_.out.dir) / "checkpoints").string() : cfg_.ckpt.dir;
-}
+std::string Trainer::checkpoint_root() const { return tera::checkpoint_root(cfg_); }
 
 Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   install_preemption_handlers();
@@ -322,6 +324,10 @@ Status Trainer::start(const StartOptions& options) {
     return Status::error("--start-over and --resume contradict each other: --start-over deletes the checkpoints "
                          "--resume would continue; pass one of them");
   }
+  if (resume.empty() && options.discard_newer) {
+    return Status::error("--discard-newer goes with --resume DIR: it deletes the checkpoints newer than the one resumed");
+  }
+  int64_t resume_step = -1;  // rank 0: the step of the checkpoint resumed
   if (resume == "auto") {
     // Rank 0 picks (so every rank loads the same one) and tells the others the step.
     double step = -1;
@@ -343,15 +349,29 @@ Status Trainer::start(const StartOptions& options) {
     }
     step = world.all_reduce_max(step);
     if (step >= 0) dir = (std::filesystem::path(checkpoint_root()) / step_dir_name(static_cast<int64_t>(step))).string();
+    resume_step = static_cast<int64_t>(step);
   } else if (!resume.empty()) {
     dir = resume;
     Status st = ok_status();
     if (is_first_rank()) {
       auto info = read_checkpoint_info(dir);
       st = info ? verify_checkpoint(dir, *info) : info.status();
+      if (info) resume_step = info->step;
     }
     if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
       return st ? Status::peer_failed("another rank (rank 0) found the checkpoint invalid (see its message)") : st;
+    }
+  }
+  // What this run would replace: another run's final weights, or a later timeline.
+  {
+    Status st = ok_status();
+    if (is_first_rank()) {
+      st = dir.empty() ? claim_final_dir(cfg_, options.start_over)
+                       : check_newer_than_resumed(cfg_, resume_step, options.discard_newer, resume == "auto",
+                                                  [this](const std::string& m) { log(m); });
+    }
+    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
+      return st ? Status::peer_failed("another rank (rank 0) refused the run's outputs (see its message)") : st;
     }
   }
   Status st = ok_status();
@@ -366,6 +386,10 @@ Status Trainer::start(const StartOptions& options) {
   }
   if (!dir.empty()) {
     resumed_ = true;
+    if (!cfg_.ckpt.init.empty()) {
+      log("note: ckpt.init = " + cfg_.ckpt.init + " is not read: the run continues from its checkpoint (ckpt.init "
+          "only starts a fresh run)");
+    }
     const double secs = sw.seconds();
     const int64_t bytes = is_first_rank() ? directory_bytes(dir) : 0;
     log(fmt::format("resumed from {} at step {} ({}, {:.2f} s, {:.0f} MB/s)", dir, next_step_, human_bytes(bytes), secs,

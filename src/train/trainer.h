@@ -73,6 +73,10 @@ struct StartOptions {
   // checkpoint's is refused; with change_schedule the change is printed
   // and the schedule follows the new settings.
   bool change_schedule = false;
+  // A resumed run into a checkpoint root holding later checkpoints (or an
+  // out.dir whose final is later) is refused; with discard_newer they are
+  // deleted (train/run_outputs.h).
+  bool discard_newer = false;
 };
 
 class Trainer {
@@ -91,8 +95,7 @@ class Trainer {
   // ckpt.dir is set), on preemption and when too many steps were bad.
   Status run(const std::function<void(const StepStats&)>& on_step);
   RunEnd end() const { return end_; }
-  // Where checkpoints go: ckpt.dir, or out.dir/checkpoints when it is empty
-  // (preemption and bad-step checkpoints are written even then).
+  // Where checkpoints go (train/run_outputs.h checkpoint_root).
   std::string checkpoint_root() const;
   // Collective: writes <root>/step-<next step>; returns its directory.
   Expected<std::string> save_checkpoint();

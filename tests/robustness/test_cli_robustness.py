@@ -168,7 +168,7 @@ class CliRobustness(RobustnessCase):
                      ["--input", shards, "--out", os.path.join(shards, "tokenizer.json")],
                      ["--input", shards, "--out", os.path.join(shards, "manifest.json")]):
             r = self.tera("tokenize", "decode", *args, "--force")
-            self.assert_refused(r, ["is one of the inputs"])
+            self.assert_refused(r, ["is the same file as", "an input of this command"])
             self.assert_unchanged(before, shards)
         # A new file named like a shard inside the shard directory is refused too.
         r = self.tera("tokenize", "decode", "--input", shards, "--out", os.path.join(shards, "train-00007.tok"))
@@ -178,25 +178,25 @@ class CliRobustness(RobustnessCase):
         corpus = shutil.copy(CORPUS, self.path("corpus.txt"))
         before = snapshot(corpus)
         r = self.tera("tokenize", "train", "-i", corpus, "--vocab", "300", "--out", corpus, "--force")
-        self.assert_refused(r, ["is one of the inputs", corpus])
+        self.assert_refused(r, ["is the same file as", corpus, "an input of this command"])
         self.assert_unchanged(before, corpus)
         # encode into the directory holding its own input text; import into the directory holding its input.
         os.makedirs(self.path("texts"))
         text = shutil.copy(CORPUS, self.path("texts", "corpus.txt"))
         before = snapshot(self.path("texts"))
         r = self.tera("tokenize", "encode", "-t", "bytes", "-i", self.path("texts"), "-o", self.path("texts"))
-        self.assert_refused(r, ["holds the input", text])
+        self.assert_refused(r, ["holds --input", text, "an input of this command"])
         self.assert_unchanged(before, self.path("texts"))
         hf = self.copy("hf")
         before = snapshot(hf)
         r = self.tera("ckpt", "import", os.path.join(hf, "model.safetensors"), "--out", hf, "--force")
-        self.assert_refused(r, ["holds the input"])
+        self.assert_refused(r, ["holds the source", "an input of this command"])
         self.assert_unchanged(before, hf)
         # reshard into the ckpt.dir it reads from: would replace the very checkpoint.
         ck = self.copy("bytes/ckpt", "ck")
         before = snapshot(ck)
         r = self.tera("ckpt", "reshard", os.path.join(ck, "step-00000006"), "--layout", "tp=2", "--out", ck, "--force")
-        self.assert_refused(r, ["would replace the checkpoint it reads"])
+        self.assert_refused(r, ["holds the checkpoint it reads", "step-00000006"])
         self.assert_unchanged(before, ck)
 
     # Row 6: a tokenizer path inside meta.json (or given as --tokenizer) must be a regular file.
@@ -208,7 +208,13 @@ class CliRobustness(RobustnessCase):
         fifo = self.path("fifo")
         os.mkfifo(fifo)
         shards = self.copy("shards")
-        for bad, kind in (("/dev/zero", "character device"), (fifo, "FIFO"), (self.dir, "vocab.json")):
+        os.symlink("/dev/zero", self.path("zero"))  # outside final/: snapshot() reads every file there
+        with open(self.path("tok.json"), "w") as f:
+            f.write(embedded)
+        # Relative paths resolve beside meta.json and must name a regular file;
+        # an absolute one is refused outright (issue 35: a checkpoint names only what travels with it).
+        for bad, kind in (("../zero", "character device"), ("../fifo", "FIFO"), ("..", "vocab.json"),
+                          (self.path("tok.json"), "absolute path")):
             meta["tokenizer"] = bad
             with open(meta_path, "w") as f:
                 json.dump(meta, f)
@@ -216,7 +222,7 @@ class CliRobustness(RobustnessCase):
             for args in (["generate", "--ckpt", final, "--prompt", "a", "-n", "2"],
                          ["eval", "--ckpt", final, "--data", shards]):
                 r = self.tera(*args, timeout=30)
-                self.assert_refused(r, [bad, kind, "meta.json"])
+                self.assert_refused(r, [os.path.normpath(os.path.join(final, bad)), kind, "meta.json"])
             self.assert_unchanged(before, final)
         # A relative path resolves beside meta.json, not against the working directory.
         with open(os.path.join(final, "tok.json"), "w") as f:
