@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -241,8 +242,11 @@ Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
                       bad_in_a_row, tc.max_bad_steps));
     }
     if (signalled) {
-      log(fmt::format("{} received: checkpointing after step {} and exiting (a second signal exits at once)",
-                      signal_name(stop_signal), st.step));
+      log(fmt::format("{} received{}: checkpointing after step {} and exiting{}", signal_name(stop_signal),
+                      stop_signal == SIGPIPE   ? " (the output's reader is gone)"
+                      : stop_signal == SIGHUP ? " (the terminal is gone)"
+                                              : "",
+                      st.step, stop_signal == SIGPIPE || stop_signal == SIGHUP ? "" : " (a second request exits at once)"));
     }
     if (signalled || too_bad || periodic || last) {
       Stopwatch sw;
@@ -483,6 +487,17 @@ Status Trainer::save_final() {
   const auto tensors = engine_->gather_global_parameters();
   Status st = ok_status();
   if (is_first_rank()) {
+    // Like a checkpoint, the final weights are only ever finite.
+    for (const auto& [info, data] : tensors) {
+      const auto bad = std::count_if(data.begin(), data.end(), [](float x) { return !std::isfinite(x); });
+      if (bad > 0 && st) {
+        st = Status::error(fmt::format("not writing the final weights: {} values of {} are not finite; resume from "
+                                       "the last good checkpoint with a lower train.lr",
+                                       bad, info->name));
+      }
+    }
+  }
+  if (is_first_rank() && st) {
     CheckpointMeta meta;
     meta.model = cfg_.model;
     meta.step = next_step_;

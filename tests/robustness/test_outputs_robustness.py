@@ -8,10 +8,13 @@ key words and that what the user had is still there byte for byte."""
 import json
 import os
 import shutil
+import signal
 import stat
+import subprocess
 import threading
+import time
 
-from harness import CORPUS, RobustnessCase, main, snapshot, tiny_config
+from harness import CORPUS, TERA, RobustnessCase, main, snapshot, tiny_config
 
 SIM = ["simulate", "--model", "gpt2-124m", "--cluster", "selene", "--global-batch", "8"]
 SWEEP = SIM + ["--sweep", "weak", "--from", "8", "--to", "16"]
@@ -187,6 +190,39 @@ class OutputsRobustness(RobustnessCase):
         self.assert_unchanged(before, self.path("out"))
         self.ok(self.train(other, "train.seed=7", extra_args=("--start-over",)))
         self.assertNotEqual(before, snapshot(self.path("out")))
+
+    # Row 6: a metrics file that cannot be written (a full device) is said at
+    # once and at the end, and the exit code says the record is incomplete;
+    # the weights are still written.
+    def test_row06_metrics_write_failure_reported(self):
+        full = self.device("full", 1, 7)  # /dev/full's numbers
+        if not full:
+            self.skipTest("mknod needs root")
+        cfg = self.config(steps=3)
+        r = self.train(cfg, "out.dir=out", extra_args=("--metrics", full))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn(f"--metrics {full}: writing step 1 failed (No space left on device)", r.stderr)
+        self.assertIn("training goes on", r.stderr)
+        self.assertIn("the run's record is incomplete", r.stderr)
+        self.assertIn("the metrics file was not written", r.stdout)
+        self.assertTrue(os.path.exists(self.path("out", "final", "meta.json")))
+        self.assertTrue(stat.S_ISCHR(os.lstat(full).st_mode))
+        # The same when the run is stopped: the checkpoint is written, the exit code is 1.
+        log = self.path("long.log")
+        with open(log, "w") as out:
+            p = subprocess.Popen([TERA, "train", "-c", self.config(steps=100000, name="long.toml"), "--set",
+                                  "ckpt.dir=ck", "--set", "out.dir=out2", "--metrics", full],
+                                 stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, stdin=subprocess.DEVNULL,
+                                 env=dict(os.environ, OMP_NUM_THREADS="1"))
+        t0 = time.time()
+        while "step      2/" not in open(log).read() and p.poll() is None and time.time() - t0 < 120:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        self.assertEqual(p.wait(timeout=120), 1, open(log).read()[-3000:])
+        text = open(log).read()
+        self.assertIn("SIGTERM received", text)
+        self.assertIn("the run's record is incomplete", text)
+        self.assertTrue(os.path.exists(self.path("ck", "latest")))
 
     # UX: out.dir or ckpt.dir = "/" is refused.
     def test_root_directory_as_output_refused(self):
