@@ -28,6 +28,7 @@
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/output_paths.h"
 #include "core/file_util.h"
 #include "core/format.h"
@@ -496,11 +497,13 @@ Command add_ckpt_command(CLI::App& parent) {
       "Model source: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid checkpoint), a tera-model "
       "directory (out.dir/final) or a .safetensors file";
   inspect->add_option("source", args->dir, source_help + " (a ckpt.dir: its checkpoints listed)")->required();
-  inspect->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
+  inspect->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it")
+      ->check(int_in(1, 1 << 20));
   auto* exp = sub->add_subcommand("export", "Write the weights as safetensors with Hugging Face names (GPT-2 or Llama, "
                                             "by model.arch) and config.json");
   exp->add_option("source", args->dir, source_help)->required();
-  exp->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
+  exp->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it")
+      ->check(int_in(1, 1 << 20));
   exp->add_option("-o,--out", args->out, "Output .safetensors file")->required();
   exp->add_option("--format", args->format, "Output format (safetensors)");
   exp->add_flag("--force", args->force, "Replace an existing --out (and the config.json, vocab.json, merges.txt beside it)");
@@ -508,7 +511,8 @@ Command add_ckpt_command(CLI::App& parent) {
                                             "model source, into a tera-model directory, for ckpt.init, generate and eval");
   imp->add_option("source", args->file, source_help + " (Hugging Face GPT-2 or Llama, or tera names)")->required();
   imp->add_option("-o,--out", args->out, "Output directory")->required();
-  imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file");
+  imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file")
+      ->check(int_in(1, 1 << 20));
   imp->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer the model was trained with: 'bytes', a tera tokenizer file or a GPT-2 vocab.json + "
                   "merges.txt directory (default: vocab.json + merges.txt beside the file, else bytes)");

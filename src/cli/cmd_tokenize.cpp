@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/output_paths.h"
 #include "core/file_util.h"
 #include "core/format.h"
@@ -332,12 +333,12 @@ Command add_tokenize_command(CLI::App& parent) {
   tr->add_option("-i,--input", ta->inputs, "Text files or directories (read recursively)")->required();
   tr->add_option("--vocab", ta->vocab, "Vocabulary size: 256 bytes + merges + <|endoftext|>")
       ->required()
-      ->check(CLI::Range(int64_t{257}, int64_t{1} << 24));
+      ->check(int_in(257, int64_t{1} << 24));
   tr->add_option("-o,--out", ta->out, "Tokenizer file to write (JSON)")->required();
   tr->add_option("--min-frequency", ta->min_frequency, "Never merge a pair seen fewer times")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tr->add_option("-j,--threads", ta->threads, "Threads for counting")->capture_default_str()->check(CLI::Range(1, 256));
+      ->check(int_in(1, int64_t{1} << 40));
+  tr->add_option("-j,--threads", ta->threads, "Threads for counting")->capture_default_str()->check(int_in(1, 256));
   tr->add_flag("--force", ta->force, "Replace an existing --out (atomically)");
 
   auto ea = std::make_shared<EncodeArgs>();
@@ -350,11 +351,11 @@ Command add_tokenize_command(CLI::App& parent) {
   en->add_option("-o,--out", ea->out, "Output directory (shards + manifest.json + tokenizer.json)")->required();
   en->add_option("--val-fraction", ea->val_fraction, "Tail of each file held out as the val split")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(real_in(0, 0.99));
   en->add_option("--shard-tokens", ea->shard_tokens, "Tokens per shard file")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  en->add_option("-j,--threads", ea->threads, "Encoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+      ->check(int_in(1, int64_t{1} << 30));
+  en->add_option("-j,--threads", ea->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));
   en->add_flag("--force", ea->force, "Replace the shards of an existing --out directory");
 
   auto da = std::make_shared<DecodeArgs>();
@@ -371,7 +372,7 @@ Command add_tokenize_command(CLI::App& parent) {
   auto* st = sub->add_subcommand("stats", "Token counts and compression (bytes per token)");
   st->add_option("-i,--input", sa->inputs, "A shard directory, or text files / directories")->required();
   st->add_option("-t,--tokenizer", sa->tokenizer, "Tokenizer for text input");
-  st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+  st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));
 
   return {sub, [=] {
             if (tr->parsed()) return run_train(*ta);

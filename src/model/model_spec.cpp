@@ -73,9 +73,9 @@ Status validate_model_config(const ModelConfig& c) {
       return Status::error("model.arch = \"llama\": rotary embeddings rotate pairs, so the head size hidden / heads = " +
                            std::to_string(c.head_size()) + " must be even; choose model.heads so it is");
     }
-    if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) {
-      return Status::error(fmt::format("model.rope_theta = {} must be a finite number above 1 (Llama 2: 10000, "
-                                       "Llama 3: 500000)", c.rope_theta));
+    if (!(c.rope_theta > 1 && c.rope_theta <= 1e12)) {
+      return Status::error(fmt::format("model.rope_theta = {} must lie in (1, 1e12] (Llama 2: 10000, Llama 3: 500000)",
+                                       c.rope_theta));
     }
     if (!(c.norm_eps > 0) || !(c.norm_eps < 1)) {
       return Status::error(fmt::format("model.norm_eps = {} must be in (0, 1) (Llama: 1e-5 or 1e-6)", c.norm_eps));
