@@ -116,7 +116,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
         backend.memory_available != nullptr
             ? memory_refusal(need, backend.memory_available(), 1, world.rank(),
                              std::string(backend.name) + " device memory")
-            : memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
+            : host_memory_refusal(need, options.ranks_on_node, world.rank());
     if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
   // The lowest failing rank keeps its message: bad input every rank sees

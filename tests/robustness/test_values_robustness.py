@@ -65,6 +65,30 @@ class ValuesRobustness(RobustnessCase):
             self.assert_refused(r, ["--seconds", "a number in [0.01, 60]"])
         self.assertFalse(os.path.exists(self.path("local.toml")))
 
+    # Row 9: the memory check reads the limit that applies to the process (a
+    # nested cgroup v2 here, a fake root given by TERA_TEST_HOST_ROOT) and
+    # names both figures; under that limit nothing is allocated.
+    def test_row09_nested_cgroup_limit_refused_with_both_figures(self):
+        root = self.path("fakeroot")
+        files = {"proc/meminfo": "MemAvailable:   16777216 kB\n", "proc/self/cgroup": "0::/slurm/job1\n",
+                 "sys/fs/cgroup/memory.max": "max\n", "sys/fs/cgroup/slurm/job1/memory.max": "204800\n",
+                 "sys/fs/cgroup/slurm/job1/memory.current": "102400\n"}
+        for rel, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+        cfg = self.write("run.toml", tiny_config())
+        r = self.tera("train", "-c", cfg, "--set", "out.dir=out", env={"TERA_TEST_HOST_ROOT": root})
+        self.assert_refused(r, ["needs at least", "100.00 KiB of host memory", "MemAvailable 16.00 GiB",
+                                "cgroup limit 200.00 KiB", os.path.join(root, "sys/fs/cgroup/slurm/job1/memory.max"),
+                                "tera plan"])
+        self.assertNotIn("step 1/", r.stdout)
+        files["sys/fs/cgroup/slurm/job1/memory.max"] = str(1 << 30)  # a limit it fits in
+        with open(os.path.join(root, "sys/fs/cgroup/slurm/job1/memory.max"), "w") as f:
+            f.write(files["sys/fs/cgroup/slurm/job1/memory.max"])
+        r = self.tera("train", "-q", "-c", cfg, "--set", "out.dir=out", env={"TERA_TEST_HOST_ROOT": root})
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
     # Row 10: a bounded sweep, and the skip message says what the limit is.
     def test_row10_sweep_bounded_and_dp_message(self):
         r = self.tera(*SIM[:-1], "1048576", "--layout", "tp=4,pp=2", "--gpus", "8388608")
