@@ -24,12 +24,31 @@ from harness import CORPUS, RobustnessCase, main, run, snapshot, tiny_config  # 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: {name: (shape, [floats])}, written as F32 safetensors."""
+def round_to(dtype, v):
+    """v rounded to F32, F16 or BF16 (nearest, ties to even) and back."""
+    if dtype == "F32":
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+    if dtype == "F16":
+        return struct.unpack("<e", struct.pack("<e", v))[0]
+    bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def pack(dtype, values):
+    if dtype == "F32":
+        return struct.pack(f"<{len(values)}f", *values)
+    if dtype == "F16":
+        return struct.pack(f"<{len(values)}e", *values)
+    return b"".join(struct.pack("<I", struct.unpack("<I", struct.pack("<f", round_to("BF16", v)))[0])[2:] for v in values)
+
+
+def write_safetensors(path, tensors, metadata=None, dtype="F32"):
+    """tensors: {name: (shape, [floats])}, written as F32 (or F16, BF16) safetensors."""
     header, blobs, at = {}, [], 0
     for name, (shape, values) in tensors.items():
-        blob = struct.pack(f"<{len(values)}f", *values)
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [at, at + len(blob)]}
+        blob = pack(dtype, values)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + len(blob)]}
         blobs.append(blob)
         at += len(blob)
     if metadata:
@@ -307,11 +326,22 @@ class CliRobustness(RobustnessCase):
         with open(cfg_path, "w") as f:
             json.dump(cfg, f)
         wte = tensors["transformer.wte.weight"]
-        # An untied head: refused, naming lm_head and why.
-        write_safetensors(st, dict(tensors, **{"lm_head.weight": (wte[0], [v + 1.0 for v in wte[1]])}), meta)
+        # A head that differs from wte while config.json says tied: refused, naming both (issue 35 row 12:
+        # with tie_word_embeddings = false the same file is an untied GPT-2, imported with its head).
+        head = (wte[0], [round_to("F32", v + 1.0) for v in wte[1]])
+        write_safetensors(st, dict(tensors, **{"lm_head.weight": head}), meta)
         r = self.tera("ckpt", "import", st, "--out", out)
-        self.assert_refused(r, ["lm_head.weight", "untied", "ties the output head"])
+        self.assert_refused(r, ["tie_word_embeddings = true", "lm_head.weight", "disagree"])
         self.assertFalse(os.path.exists(out))
+        with open(cfg_path, "w") as f:
+            json.dump(dict(cfg, tie_word_embeddings=False), f)
+        self.ok(self.tera("ckpt", "import", st, "--out", out))
+        self.assertFalse(load_json(os.path.join(out, "meta.json"))["model"]["tie_embeddings"])
+        imported, _ = read_safetensors(os.path.join(out, "model.safetensors"))
+        self.assertEqual(imported["lm_head.weight"], (head[0], head[1]))
+        shutil.rmtree(out)
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f)
         # A layer the config does not have (h.1 without h.1.ln_1): refused, named.
         extra = {"transformer.h.1.mlp.c_fc.weight": tensors["transformer.h.0.mlp.c_fc.weight"]}
         write_safetensors(st, dict(tensors, **extra), meta)
@@ -320,6 +350,63 @@ class CliRobustness(RobustnessCase):
         write_safetensors(st, dict(tensors, **{"lm_head.weight": wte}), meta)
         self.ok(self.tera("ckpt", "import", st, "--out", out))
         self.assertTrue(os.path.isfile(os.path.join(out, "meta.json")))
+
+    # Issue 35 row 15: GPT2Config fields that change the function are refused by name.
+    def test_round2_row15_gpt2_function_fields_refused(self):
+        hf = self.copy("hf")
+        st, cfg_path = os.path.join(hf, "model.safetensors"), os.path.join(hf, "config.json")
+        cfg = load_json(cfg_path)
+        out = self.path("imported")
+        for field, value in (("activation_function", "gelu"), ("activation_function", "relu"),
+                             ("layer_norm_epsilon", 1e-6), ("scale_attn_weights", False),
+                             ("scale_attn_by_inverse_layer_idx", True)):
+            with open(cfg_path, "w") as f:
+                json.dump(dict(cfg, **{field: value}), f)
+            before = snapshot(hf)
+            for args in (["ckpt", "import", st, "--out", out], ["generate", st, "--prompt", "a", "-n", "1"]):
+                self.assert_refused(self.tera(*args), [field, cfg_path])
+            self.assertFalse(os.path.exists(out))
+            self.assert_unchanged(before, hf)
+        # What tera computes is accepted under each of its names.
+        for act in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+            with open(cfg_path, "w") as f:
+                json.dump(dict(cfg, activation_function=act, reorder_and_upcast_attn=True), f)
+            self.ok(self.tera("ckpt", "import", st, "--out", out, "--force"))
+
+    # Issue 35 row 15: nan or inf weights are refused naming the tensor, in import and in ckpt.init.
+    def test_round2_row15_nonfinite_weights_refused(self):
+        hf = self.copy("hf")
+        st = os.path.join(hf, "model.safetensors")
+        tensors, meta = read_safetensors(st)
+        shape, values = tensors["transformer.h.0.mlp.c_fc.bias"]
+        for bad in (float("nan"), float("inf")):
+            write_safetensors(st, dict(tensors, **{"transformer.h.0.mlp.c_fc.bias": (shape, [bad] + values[1:])}), meta)
+            before = snapshot(hf)
+            r = self.tera("ckpt", "import", st, "--out", self.path("imported"))
+            self.assert_refused(r, ["transformer.h.0.mlp.c_fc.bias", "non-finite", "element 0"])
+            self.assert_unchanged(before, hf)
+            self.assertFalse(os.path.exists(self.path("imported")))
+        cfg = self.write("init.toml", tiny_config(extra=f'tokenizer = "{hf}"').replace(
+            "vocab = 256", "vocab = 300") + f'\n[ckpt]\ninit = "{st}"\n')
+        r = self.tera("train", "-c", cfg, "--set", "out.dir=o", "--set", "data.train=" + os.path.join(self.fx, "shards"))
+        self.assert_refused(r, ["ckpt.init", "transformer.h.0.mlp.c_fc.bias", "non-finite"], code=2)
+        self.assertFalse(os.path.exists(self.path("o", "final")))
+
+    # Issue 35 row 15: F16 and BF16 GPT-2 weights are read (exactly widened), as Llama's are.
+    def test_round2_row15_half_precision_gpt2_read(self):
+        hf = self.copy("hf")
+        st = os.path.join(hf, "model.safetensors")
+        tensors, meta = read_safetensors(st)
+        for dtype in ("F16", "BF16"):
+            half = {n: (shape, [round_to(dtype, v) for v in vals]) for n, (shape, vals) in tensors.items()}
+            write_safetensors(st, tensors, meta, dtype=dtype)
+            out = self.path("imported-" + dtype)
+            self.ok(self.tera("ckpt", "import", st, "--out", out))
+            got, _ = read_safetensors(os.path.join(out, "model.safetensors"))
+            self.assertEqual(got["h.0.ln_1.bias"], half["transformer.h.0.ln_1.bias"], dtype)
+            c_fc = half["transformer.h.0.mlp.c_fc.weight"]  # Conv1D [in, out] -> tera [out, in]
+            rows, cols = c_fc[0]
+            self.assertEqual(got["h.0.mlp.c_fc.weight"][1], [c_fc[1][r * cols + c] for c in range(cols) for r in range(rows)])
 
     # Row 14: export writes the BPE tokenizer (vocab.json + merges.txt); import reads it back.
     def test_row14_export_import_keeps_bpe_tokenizer(self):
