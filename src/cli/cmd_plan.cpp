@@ -168,8 +168,13 @@ int run_plan(const PlanArgs& a) {
     if (!l.ok()) return bad("--explain: " + l.error());
     if (Status s = check_layout(*l, w, a.gpus); !s) return bad("--explain: " + s.message());
     const Evaluation e = evaluate_layout(spec, *l, w, cl);
-    if (a.emit == "tera") fmt::print("{}", emit_tera_config(*l, w));
-    else if (a.emit == "megatron") fmt::print("{}", emit_megatron_args(*l, w));
+    if (a.emit == "tera") {
+      auto cfg = emit_tera_config(*l, w, cl);
+      if (!cfg.ok()) return bad(cfg.error());
+      fmt::print("{}", *cfg);
+    } else if (a.emit == "megatron") {
+      fmt::print("{}", emit_megatron_args(*l, w, cl));
+    }
     else if (a.json) fmt::print("{}\n", evaluation_json(e).dump(2));
     else {
       const Schedule sch = make_schedule(l->schedule, l->pp, static_cast<int>(micro_batches(*l, w)), l->vpp).value();
@@ -180,14 +185,17 @@ int run_plan(const PlanArgs& a) {
 
   SearchSpace space;
   if (Status s = fill_space(a, &space); !s) return bad("plan: " + s.message());
+  space.tera_runtime = a.emit == "tera";  // only layouts `tera train` runs
   Stopwatch clock;
   const SearchResult r = search_layouts(spec, w, cl, a.gpus, space, a.top);
   const double seconds = clock.seconds();
   if (r.best.empty()) return bad("plan: " + no_fit_message(r, w, cl, a.gpus));
   if (a.emit == "tera") {
-    fmt::print("{}", emit_tera_config(r.best.front().layout, w));
+    auto cfg = emit_tera_config(r.best.front().layout, w, cl);
+    if (!cfg.ok()) return bad(cfg.error());
+    fmt::print("{}", *cfg);
   } else if (a.emit == "megatron") {
-    fmt::print("{}", emit_megatron_args(r.best.front().layout, w));
+    fmt::print("{}", emit_megatron_args(r.best.front().layout, w, cl));
   } else if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : r.best) arr.push_back(evaluation_json(e));
