@@ -182,6 +182,15 @@ int run_encode(const EncodeArgs& a) {
     fmt::print("{}: {} tokens in {} shard(s), {} documents, {} bytes ({:.2f} bytes/token)\n", name, s.tokens,
                s.shards.size(), s.documents, s.bytes, s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
   }
+  // A val split shorter than a sequence cannot be evaluated on: say so now, not when a run refuses it.
+  constexpr int64_t kSequence = 1024;  // GPT-2's context
+  if (auto v = m->splits.find("val"); a.val_fraction > 0 && v != m->splits.end() && v->second.tokens <= kSequence) {
+    fmt::print(stderr,
+               "tera: warning: the val split holds {} tokens, not one sequence of {} (GPT-2's context) plus its "
+               "target; a run with model.seq_len >= {} cannot evaluate on it. Raise --val-fraction, or give the run "
+               "a data.val of its own\n",
+               v->second.tokens, kSequence, v->second.tokens);
+  }
   fmt::print("encoded {} file{} ({:.1f} MB) in {:.1f} s ({:.1f} MB/s, {} thread{}) into {}\n", files->size(),
              files->size() == 1 ? "" : "s", bytes / 1e6, secs, secs > 0 ? bytes / 1e6 / secs : 0.0, a.threads,
              a.threads == 1 ? "" : "s", a.out);

@@ -20,6 +20,7 @@
 #include "model/layout_check.h"
 #include "train/memory_check.h"
 #include "train/run_outputs.h"
+#include "data/tokenizer_file.h"
 
 namespace tera {
 
@@ -37,6 +38,25 @@ TrainingDataOptions training_data_options(const RunConfig& cfg) {
   o.seed = cfg.train.seed;
   o.source = cfg.source;
   return o;
+}
+
+// A model source's tokenizer against the run's data (eval's check): a model
+// trained on another tokenizer reads the same ids as other text. A
+// safetensors file without tokenizer files beside it records none: unknown.
+Status check_init_tokenizer(const ModelSourceReader& src, const std::string& run_tokenizer, const std::string& path) {
+  const bool recorded = src.source().kind != ModelSourceKind::safetensors || src.tokenizer() != "bytes";
+  if (!recorded) return ok_status();
+  auto theirs = tokenizer_from_reference(src.tokenizer(), src.tokenizer_base(), src.tokenizer_where());
+  if (!theirs) return Status::error("ckpt.init = " + path + ": " + theirs.error());
+  auto ours = tokenizer_from_reference(run_tokenizer, "", "data.tokenizer");
+  if (!ours) return ours.status();
+  if (theirs->fingerprint() == ours->fingerprint()) return ok_status();
+  return Status::error(fmt::format(
+      "ckpt.init = {}: the model was trained with another tokenizer ({}, fingerprint {:016x}) than the run's data "
+      "({}, fingerprint {:016x}), so its token ids would stand for other text; train on data encoded with the model's "
+      "tokenizer (tera ckpt export writes it beside the weights), or leave ckpt.init out",
+      path, theirs->is_bytes() ? "bytes" : fmt::format("{} tokens", theirs->vocab_size()), theirs->fingerprint(),
+      ours->is_bytes() ? "bytes" : fmt::format("{} tokens", ours->vocab_size()), ours->fingerprint()));
 }
 
 // Bytes of the regular files directly in dir (a checkpoint's size).
@@ -471,6 +491,7 @@ Status Trainer::init_weights_from(const std::string& path) {
   if (const std::string d = model_config_diff(src->model(), cfg_.model); !d.empty()) {
     return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
   }
+  TERA_RETURN_IF_ERROR(check_init_tokenizer(*src, data_.tokenizer, path));
   if (source->kind == ModelSourceKind::checkpoint_root) {
     log("ckpt.init = " + path + ": its latest valid checkpoint, " + source->path);
   }

@@ -408,6 +408,51 @@ class CliRobustness(RobustnessCase):
             rows, cols = c_fc[0]
             self.assertEqual(got["h.0.mlp.c_fc.weight"][1], [c_fc[1][r * cols + c] for c in range(cols) for r in range(rows)])
 
+    # Issue 35 row 14: --val-fraction cuts text without ASCII spaces (CJK, emoji,
+    # NUL-separated records) at a UTF-8 character boundary: the val split is
+    # never empty when asked for, the splits decode back to the text, and a
+    # split shorter than a sequence is warned about.
+    def test_round2_row14_val_split_of_text_without_spaces(self):
+        texts = {"cjk.txt": "日本語のテキストです。" * 211, "emoji.txt": "😀🎉🚀x" * 257,
+                 "nul.txt": "\0".join(f"record{i}" for i in range(700))}
+        for name, text in texts.items():
+            src = self.write(name, text)
+            out = self.path("s-" + name)
+            r = self.ok(self.tera("tokenize", "encode", "-t", "bytes", "-i", src, "-o", out, "--val-fraction", "0.13"))
+            self.assertIn("val split holds", r.stderr)  # fewer than 1024 tokens
+            manifest = load_json(os.path.join(out, "manifest.json"))
+            val = manifest["splits"]["val"]["tokens"]
+            self.assertGreater(val, 0, name)
+            parts = []
+            for split in ("train", "val"):
+                self.ok(self.tera("tokenize", "decode", "-i", out, "--split", split, "-o", self.path(f"{name}.{split}")))
+                with open(self.path(f"{name}.{split}"), "rb") as f:
+                    parts.append(f.read())
+            parts[1].decode("utf-8")  # a whole number of characters
+            self.assertEqual(parts[0] + parts[1], text.encode(), name)
+            self.assertAlmostEqual(len(parts[1]) / len(text.encode()), 0.13, delta=0.01)
+
+    # Issue 35 row 16: ckpt.init from a model of tokenizer A on shards of
+    # tokenizer B with the same vocabulary size is refused, as eval refuses it.
+    def test_round2_row16_ckpt_init_of_another_tokenizer_refused(self):
+        with open(CORPUS) as f:
+            other = self.write("other.txt", f.read().swapcase())  # other pair counts, other merges
+        self.ok(self.tera("tokenize", "train", "-i", other, "--vocab", "300", "--out", self.path("tokB.json")))
+        shards_b = self.path("shardsB")
+        self.ok(self.tera("tokenize", "encode", "-t", self.path("tokB.json"), "-i", CORPUS, "-o", shards_b,
+                          "--val-fraction", "0.2"))
+        model_a = os.path.join(self.fx, "bpe", "final")  # trained on tok.json's shards, vocab 300
+        r = self.tera("eval", model_a, "--data", shards_b)
+        self.assert_refused(r, ["different tokenizer"])
+        cfg = self.write("b.toml", tiny_config().replace("vocab = 256", "vocab = 300"))
+        r = self.tera("train", "-c", cfg, "--set", f"data.train={shards_b}", "--set", f"ckpt.init={model_a}",
+                      "--set", "out.dir=ob")
+        self.assert_refused(r, ["ckpt.init", "another tokenizer", "fingerprint"])
+        self.assertFalse(os.path.exists(self.path("ob", "final")))
+        # The model's own tokenizer's shards: accepted.
+        self.ok(self.tera("train", "-q", "-c", cfg, "--set", "data.train=" + os.path.join(self.fx, "shards"),
+                          "--set", f"ckpt.init={model_a}", "--set", "out.dir=oa"))
+
     # Row 14: export writes the BPE tokenizer (vocab.json + merges.txt); import reads it back.
     def test_row14_export_import_keeps_bpe_tokenizer(self):
         final = os.path.join(self.fx, "bpe", "final")
