@@ -53,14 +53,35 @@ Expected<uint32_t> write_safetensors(const std::string& path, const std::vector<
   return crc;
 }
 
+namespace {
+
+// What a file that is not safetensors looks like, for the message: a JSON
+// file, text (its first line), or binary data.
+std::string describe_other_file(const uint8_t* data, size_t size) {
+  size_t i = 0;
+  while (i < size && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) ++i;
+  if (i < size && (data[i] == '{' || data[i] == '[')) return "a JSON file";
+  const size_t head = std::min<size_t>(size, 60);
+  const bool text = std::all_of(data, data + head, [](uint8_t c) { return c >= 0x20 || c == '\n' || c == '\r' || c == '\t'; });
+  if (!text) return "binary data of another format";
+  std::string first(reinterpret_cast<const char*>(data) + i, std::min<size_t>(head - std::min(i, head), 40));
+  first = first.substr(0, first.find('\n'));
+  return "a text file (it begins \"" + first + "\")";
+}
+
+}  // namespace
+
 Status parse_safetensors(const uint8_t* data, size_t size, const std::string& what,
                          std::vector<StTensorRef>* tensors, std::map<std::string, std::string>* metadata) {
   if (size < 8) return Status::error(what + ": too short for a safetensors header (" + std::to_string(size) + " bytes)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(data[i]) << (8 * i);
-  if (n > size - 8 || n > (uint64_t{100} << 20)) {
-    return Status::error(what + ": header length " + std::to_string(n) + " exceeds the file (" +
-                         std::to_string(size) + " bytes); the file is truncated or not safetensors");
+  if (n > size - 8 || n > (uint64_t{100} << 20) || (n > 0 && data[8] != '{')) {
+    // A safetensors file begins with its header's length, then the JSON header.
+    return Status::error(what + ": not a safetensors file: it is " + describe_other_file(data, size) +
+                         (n <= size - 8 ? std::string() : fmt::format(" (read as safetensors, its header would be {} "
+                                                                      "bytes of a {}-byte file)", n, size)) +
+                         "; name a .safetensors file (or a checkpoint directory)");
   }
   json header;
   try {

@@ -453,6 +453,27 @@ class CliRobustness(RobustnessCase):
         self.ok(self.tera("train", "-q", "-c", cfg, "--set", "data.train=" + os.path.join(self.fx, "shards"),
                           "--set", f"ckpt.init={model_a}", "--set", "out.dir=oa"))
 
+    # Issue 35, unclear errors: a file that is not a model's weights is named for what it is.
+    def test_round2_non_safetensors_model_named(self):
+        hf = self.copy("hf")
+        ck = self.copy("bytes/ckpt", "ck")
+        index = self.write("hf/model.safetensors.index.json", json.dumps({"weight_map": {}}))
+        text = self.write("notes.txt", "These are my notes about the run.\n")
+        cases = [(index, ["sharded over several safetensors files"]),
+                 (os.path.join(ck, "latest"), ["pointer to its newest checkpoint", ck]),
+                 (os.path.join(ck, "step-00000006", "meta.json"), ["checkpoint's metadata",
+                                                                    os.path.join(ck, "step-00000006")]),
+                 (os.path.join(hf, "config.json"), ["not weights", ".safetensors file beside it"]),
+                 (text, ["not a safetensors file", "a text file", "These are my notes"])]
+        for path, needles in cases:
+            for args in (["generate", path, "--prompt", "a", "-n", "1"], ["eval", path, "--data", CORPUS],
+                         ["ckpt", "export", path, "--out", self.path("x", "m.safetensors")],
+                         ["ckpt", "import", path, "--out", self.path("imp")], ["ckpt", "inspect", path]):
+                r = self.tera(*args)
+                self.assert_refused(r, [path] + needles)
+                self.assertNotIn("header length", r.stderr)
+        self.assertFalse(os.path.exists(self.path("x")) or os.path.exists(self.path("imp")))
+
     # Row 14: export writes the BPE tokenizer (vocab.json + merges.txt); import reads it back.
     def test_row14_export_import_keeps_bpe_tokenizer(self):
         final = os.path.join(self.fx, "bpe", "final")

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from harness import MPI_ENV, MPIRUN, TERA, RobustnessCase, main, snapshot, tiny_config
+from harness import CORPUS, MPI_ENV, MPIRUN, TERA, RobustnessCase, main, snapshot, tiny_config
 
 
 class TrainRobustness(RobustnessCase):
@@ -305,6 +305,9 @@ class TrainRobustness(RobustnessCase):
         self.wait_for(p, "step      2/")
         ranks = self.ranks_of(p, cfg)
         self.assertEqual(len(ranks), 2, ranks)
+        with open(f"/proc/{ranks[1]}/environ", "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        stopped = int(env[b"OMPI_COMM_WORLD_RANK"])
         os.kill(ranks[1], signal.SIGSTOP)
         try:
             rc, out = self.finish(p, timeout=120)
@@ -317,8 +320,27 @@ class TrainRobustness(RobustnessCase):
                     pass
         self.assertNotEqual(rc, 0, out)
         self.assertIn("train.comm_timeout_s = 3", out)
-        self.assertIn("world rank", out)
+        self.assertIn(f"for world rank {stopped}", out)  # the peer that stopped, by name (issue 35)
         self.assertIn("ending the job", out)
+
+    # Issue 35: reading a live ckpt.dir while its run prunes it (ckpt.keep = 1,
+    # a checkpoint every step) takes the newest complete checkpoint, again if
+    # the one chosen vanishes before it is read.
+    def test_round2_live_ckpt_dir_read_while_pruned(self):
+        cfg = self.config(steps=100000)
+        p = self.start([TERA, "train", "-q", "-c", cfg, "--set", "ckpt.dir=ck", "--set", "ckpt.every=1",
+                        "--set", "ckpt.keep=1"])
+        self.wait_for(p, "checkpoint: ")
+        try:
+            for i in range(10):
+                r = self.tera("eval", "ck", "--data", CORPUS, "-q")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                r = self.tera("ckpt", "export", "ck", "--out", f"hf{i}/model.safetensors")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            rc, out = self.finish(p)
+        self.assertEqual(rc, 0, out)
 
     # Row 16: a number too large for 64 bits, a directory or a FIFO as --config.
     def test_row16_config_messages(self):
