@@ -21,6 +21,7 @@
 #include "core/format.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus_encode.h"
+#include "data/shard_dataset.h"
 #include "data/shard_manifest.h"
 #include "data/token_shard.h"
 #include "data/tokenizer_file.h"
@@ -296,8 +297,12 @@ int run_stats(const StatsArgs& a) {
     fmt::print("{}: vocabulary {}, tokenizer {} (fingerprint {:016x})\n", a.inputs[0], m->vocab_size, m->tokenizer_file,
                m->tokenizer_fingerprint);
     for (const auto& [name, s] : m->splits) {
-      fmt::print("{}: {} tokens in {} shard(s), {} documents, {} source bytes, {:.3f} bytes/token\n", name, s.tokens,
-                 s.shards.size(), s.documents, s.bytes, s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
+      // Every shard read and checked (header, size, checksum, token ids, the manifest's counts), as training reads it.
+      auto ds = ShardDataset::open(a.inputs[0], name);
+      if (!ds) return fail(ds.error());
+      fmt::print("{}: {} tokens in {} shard(s) (verified), {} documents, {} source bytes, {:.3f} bytes/token\n", name,
+                 s.tokens, s.shards.size(), s.documents, s.bytes,
+                 s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
     }
     return kExitOk;
   }

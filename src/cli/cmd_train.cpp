@@ -1,5 +1,6 @@
 // `tera train`: config -> Trainer -> step lines (+ JSONL metrics) -> final checkpoint.
 #include <omp.h>
+#include <sched.h>
 
 #include <CLI/CLI.hpp>
 #include <memory>
@@ -42,10 +43,26 @@ void print_error_once(const std::string& msg) {
   print_error(msg);
 }
 
+Status check_backend_environment(const Backend& be) {
+  // gpu-emu reads its warp width from the environment; a value it would
+  // ignore (running at 32) is refused, not taken silently.
+  const char* warp = std::getenv("TERA_GPU_EMU_WARP");
+  if (std::string_view(be.name) != "gpu-emu" || warp == nullptr || !*warp) return ok_status();
+  if (std::string_view(warp) == "32" || std::string_view(warp) == "64") return ok_status();
+  return Status::error(fmt::format("TERA_GPU_EMU_WARP = \"{}\": the gpu-emu warp width is 32 (NVIDIA) or 64 (AMD); "
+                                   "set one of them or unset it",
+                                   warp));
+}
+
 const Backend* backend_from_flag(const std::string& name) {
   const Backend* be = find_backend(name);
   if (be == nullptr) {
     print_error(fmt::format("--backend {} is not a backend of this binary; it has: {}", name, backend_names()));
+    return nullptr;
+  }
+  if (Status s = check_backend_environment(*be); !s) {
+    print_error(s.message());
+    return nullptr;
   }
   return be;
 }
@@ -92,12 +109,36 @@ Status truncate_metrics(const std::string& path, int64_t step) {
   return f->commit();
 }
 
-// OpenMP threads per rank: OMP_NUM_THREADS if set, else the cores of this
-// node shared evenly among the job's ranks on it (never oversubscribe).
-int threads_per_rank(const CommWorld& world) {
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return omp_get_max_threads();
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, world.local_size()));
+// OpenMP threads per rank, and why when not what was asked.
+struct ThreadChoice {
+  int threads = 1;
+  std::string note;  // for the start-up line; empty when nothing to say
+};
+
+// The cores this process may run on (its affinity mask: taskset, a cpuset,
+// Slurm's --cpus-per-task), not the machine's.
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// OMP_NUM_THREADS if set, else the available cores shared evenly among the
+// job's ranks on this node. More threads than cores (ranks x threads >
+// cores) spin against each other in OpenMP's barriers (a tiny step took 300x
+// longer): the threads are cut to what the cores hold, and said so.
+ThreadChoice threads_per_rank(const CommWorld& world) {
+  const int cores = available_cores(), ranks = std::max(1, world.local_size());
+  const int fair = std::max(1, cores / ranks);
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    return {fair, ranks > cores ? fmt::format(" ({} ranks share {} cores: oversubscribed)", ranks, cores) : ""};
+  }
+  const int asked = omp_get_max_threads();
+  if (int64_t{asked} * ranks <= cores) return {asked, ""};
+  return {fair, fmt::format(" (OMP_NUM_THREADS = {} x {} rank{} > {} core{} available: {} thread{} per rank instead, "
+                            "which do not spin against each other)",
+                            asked, ranks, ranks == 1 ? "" : "s", cores, cores == 1 ? "" : "s", fair, fair == 1 ? "" : "s")};
 }
 
 // Checks --metrics and --trace before any work (out.dir and ckpt.dir are the
@@ -178,7 +219,7 @@ bool open_metrics(const TrainArgs& args, const Trainer& tr, Communicator& comm, 
 // The run's header, printed by rank 0 unless --quiet: model, data, layout,
 // batch, every rank's memory in rank order, compute. Collective (the memory gather).
 void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr, Communicator& comm,
-                  const CommWorld& world) {
+                  const CommWorld& world, const std::string& threads_note) {
   const ModelSpec& spec = tr.spec();
   const TrainConfig& tc = cfg.train;
   const Groups& g = tr.groups();
@@ -192,12 +233,12 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
              cfg.model.layers, cfg.model.hidden, cfg.model.heads, cfg.model.seq_len, cfg.model.vocab,
              spec.padded_vocab(), human_count(static_cast<double>(spec.num_params()))));
   print_out(fmt::format("data: train {}, val {}\n", tr.train_data().describe(), tr.val_data().describe()));
-  print_out(fmt::format("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}\n", comm.size(), g.layout.to_string(),
+  print_out(fmt::format("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}{}\n", comm.size(), g.layout.to_string(),
              cfg.parallel.zero, cfg.parallel.sequence_parallel ? ", sequence parallel" : "",
              g.layout.pp > 1 ? fmt::format(", {} schedule{}", schedule_kind_name(cfg.parallel.schedule),
                                            cfg.parallel.vpp > 1 ? fmt::format(" x{} chunks", cfg.parallel.vpp) : "")
                              : "",
-             omp_get_max_threads(), world.is_mpi() ? " (MPI)" : ""));
+             omp_get_max_threads(), threads_note, world.is_mpi() ? " (MPI)" : ""));
   if (cfg.parallel.recompute == Recompute::full) print_out("recompute: full (each block's forward rerun in backward)\n");
   print_out(fmt::format("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
              tc.global_batch, cfg.model.seq_len, tc.global_batch / g.layout.dp / g.layout.micro_batch, g.layout.micro_batch,
@@ -401,6 +442,10 @@ int run_train(const TrainArgs& args) {
                             cfg->train.backend, backend_names()));
     return kExitBadInput;
   }
+  if (Status s = check_backend_environment(*chosen); !s) {
+    print_error_once(s.message());
+    return kExitBadInput;
+  }
   if (chosen->unavailable != nullptr) {
     if (const std::string why = chosen->unavailable(); !why.empty()) {
       print_error_once(fmt::format("{}: train.backend = \"{}\" cannot run on this machine: {}", cfg->source,
@@ -417,7 +462,8 @@ int run_train(const TrainArgs& args) {
   world->set_comm_timeout(cfg->train.comm_timeout_s);
   Communicator& comm = world->world();
   const bool first = comm.rank() == 0;
-  omp_set_num_threads(threads_per_rank(*world));
+  const ThreadChoice threads = threads_per_rank(*world);
+  omp_set_num_threads(threads.threads);
   if (!check_output_flags(args, comm)) return kExitBadInput;
   if (!bind_rank_device(*chosen, *world)) return kExitBadInput;
   const Backend& backend = args.profile ? profiling_backend(*chosen) : *chosen;
@@ -442,7 +488,7 @@ int run_train(const TrainArgs& args) {
   }
   std::ofstream metrics;
   if (!open_metrics(args, tr, comm, &metrics)) return kExitBadInput;
-  print_header(args, *cfg, tr, comm, *world);
+  print_header(args, *cfg, tr, comm, *world, threads.note);
   const RunTally tally = run_steps(args, tr, comm, *world, metrics);
   // The weights first: an output that fails late must never cost them.
   const RunEnd end = tr.end();
@@ -479,8 +525,8 @@ Command add_train_command(CLI::App& parent) {
                 "With --resume DIR: continue from DIR even though ckpt.dir holds later checkpoints (or out.dir a later "
                 "final); the later checkpoints are deleted first (without it such a resume is refused)");
   sub->add_flag("--change-schedule", args->change_schedule,
-                "With --resume: accept a train.steps, lr, min_lr or warmup that differs from the checkpoint's (the "
-                "change is printed; without it such a resume is refused)");
+                "With --resume: accept a train.steps, lr, min_lr, warmup, weight_decay, beta1, beta2, eps or clip that "
+                "differs from the checkpoint's (the change is printed; without it such a resume is refused)");
   sub->add_flag("-q,--quiet", args->quiet, "Print only the summary");
   // Hidden (no help group): tests of the non-finite skip path poison world
   // rank 0's embedding gradient at these 1-based steps.

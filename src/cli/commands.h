@@ -13,6 +13,7 @@ class App;
 }
 namespace tera {
 struct Backend;
+class Status;
 }
 
 namespace tera::cli {
@@ -43,7 +44,10 @@ void print_error(const std::string& msg);
 void print_error_once(const std::string& msg);
 
 // The backend a --backend flag names, or nullptr after printing an error
-// that names the flag and the backends this binary has.
+// that names the flag and the backends this binary has (or the bad setting
+// of its environment, check_backend_environment).
 const tera::Backend* backend_from_flag(const std::string& name);
+// The environment a backend reads, checked: TERA_GPU_EMU_WARP is 32 or 64.
+tera::Status check_backend_environment(const tera::Backend& be);
 
 }  // namespace tera::cli

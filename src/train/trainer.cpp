@@ -454,27 +454,38 @@ Status Trainer::resume_from(const std::string& dir) {
 }
 
 Status Trainer::check_schedule(const CheckpointInfo& info, const std::string& dir) {
-  // The learning-rate schedule is a function of (lr, min_lr, warmup, steps):
-  // changing any on resume reshapes the curve from this step on.
-  const nlohmann::json& was = info.lr_schedule;
-  if (!was.is_object()) return ok_status();  // written before schedules were recorded
+  // The learning-rate schedule is a function of (lr, min_lr, warmup, steps),
+  // and the update one of AdamW's hyper-parameters and the clip: changing
+  // any on resume changes the run from this step on.
   std::string changes;
-  auto compare = [&](const char* key, double now) {
-    if (!was.contains(key) || !was[key].is_number()) return;
+  auto compare = [&](const nlohmann::json& was, const char* key, double now) {
+    if (!was.is_object() || !was.contains(key) || !was[key].is_number()) return;  // not recorded (older checkpoints)
     const double before = was[key].get<double>();
     const bool same = std::abs(before - now) <= 1e-6 * std::max(std::abs(before), std::abs(now));
-    if (!same) changes += fmt::format("{}train.{} {} -> {}", changes.empty() ? "" : ", ", key, before, now);
+    if (!same) changes += fmt::format("{}train.{} {:g} -> {:g}", changes.empty() ? "" : ", ", key, before, now);
   };
-  compare("steps", static_cast<double>(cfg_.train.steps));
-  compare("lr", cfg_.train.lr);
-  compare("min_lr", cfg_.train.min_lr);
-  compare("warmup", static_cast<double>(cfg_.train.warmup));
+  const nlohmann::json& schedule = info.lr_schedule;
+  compare(schedule, "steps", static_cast<double>(cfg_.train.steps));
+  compare(schedule, "lr", cfg_.train.lr);
+  compare(schedule, "min_lr", cfg_.train.min_lr);
+  compare(schedule, "warmup", static_cast<double>(cfg_.train.warmup));
+  // The optimizer's, from the run config the checkpoint records.
+  if (auto ran = parse_run_config(info.config_toml, dir + "/meta.json config_toml", {}, /*check_files=*/false)) {
+    const nlohmann::json optimizer = {{"weight_decay", ran->train.adamw.weight_decay}, {"beta1", ran->train.adamw.beta1},
+                                      {"beta2", ran->train.adamw.beta2},               {"eps", ran->train.adamw.eps},
+                                      {"clip", ran->train.clip}};
+    compare(optimizer, "weight_decay", cfg_.train.adamw.weight_decay);
+    compare(optimizer, "beta1", cfg_.train.adamw.beta1);
+    compare(optimizer, "beta2", cfg_.train.adamw.beta2);
+    compare(optimizer, "eps", cfg_.train.adamw.eps);
+    compare(optimizer, "clip", cfg_.train.clip);
+  }
   if (changes.empty()) return ok_status();
   if (!change_schedule_) {
-    return Status::error(dir + ": the learning-rate schedule differs from the checkpoint's (" + changes +
-                         "); resume with the same settings, or pass --change-schedule to continue on the new schedule");
+    return Status::error(dir + ": the learning-rate schedule or the optimizer differs from the checkpoint's (" + changes +
+                         "); resume with the same settings, or pass --change-schedule to continue with the new ones");
   }
-  log("--change-schedule: the learning-rate schedule continues with " + changes);
+  log("--change-schedule: the run continues with " + changes);
   return ok_status();
 }
 
@@ -540,7 +551,7 @@ MemoryReport Trainer::memory() const { return engine_->memory(); }
 Status Trainer::write_trace() {
   if (trace_ == nullptr) return ok_status();
   groups_->set_trace(nullptr);  // the gathering below is not part of the run
-  return write_chrome_trace(trace_path_, *groups().world, *trace_);
+  return write_chrome_trace(trace_path_, *groups().world, *trace_, groups().layout);
 }
 
 double Trainer::theoretical_bubble() const {

@@ -69,9 +69,10 @@ struct StartOptions {
   // A fresh run into a checkpoint directory that holds checkpoints is
   // refused; with start_over they are deleted first.
   bool start_over = false;
-  // A resumed run whose train.steps, lr, min_lr or warmup differ from the
-  // checkpoint's is refused; with change_schedule the change is printed
-  // and the schedule follows the new settings.
+  // A resumed run whose train.steps, lr, min_lr, warmup or optimizer
+  // settings (weight_decay, beta1, beta2, eps, clip) differ from the
+  // checkpoint's is refused; with change_schedule the change is printed and
+  // the run follows the new settings.
   bool change_schedule = false;
   // A resumed run into a checkpoint root holding later checkpoints (or an
   // out.dir whose final is later) is refused; with discard_newer they are
