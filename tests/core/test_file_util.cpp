@@ -16,27 +16,15 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "temp_dir_test.h"
 
 namespace tera {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
-class FileUtil : public ::testing::Test {
+class FileUtil : public TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tera-core-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   static void write_text(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
   static std::string read_text(const std::string& p) {
     auto bytes = read_file(p);
@@ -51,7 +39,6 @@ class FileUtil : public ::testing::Test {
     }
     return out;
   }
-  fs::path dir_;
 };
 
 TEST_F(FileUtil, CommitReplacesTheTargetAndLeavesNoTemporary) {

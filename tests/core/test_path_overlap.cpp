@@ -3,40 +3,32 @@
 // directory output replaces is refused naming both; outputs that overlap
 // each other too; the entries a directory output does not touch are free.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "core/path_overlap.h"
+#include "temp_dir_test.h"
 
 namespace tera {
 namespace {
 
 namespace fs = std::filesystem;
 
-class PathOverlap : public ::testing::Test {
+class PathOverlap : public TempDirTest {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tera-overlap-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
+    TempDirTest::SetUp();
     fs::create_directories(dir_ / "shards");
     std::ofstream(path("run.toml")) << "[model]\n";
     std::ofstream(path("shards/train-00000.tok")) << "tokens";
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // The message of refusing `outputs` against `inputs` ("" when accepted).
   static std::string refusal(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs) {
     const Status s = refuse_overlapping_paths(outputs, inputs);
     return s.is_ok() ? "" : s.message();
   }
-  fs::path dir_;
 };
 
 TEST_F(PathOverlap, AFileOutputThatIsAnInputIsRefusedHoweverItIsNamed) {

@@ -123,10 +123,6 @@ class CliRobustness(RobustnessCase):
         (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, dst)
         return dst
 
-    def ok(self, r):
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r
-
     # Row 3: an existing --out is refused unless --force, and --force replaces atomically.
     def test_row03_import_out_exists_refused(self):
         hf = self.copy("hf")

@@ -10,9 +10,7 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 import threading
-import time
 
 from harness import CORPUS, TERA, RobustnessCase, main, snapshot, tiny_config
 
@@ -38,18 +36,10 @@ class FifoReader:
 
 
 class OutputsRobustness(RobustnessCase):
+    quiet_train = True
+
     def config(self, steps=4, name="run.toml", corpus=CORPUS):
-        return self.write(name, tiny_config(corpus=corpus, steps=steps))
-
-    def train(self, cfg, *sets, extra_args=(), **kw):
-        args = ["train", "-q", "-c", cfg]
-        for s in sets:
-            args += ["--set", s]
-        return self.tera(*args, *extra_args, **kw)
-
-    def ok(self, r):
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r
+        return super().config(steps=steps, name=name, corpus=corpus)
 
     def device(self, name, major, minor):
         """A character device made in the test's directory (root only), or None."""
@@ -208,21 +198,15 @@ class OutputsRobustness(RobustnessCase):
         self.assertTrue(os.path.exists(self.path("out", "final", "meta.json")))
         self.assertTrue(stat.S_ISCHR(os.lstat(full).st_mode))
         # The same when the run is stopped: the checkpoint is written, the exit code is 1.
-        log = self.path("long.log")
-        with open(log, "w") as out:
-            p = subprocess.Popen([TERA, "train", "-c", self.config(steps=100000, name="long.toml"), "--set",
-                                  "ckpt.dir=ck", "--set", "out.dir=out2", "--metrics", full],
-                                 stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, stdin=subprocess.DEVNULL,
-                                 env=dict(os.environ, OMP_NUM_THREADS="1"))
-        t0 = time.time()
-        while "step      2/" not in open(log).read() and p.poll() is None and time.time() - t0 < 120:
-            time.sleep(0.05)
+        p = self.start([TERA, "train", "-c", self.config(steps=100000, name="long.toml"), "--set", "ckpt.dir=ck",
+                        "--set", "out.dir=out2", "--metrics", full])
+        self.wait_for(p, "step      2/")
         p.send_signal(signal.SIGTERM)
-        self.assertEqual(p.wait(timeout=120), 1, open(log).read()[-3000:])
-        text = open(log).read()
+        rc, text = self.finish(p)
+        self.assertEqual(rc, 1, text)
         self.assertIn("SIGTERM received", text)
         self.assertIn("the run's record is incomplete", text)
-        self.assertTrue(os.path.exists(self.path("ck", "latest")))
+        self.assert_latest_valid(self.path("ck"))
 
     # UX: out.dir or ckpt.dir = "/" is refused.
     def test_root_directory_as_output_refused(self):

@@ -6,7 +6,6 @@ code, the message's key words and a valid latest checkpoint."""
 import os
 import shutil
 import signal
-import subprocess
 import time
 
 from harness import CORPUS, TERA, RobustnessCase, main
@@ -34,44 +33,6 @@ train = "{CORPUS}"
 
 
 class SignalsRobustness(RobustnessCase):
-    def start(self, cmd, stdout_file=True):
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        self.log_path = self.path(f"log-{time.time_ns()}.txt")
-        self.log = open(self.log_path, "w")
-        out = self.log if stdout_file else subprocess.PIPE
-        return subprocess.Popen(cmd, stdout=out, stderr=self.log, cwd=self.dir, env=env, stdin=subprocess.DEVNULL)
-
-    def text(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def wait_for(self, p, needle, timeout=120):
-        t0 = time.time()
-        while time.time() - t0 < timeout:
-            if needle in self.text():
-                return
-            if p.poll() is not None:
-                self.fail(f"exited {p.returncode} before '{needle}':\n{self.text()[-3000:]}")
-            time.sleep(0.05)
-        p.kill()
-        self.fail(f"no '{needle}' within {timeout} s")
-
-    def finish(self, p, timeout=120):
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            self.fail("the process did not end")
-        self.log.close()
-        return p.returncode, self.text()[-6000:]
-
-    def assert_checkpointed(self, root):
-        with open(os.path.join(root, "latest")) as f:
-            latest = f.read().strip()
-        r = self.tera("ckpt", "inspect", os.path.join(root, latest))
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-
     # Row 2: GNU timeout signals tera, then its process group: one request,
     # a checkpoint, exit 0 (timeout exits with its child's status when it is
     # itself signalled; on its own deadline it sends the same two copies).
@@ -89,7 +50,7 @@ class SignalsRobustness(RobustnessCase):
             self.assertIn("SIGTERM received", out)
             self.assertNotIn("second stop signal", out)
             self.assertIn("continue with --resume auto", out)
-            self.assert_checkpointed(self.path(f"ck{i}"))
+            self.assert_latest_valid(self.path(f"ck{i}"))
 
     # Row 2: a copy of the signal a moment later (a launcher forwarding what
     # the user also sent) is still the same request.
@@ -103,7 +64,7 @@ class SignalsRobustness(RobustnessCase):
         rc, out = self.finish(p)
         self.assertEqual(rc, 0, out)
         self.assertNotIn("second stop signal", out)
-        self.assert_checkpointed(self.path("ck"))
+        self.assert_latest_valid(self.path("ck"))
 
     # Row 7: SIGHUP (the ssh session dropped) checkpoints like SIGTERM.
     def test_row07_sighup_checkpoints(self):
@@ -116,13 +77,13 @@ class SignalsRobustness(RobustnessCase):
         self.assertEqual(rc, 0, out)
         self.assertIn("SIGHUP received", out)
         self.assertNotIn("second stop signal", out)
-        self.assert_checkpointed(self.path("ck"))
+        self.assert_latest_valid(self.path("ck"))
 
     # Row 7: `tera train | head`: the reader goes away; output stops, the run
     # checkpoints at the step boundary and exits 0.
     def test_row07_closed_stdout_pipe_checkpoints(self):
         cfg = self.write("busy.toml", BUSY)
-        p = self.start([TERA, "train", "-c", cfg, "--set", "ckpt.dir=ck"], stdout_file=False)
+        p = self.start([TERA, "train", "-c", cfg, "--set", "ckpt.dir=ck"], stdout_pipe=True)
         for _ in range(3):  # what `head -n 3` reads
             self.assertTrue(p.stdout.readline())
         p.stdout.close()
@@ -130,7 +91,7 @@ class SignalsRobustness(RobustnessCase):
         self.assertEqual(rc, 0, out)
         self.assertIn("SIGPIPE received", out)
         self.assertIn("the output's reader is gone", out)
-        self.assert_checkpointed(self.path("ck"))
+        self.assert_latest_valid(self.path("ck"))
 
 
 if __name__ == "__main__":

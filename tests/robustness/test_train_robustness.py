@@ -14,61 +14,8 @@ from harness import CORPUS, MPI_ENV, MPIRUN, TERA, RobustnessCase, main, snapsho
 
 
 class TrainRobustness(RobustnessCase):
-    def config(self, steps=6, extra="", name="run.toml"):
-        return self.write(name, tiny_config(steps=steps, extra=extra))
-
-    def train(self, cfg, *sets, extra_args=(), **kw):
-        args = ["train", "-c", cfg]
-        for s in sets:
-            args += ["--set", s]
-        return self.tera(*args, *extra_args, **kw)
-
-    def start(self, cmd, env=None):
-        """A background process (tera or mpirun) with its output in files."""
-        e = dict(os.environ, OMP_NUM_THREADS="1")
-        e.update(env or {})
-        path = self.path(f"bg-{time.time_ns()}.log")
-        with open(path, "w") as out:  # the child's own file description: reading below never moves its offset
-            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, env=e, text=True,
-                                 stdin=subprocess.DEVNULL)
-        p.log = open(path)
-        return p
-
-    def wait_for(self, p, needle, timeout=120):
-        t0 = time.time()
-        while time.time() - t0 < timeout:
-            p.log.seek(0)
-            text = p.log.read()
-            if needle in text:
-                return text
-            if p.poll() is not None:
-                self.fail(f"exited {p.returncode} before '{needle}':\n{text[-3000:]}")
-            time.sleep(0.1)
-        p.kill()
-        self.fail(f"no '{needle}' within {timeout} s")
-
-    def finish(self, p, timeout=120):
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            self.fail("the process did not end")
-        p.log.seek(0)
-        text = p.log.read()
-        p.log.close()
-        return p.returncode, text[-6000:]  # the tail: enough for every message, short in a failure
-
     def checkpoints(self, root):
         return sorted(d for d in os.listdir(root) if d.startswith("step-"))
-
-    def assert_latest_valid(self, root):
-        with open(os.path.join(root, "latest")) as f:
-            latest = f.read().strip()
-        self.assertIn(latest, self.checkpoints(root))
-        r = self.tera("ckpt", "inspect", os.path.join(root, latest))
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return latest
 
     # Row 1: an unwritable --trace or --metrics is found before any work.
     def test_row01_unwritable_trace_and_metrics_refused_before_work(self):

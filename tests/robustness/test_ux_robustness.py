@@ -14,18 +14,10 @@ from harness import CORPUS, MPI_ENV, MPIRUN, TERA, RobustnessCase, main, run, sn
 
 
 class UxRobustness(RobustnessCase):
+    quiet_train = True
+
     def config(self, steps=4, name="run.toml"):
-        return self.write(name, tiny_config(steps=steps))
-
-    def train(self, cfg, *sets, extra_args=(), **kw):
-        args = ["train", "-q", "-c", cfg]
-        for s in sets:
-            args += ["--set", s]
-        return self.tera(*args, *extra_args, **kw)
-
-    def ok(self, r):
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r
+        return super().config(steps=steps, name=name)
 
     # A config error under mpirun: one message for the job, not one per rank.
     def test_config_error_under_mpirun_printed_once(self):

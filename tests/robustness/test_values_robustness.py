@@ -19,12 +19,11 @@ SIM = ["simulate", "--model", "gpt2-124m", "--cluster", "selene", "--global-batc
 
 
 class ValuesRobustness(RobustnessCase):
-    def train(self, *sets, extra_args=(), cfg=None):
-        cfg = cfg or self.write("run.toml", tiny_config())
-        args = ["train", "-q", "-c", cfg]
-        for s in sets:
-            args += ["--set", s]
-        return self.tera(*args, *extra_args)
+    quiet_train = True
+
+    def run_with(self, *sets, cfg=None):
+        """tera train over the tiny config (or cfg) with these --set values."""
+        return self.train(cfg or self.config(), *sets)
 
     # Row 8: numeric flags of every subcommand, range-checked before any work.
     def test_row08_numeric_flags_range_checked(self):
@@ -110,16 +109,16 @@ class ValuesRobustness(RobustnessCase):
                  (["model.rope_theta=500000"], ["model.rope_theta", "\"llama\" only"]),
                  (["model.norm_eps=1e-6"], ["model.norm_eps", "\"llama\" only"])]
         for sets, needles in cases:
-            r = self.train(*sets)
+            r = self.run_with(*sets)
             self.assert_refused(r, needles)
             self.assertNotIn("not a finite number", r.stderr)
         # The same literal in the file, not through --set.
         cfg = self.write("small.toml", tiny_config().replace("lr = 3e-3", "lr = 1e-400"))
-        self.assert_refused(self.train(cfg=cfg), ["train.lr = 1e-400", "rounds to 0"])
+        self.assert_refused(self.run_with(cfg=cfg), ["train.lr = 1e-400", "rounds to 0"])
 
     # Row 17: a run whose loss ends non-finite exits non-zero and writes no final.
     def test_row17_nonfinite_end_writes_no_final(self):
-        self.assertEqual(self.train("out.dir=good").returncode, 0)
+        self.assertEqual(self.run_with("out.dir=good").returncode, 0)
         src = self.path("good", "final", "model.safetensors")
         with open(src, "rb") as f:
             data = bytearray(f.read())
@@ -135,7 +134,7 @@ class ValuesRobustness(RobustnessCase):
         huge = self.path("huge.safetensors")
         with open(huge, "wb") as f:
             f.write(data)
-        r = self.train("out.dir=bad", f"ckpt.init={huge}", "train.steps=2", "train.max_bad_steps=5")
+        r = self.run_with("out.dir=bad", f"ckpt.init={huge}", "train.steps=2", "train.max_bad_steps=5")
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("the run ended with a non-finite loss", r.stderr)
         self.assertFalse(os.path.exists(self.path("bad", "final")))

@@ -4,13 +4,13 @@
 // "max" and v1's "unlimited" are no limit, and the description names both
 // figures and the file (issue 35 row 9).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "train/host_memory.h"
+#include "temp_dir_test.h"
 
 namespace tera {
 namespace {
@@ -19,25 +19,18 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
 
-class HostMemoryRoot : public ::testing::Test {
+class HostMemoryRoot : public TempDirTest {
  protected:
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::temp_directory_path() / ("tera-hostmem-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(root_);
+    TempDirTest::SetUp();
     put("proc/meminfo", "MemTotal:       33554432 kB\nMemAvailable:   16777216 kB\n");  // 16 GiB available
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
   void put(const std::string& rel, const std::string& text) {
-    const fs::path p = root_ / rel;
+    const fs::path p = dir_ / rel;
     fs::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
-  HostMemory read() const { return read_host_memory(root_.string()); }
-  fs::path root_;
+  HostMemory read() const { return read_host_memory(dir_.string()); }
 };
 
 TEST_F(HostMemoryRoot, NestedV2TakesTheTightestAncestor) {
@@ -53,7 +46,7 @@ TEST_F(HostMemoryRoot, NestedV2TakesTheTightestAncestor) {
   EXPECT_EQ(m.cgroup_limit, 2 * kGiB);
   EXPECT_EQ(m.cgroup_usage, 1536 * kMiB);
   EXPECT_EQ(m.available(), 512 * kMiB);
-  EXPECT_EQ(m.cgroup_file, (root_ / "sys/fs/cgroup/slurm/job1/memory.max").string());
+  EXPECT_EQ(m.cgroup_file, (dir_ / "sys/fs/cgroup/slurm/job1/memory.max").string());
   const std::string d = m.describe();
   EXPECT_NE(d.find("MemAvailable 16.00 GiB"), std::string::npos) << d;
   EXPECT_NE(d.find("cgroup limit 2.00 GiB"), std::string::npos) << d;
@@ -76,7 +69,7 @@ TEST_F(HostMemoryRoot, MemAvailableWinsWhenSmallerAndAloneWithoutALimit) {
   put("proc/self/cgroup", "0::/user.slice\n");
   put("sys/fs/cgroup/user.slice/memory.max", std::to_string(64 * kGiB));
   EXPECT_EQ(read().available(), 16 * kGiB);
-  fs::remove(root_ / "sys/fs/cgroup/user.slice/memory.max");
+  fs::remove(dir_ / "sys/fs/cgroup/user.slice/memory.max");
   const HostMemory m = read();
   EXPECT_EQ(m.cgroup_limit, 0);
   EXPECT_EQ(m.available(), 16 * kGiB);
@@ -93,7 +86,7 @@ TEST_F(HostMemoryRoot, APathFromAnotherNamespaceFallsBackToTheMount) {
 }
 
 TEST_F(HostMemoryRoot, NothingReadableIsUnknown) {
-  fs::remove(root_ / "proc/meminfo");
+  fs::remove(dir_ / "proc/meminfo");
   EXPECT_EQ(read().available(), 0);
 }
 
