@@ -1,24 +1,24 @@
 // `tera train`: config -> Trainer -> step lines (+ JSONL metrics) -> final checkpoint.
 #include <omp.h>
-#include <sched.h>
 
 #include <CLI/CLI.hpp>
 #include <memory>
 
 #include <algorithm>
+#include <string_view>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <vector>
 #include <fmt/format.h>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/console.h"
+#include "cli/rank_threads.h"
+#include "cli/train_metrics.h"
 #include "comm/world.h"
 #include "config/config.h"
 #include "core/file_util.h"
@@ -82,64 +82,6 @@ struct TrainArgs {
   bool discard_newer = false;    // resume before later checkpoints, deleting them
   std::vector<int64_t> test_nonfinite_steps;  // hidden test hook (EngineOptions::nonfinite_steps)
 };
-
-// Keeps the lines of a JSONL metrics file whose "step" is at most `step`
-// (what a run resumed at `step` has already reported) and rewrites it
-// atomically; the run then appends. A missing file is fine.
-Status truncate_metrics(const std::string& path, int64_t step) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return ok_status();
-  auto data = read_regular_file(path, "--metrics", uint64_t{1} << 32);
-  if (!data) return data.status();
-  std::string kept;
-  std::string_view text(reinterpret_cast<const char*>(data->data()), data->size());
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step) continue;
-    if (j.is_discarded()) continue;  // a torn last line of a killed run
-    kept.append(line);
-    kept.push_back('\n');
-  }
-  auto f = AtomicFile::create(path);
-  if (!f) return f.status();
-  TERA_RETURN_IF_ERROR(f->write(kept.data(), kept.size()));
-  return f->commit();
-}
-
-// OpenMP threads per rank, and why when not what was asked.
-struct ThreadChoice {
-  int threads = 1;
-  std::string note;  // for the start-up line; empty when nothing to say
-};
-
-// The cores this process may run on (its affinity mask: taskset, a cpuset,
-// Slurm's --cpus-per-task), not the machine's.
-int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-// OMP_NUM_THREADS if set, else the available cores shared evenly among the
-// job's ranks on this node. More threads than cores (ranks x threads >
-// cores) spin against each other in OpenMP's barriers (a tiny step took 300x
-// longer): the threads are cut to what the cores hold, and said so.
-ThreadChoice threads_per_rank(const CommWorld& world) {
-  const int cores = available_cores(), ranks = std::max(1, world.local_size());
-  const int fair = std::max(1, cores / ranks);
-  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
-    return {fair, ranks > cores ? fmt::format(" ({} ranks share {} cores: oversubscribed)", ranks, cores) : ""};
-  }
-  const int asked = omp_get_max_threads();
-  if (int64_t{asked} * ranks <= cores) return {asked, ""};
-  return {fair, fmt::format(" (OMP_NUM_THREADS = {} x {} rank{} > {} core{} available: {} thread{} per rank instead, "
-                            "which do not spin against each other)",
-                            asked, ranks, ranks == 1 ? "" : "s", cores, cores == 1 ? "" : "s", fair, fair == 1 ? "" : "s")};
-}
 
 // Checks --metrics and --trace before any work (out.dir and ckpt.dir are the
 // trainer's, which also locks them); false, printed by rank 0, when one is unusable.
@@ -311,19 +253,6 @@ void print_step_line(const StepStats& s, double eta, int ranks) {
   if (s.interrupted) print_out("  evaluation interrupted by a stop signal\n");
 }
 
-// One step's JSON object appended to the metrics file; false when the write
-// failed (a full disk), with errno set.
-bool write_metrics_line(const StepStats& s, std::ofstream& metrics) {
-  nlohmann::json j = {{"step", s.step},           {"loss", s.loss},         {"lr", s.lr},
-                      {"grad_norm", s.grad_norm}, {"ms", s.seconds * 1e3},  {"tokens_per_s", s.tokens_per_s},
-                      {"gflops_per_rank", s.gflops}, {"comm_ms", s.comm_seconds * 1e3}, {"comm_bytes", s.comm_bytes},
-                      {"bubble", s.bubble}, {"skipped", s.skipped}};
-  if (s.val_loss) j["val_loss"] = *s.val_loss;
-  metrics << j.dump() << '\n';
-  metrics.flush();
-  return static_cast<bool>(metrics);
-}
-
 // Runs the steps: each is tallied, and rank 0 prints its line and writes its
 // metrics. A failed run aborts every rank.
 RunTally run_steps(const TrainArgs& args, Trainer& tr, Communicator& comm, CommWorld& world, std::ofstream& metrics) {
@@ -462,7 +391,7 @@ int run_train(const TrainArgs& args) {
   world->set_comm_timeout(cfg->train.comm_timeout_s);
   Communicator& comm = world->world();
   const bool first = comm.rank() == 0;
-  const ThreadChoice threads = threads_per_rank(*world);
+  const ThreadChoice threads = threads_per_rank(world->local_size());
   omp_set_num_threads(threads.threads);
   if (!check_output_flags(args, comm)) return kExitBadInput;
   if (!bind_rank_device(*chosen, *world)) return kExitBadInput;

@@ -129,6 +129,12 @@ class OutputsRobustness(RobustnessCase):
         reader = FifoReader(self.path("fifo"))
         self.ok(self.tera(*SWEEP, "--plot", self.path("to-fifo")))
         self.assertIn(b"<svg", reader.join())
+        # --metrics into a FIFO on a resumed run: appended to as it is (nothing to truncate).
+        self.ok(self.train(cfg, "out.dir=m", "ckpt.dir=mck", "ckpt.every=2"))
+        reader = FifoReader(self.path("fifo"))
+        self.ok(self.train(cfg, "out.dir=m", "ckpt.dir=mck", "train.steps=6",
+                           extra_args=("--resume", "auto", "--change-schedule", "--metrics", "fifo")))
+        self.assertEqual([json.loads(l)["step"] for l in reader.join().decode().splitlines()], [5, 6])
         self.assertEqual(sorted(n for n in os.listdir(self.dir) if ".tmp." in n), [], "no temporaries left")
 
     # Row 3: resuming an earlier checkpoint of a ckpt.dir that holds later ones.
