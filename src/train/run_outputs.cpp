@@ -58,13 +58,19 @@ Status check_run_paths(const RunConfig& cfg, const std::string& config, const st
   return refuse_overlapping_paths(outputs, inputs);
 }
 
-Status claim_final_dir(const RunConfig& cfg, bool start_over) {
+Status claim_final_dir(const RunConfig& cfg, bool start_over, bool auto_found_nothing) {
   const std::string dir = final_dir(cfg);
   std::error_code ec;
   if (start_over || !fs::exists(fs::symlink_status(dir, ec))) return ok_status();
   auto meta = read_checkpoint_meta(dir);
   const std::string what = meta ? fmt::format("the final weights of an earlier run (step {})", meta->step)
                                 : std::string("something that is not this run's (") + meta.error() + ")";
+  if (auto_found_nothing) {
+    return Status::error(fmt::format("out.dir {}: {} holds {}, and --resume auto found no checkpoint of it to continue "
+                                     "in {}; to train afresh and replace it, pass --start-over instead of --resume "
+                                     "auto, or give this run another out.dir",
+                                     cfg.out.dir, dir, what, checkpoint_root(cfg)));
+  }
   return Status::error(fmt::format(
       "out.dir {}: {} holds {}; continue that run with --resume auto, pass --start-over to replace it once this run's "
       "final weights are complete, or give this run another out.dir",

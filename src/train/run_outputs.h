@@ -27,9 +27,10 @@ std::string checkpoint_root(const RunConfig& cfg);
 Status check_run_paths(const RunConfig& cfg, const std::string& config, const std::string& metrics,
                        const std::string& trace);
 
-// A fresh run (no --resume) into an out.dir that holds a `final`: refused
-// unless start_over (then the new final replaces it once complete).
-Status claim_final_dir(const RunConfig& cfg, bool start_over);
+// A fresh run (no --resume, or --resume auto that found no checkpoint:
+// auto_found_nothing) into an out.dir that holds a `final`: refused unless
+// start_over (then the new final replaces it once complete).
+Status claim_final_dir(const RunConfig& cfg, bool start_over, bool auto_found_nothing);
 
 // A run resumed at `step` into a checkpoint root that holds later
 // checkpoints, or an out.dir whose final is later: refused, naming them,

@@ -390,7 +390,7 @@ Status Trainer::start(const StartOptions& options) {
   {
     Status st = ok_status();
     if (is_first_rank()) {
-      st = dir.empty() ? claim_final_dir(cfg_, options.start_over)
+      st = dir.empty() ? claim_final_dir(cfg_, options.start_over, resume == "auto")
                        : check_newer_than_resumed(cfg_, resume_step, options.discard_newer, resume == "auto",
                                                   [this](const std::string& m) { log(m); });
     }

@@ -184,6 +184,9 @@ class OutputsRobustness(RobustnessCase):
         r = self.train(other, "train.seed=7")
         self.assert_refused(r, ["out.dir out", "final weights of an earlier run", "--start-over", "--resume auto"])
         self.assert_unchanged(before, self.path("out"))
+        r = self.train(other, "train.seed=7", extra_args=("--resume", "auto"))  # nothing to continue: still refused
+        self.assert_refused(r, ["--resume auto found no checkpoint", "--start-over instead"])
+        self.assert_unchanged(before, self.path("out"))
         self.ok(self.train(other, "train.seed=7", extra_args=("--start-over",)))
         self.assertNotEqual(before, snapshot(self.path("out")))
 
