@@ -116,18 +116,23 @@ Expected<ModelSourceReader> ModelSourceReader::open(const ModelSource& source, c
     case ModelSourceKind::checkpoint_root: {
       auto reader = CheckpointReader::open(source.path, opt.verify_crc);
       // A live run's retention can delete the checkpoint chosen before it
-      // is read (ckpt.keep = 1): when a newer one has appeared, choose the
-      // newest complete one again.
-      const auto superseded = [&] {
-        const auto all = list_checkpoints(source.given);
-        return all.empty() || fs::path(r.source_.path).filename() != all.front().second;
-      };
-      for (int again = 0; again < 3 && !reader && source.kind == ModelSourceKind::checkpoint_root && superseded();
-           ++again) {
-        auto newer = resolve_model_source(source.given);
-        if (!newer) return newer.status();
-        r.source_ = *newer;
-        reader = CheckpointReader::open(r.source_.path, opt.verify_crc);
+      // is read (ckpt.keep = 1, a checkpoint every step): while a newer one
+      // has appeared, read the newest (bounded); if that one is invalid
+      // itself, the newest valid one.
+      if (!reader && source.kind == ModelSourceKind::checkpoint_root) {
+        for (int again = 0; again < 20 && !reader; ++again) {
+          const auto all = list_checkpoints(source.given);
+          if (all.empty() || fs::path(r.source_.path).filename() == all.front().second) break;  // not superseded
+          r.source_.path = (fs::path(source.given) / all.front().second).string();
+          reader = CheckpointReader::open(r.source_.path, opt.verify_crc);
+        }
+        if (!reader) {
+          auto valid = resolve_model_source(source.given);
+          if (valid && valid->path != r.source_.path) {
+            r.source_ = *valid;
+            reader = CheckpointReader::open(r.source_.path, opt.verify_crc);
+          }
+        }
       }
       if (!reader) return reader.status();
       const CheckpointInfo& info = reader->info();
