@@ -1,6 +1,7 @@
 // Weights by name and the Hugging Face GPT-2 layout; see hf_gpt2.h.
 #include "ckpt/hf_gpt2.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -35,12 +36,9 @@ void transpose(const float* src, int64_t rows, int64_t cols, float* dst) {
   }
 }
 
-void copy_floats(const void* src, size_t n, float* dst) { std::memcpy(dst, src, n * sizeof(float)); }
-
 constexpr uint64_t kMaxHfConfigBytes = uint64_t{1} << 20;  // GPT2Config is a few hundred bytes
 constexpr const char* kUntiedHeadAdvice =
-    "tera ties the output head to the token embedding (wte) and has no separate lm_head, so this file cannot be "
-    "imported without losing its head";
+    "read it as an untied model (model.tie_embeddings = false), which keeps its own lm_head";
 
 bool ends_with(const std::string& s, const char* suffix) {
   const size_t n = std::strlen(suffix);
@@ -57,9 +55,48 @@ const StTensorRef* find_lm_head(const SafetensorsFile& file) {
   return t != nullptr ? t : file.find("transformer.lm_head.weight");
 }
 
+// Whether two stored tensors are byte for byte the same (a tied head stored twice).
+bool same_tensor(const StTensorRef* a, const StTensorRef* b) {
+  return a != nullptr && b != nullptr && a->dtype == b->dtype && a->shape == b->shape && a->bytes == b->bytes &&
+         std::memcmp(a->data, b->data, a->bytes) == 0;
+}
+
+// GPT2Config's fields that change the function the weights compute: each
+// must be what tera computes, else the import is refused (a model read with
+// another function scores differently, without a word).
+Status check_gpt2_function(const json& j, const std::string& cfg_path) {
+  if (j.contains("activation_function")) {
+    // tera's GELU is the tanh approximation: transformers' gelu_new, gelu_pytorch_tanh and gelu_fast.
+    const json& a = j["activation_function"];
+    const bool tanh_gelu = a.is_string() && (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast");
+    if (!tanh_gelu) {
+      return Status::error(fmt::format("{}: activation_function = {}; tera's GPT-2 MLP computes the tanh approximation "
+                                       "of GELU (\"gelu_new\"), so this model would compute another function",
+                                       cfg_path, a.dump()));
+    }
+  }
+  if (j.contains("layer_norm_epsilon")) {
+    const json& e = j["layer_norm_epsilon"];
+    if (!e.is_number() || std::abs(e.get<double>() - 1e-5) > 1e-12) {
+      return Status::error(fmt::format("{}: layer_norm_epsilon = {}; tera's GPT-2 LayerNorm uses 1e-5", cfg_path,
+                                       e.dump()));
+    }
+  }
+  if (j.contains("scale_attn_weights") && j["scale_attn_weights"] != true) {
+    return Status::error(fmt::format("{}: scale_attn_weights = {}; tera scales attention scores by 1/sqrt(head size)",
+                                     cfg_path, j["scale_attn_weights"].dump()));
+  }
+  if (j.contains("scale_attn_by_inverse_layer_idx") && j["scale_attn_by_inverse_layer_idx"] != false) {
+    return Status::error(fmt::format("{}: scale_attn_by_inverse_layer_idx = {}; tera's attention has no per-layer "
+                                     "scale", cfg_path, j["scale_attn_by_inverse_layer_idx"].dump()));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 std::pair<std::string, bool> hf_gpt2_name(const std::string& tera_name) {
+  if (tera_name == "lm_head.weight") return {tera_name, false};  // GPT2LMHeadModel's own Linear, [V, C] as tera's
   return {"transformer." + tera_name, is_block_matrix(tera_name)};
 }
 
@@ -70,8 +107,7 @@ Status read_named_tensor(const SafetensorsFile& file, const ParamInfo& param, fl
     return Status::error(file.path() + ": tensor '" + param.name + "' is " + t->dtype + " " + shape_str(t->shape) +
                          ", expected F32 " + shape_str(param.shape));
   }
-  copy_floats(t->data, static_cast<size_t>(numel(param.shape)), out);
-  return ok_status();
+  return read_tensor_f32(file, *t, out);
 }
 
 Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& param, float* out) {
@@ -87,9 +123,6 @@ Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& para
   if (t == nullptr) {
     return Status::error(file.path() + ": neither '" + hf + "' nor '" + param.name + "' is in the file");
   }
-  if (t->dtype != "F32") {
-    return Status::error(file.path() + ": '" + t->name + "' is " + t->dtype + "; tera imports F32 weights only");
-  }
   const Shape& want = param.shape;
   if (transposed) {
     if (t->shape.size() != 2 || t->shape[0] != want[1] || t->shape[1] != want[0]) {
@@ -97,19 +130,20 @@ Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& para
                            shape_str(Shape{want[1], want[0]}) + " (Conv1D layout of " + param.name + ")");
     }
     std::vector<float> src(static_cast<size_t>(numel(t->shape)));
-    copy_floats(t->data, src.size(), src.data());
+    TERA_RETURN_IF_ERROR(read_tensor_f32(file, *t, src.data()));
     transpose(src.data(), t->shape[0], t->shape[1], out);
     return ok_status();
   }
-  if (param.name == "wpe.weight" && t->shape.size() == 2 && t->shape[1] == want[1] && t->shape[0] >= want[0]) {
-    copy_floats(t->data, static_cast<size_t>(numel(want)), out);  // the first seq_len positions
+  if (param.name == "wpe.weight" && t->shape.size() == 2 && t->shape[1] == want[1] && t->shape[0] > want[0]) {
+    std::vector<float> all(static_cast<size_t>(numel(t->shape)));
+    TERA_RETURN_IF_ERROR(read_tensor_f32(file, *t, all.data()));
+    std::copy_n(all.begin(), numel(want), out);  // the first seq_len positions
     return ok_status();
   }
   if (t->shape != want) {
     return Status::error(file.path() + ": '" + t->name + "' is " + shape_str(t->shape) + ", expected " + shape_str(want));
   }
-  copy_floats(t->data, static_cast<size_t>(numel(want)), out);
-  return ok_status();
+  return read_tensor_f32(file, *t, out);
 }
 
 Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& path, ModelConfig* model) {
@@ -158,7 +192,7 @@ Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfi
                     {"resid_pdrop", 0.0},
                     {"embd_pdrop", 0.0},
                     {"attn_pdrop", 0.0},
-                    {"tie_word_embeddings", true},
+                    {"tie_word_embeddings", model.tied()},
                     {"torch_dtype", "float32"}};
   // GPT2Config defaults both to 50256 (GPT-2's <|endoftext|>): state the
   // model's own, or none (a byte-level model has no end-of-text token).
@@ -201,6 +235,7 @@ Expected<ModelConfig> infer_hf_gpt2_config(const SafetensorsFile& file, int64_t 
   m.seq_len = wpe->shape[0];
   m.ffn_hidden = fc->shape[1];
   while (find(fmt::format("h.{}.ln_1.weight", m.layers)) != nullptr) ++m.layers;
+  bool config_tied = true;  // GPT2Config's default
   // config.json beside the file (GPT2Config) must describe these tensors:
   // a field that disagrees means the file is not the model it claims to be.
   const std::string cfg_path = (fs::path(file.path()).parent_path() / "config.json").string();
@@ -252,11 +287,23 @@ Expected<ModelConfig> infer_hf_gpt2_config(const SafetensorsFile& file, int64_t 
       }
       heads = n;
     }
-    if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == false && find_lm_head(file) == nullptr) {
-      return Status::error(cfg_path + ": tie_word_embeddings = false but " + file.path() +
-                           " has no lm_head.weight; " + kUntiedHeadAdvice);
+    TERA_RETURN_IF_ERROR(check_gpt2_function(j, cfg_path));
+    if (j.contains("tie_word_embeddings")) {
+      if (!j["tie_word_embeddings"].is_boolean()) return Status::error(cfg_path + ": tie_word_embeddings must be true or false");
+      config_tied = j["tie_word_embeddings"].get<bool>();
+    }
+    if (!config_tied && find_lm_head(file) == nullptr) {
+      return Status::error(cfg_path + ": tie_word_embeddings = false but " + file.path() + " has no lm_head.weight");
     }
   }
+  // The head: tied unless it is stored and differs from wte (or config.json says untied).
+  const StTensorRef* head = find_lm_head(file);
+  const bool head_differs = head != nullptr && !same_tensor(head, wte);
+  if (config_tied && head_differs && fs::exists(cfg_path, ec)) {
+    return Status::error(cfg_path + ": tie_word_embeddings = true, but " + file.path() + "'s " + head->name +
+                         " differs from wte.weight; the config and the weights disagree");
+  }
+  if (head_differs || !config_tied) m.tie_embeddings = 0;
   m.heads = heads;
   if (m.heads <= 0) {
     return Status::error(file.path() + ": the number of heads is not in the tensors; put GPT2Config's config.json "
@@ -281,11 +328,10 @@ Status check_hf_gpt2_tensors(const SafetensorsFile& file, const ModelSpec& spec)
     if (used.count(t.name)) continue;
     if (!tera_names && is_attention_mask_buffer(t.name)) continue;
     if (t.name == "lm_head.weight" || t.name == "transformer.lm_head.weight") {
+      // A tied model's head stored twice is dropped; an untied one is read (a spec parameter, above).
       const StTensorRef* wte = file.find(tera_names ? "wte.weight" : "transformer.wte.weight");
       if (wte == nullptr) wte = file.find("wte.weight");
-      const bool tied = wte != nullptr && wte->dtype == t.dtype && wte->shape == t.shape && wte->bytes == t.bytes &&
-                        std::memcmp(wte->data, t.data, t.bytes) == 0;
-      if (tied) continue;
+      if (same_tensor(&t, wte)) continue;
       return Status::error(file.path() + ": '" + t.name + "' differs from the token embedding (wte.weight): the model " +
                            "has an untied output head; " + kUntiedHeadAdvice);
     }

@@ -10,7 +10,12 @@
 //   transformer.h.<l>.attn.c_proj.weight  [C, C]   the transpose of tera's
 //   transformer.h.<l>.mlp.c_fc.weight     [C, F]   (out, in) linear weights
 //   transformer.h.<l>.mlp.c_proj.weight   [F, C]
-//   biases as tera's; lm_head.weight is tied to wte and not stored.
+//   biases as tera's; lm_head.weight [V, C] = tera's lm_head.weight when the
+//   model is untied (tie_word_embeddings = false), else tied to wte and not stored.
+// GPT2Config's fields that change the function (activation_function,
+// layer_norm_epsilon, scale_attn_weights, scale_attn_by_inverse_layer_idx)
+// must be what tera computes, or the import is refused naming the field.
+// Weights may be F32, BF16 or F16; a non-finite one is refused by tensor.
 // Import also accepts the names without the "transformer." prefix (the
 // original gpt2 checkpoints) and ignores the attn.bias / attn.masked_bias
 // mask buffers older files carry.
@@ -68,11 +73,11 @@ std::string quoted_names(const std::vector<std::string>& names, size_t max = 5);
 // field and the file.
 Expected<ModelConfig> infer_hf_gpt2_config(const SafetensorsFile& file, int64_t heads);
 
-// Every tensor of the file must be one import reads (`spec`'s parameters) or
-// one it may drop without loss: the attention-mask buffers, and an
-// lm_head.weight identical to wte.weight (a tied head stored twice). An
-// untied head is refused (tera's head is always tied to wte), and so are
-// tensors no layer of `spec` has (e.g. layers past config.json's n_layer).
+// Every tensor of the file must be one import reads (`spec`'s parameters,
+// lm_head.weight of an untied spec) or one it may drop without loss: the
+// attention-mask buffers, and an lm_head.weight identical to wte.weight (a
+// tied head stored twice). A head that differs for a tied spec is refused,
+// and so are tensors no layer of `spec` has (e.g. layers past n_layer).
 Status check_hf_gpt2_tensors(const SafetensorsFile& file, const ModelSpec& spec);
 
 }  // namespace tera

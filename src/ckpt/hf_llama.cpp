@@ -32,47 +32,6 @@ std::pair<int64_t, std::string> split_block_name(const std::string& name) {
   return {std::stoll(name.substr(2, dot - 2)), name.substr(dot + 1)};
 }
 
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = uint32_t{h} << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// IEEE half to float (subnormals, infinities and NaN included).
-float f16_to_float(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  float v;
-  if (exp == 0) {
-    v = std::ldexp(static_cast<float>(mant), -24);
-  } else if (exp == 31) {
-    v = mant == 0 ? INFINITY : NAN;
-  } else {
-    v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
-  }
-  return sign ? -v : v;
-}
-
-// t's elements as fp32 into out[numel(t.shape)]; F32, BF16 and F16 only.
-Status read_as_f32(const SafetensorsFile& file, const StTensorRef& t, float* out) {
-  const auto n = static_cast<size_t>(numel(t.shape));
-  if (t.dtype == "F32") {
-    std::memcpy(out, t.data, n * sizeof(float));
-    return ok_status();
-  }
-  if (t.dtype == "BF16" || t.dtype == "F16") {
-    const bool bf = t.dtype == "BF16";
-    const auto* src = static_cast<const uint8_t*>(t.data);
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, src + 2 * i, sizeof h);  // little-endian on every host tera builds for
-      out[i] = bf ? bf16_to_float(h) : f16_to_float(h);
-    }
-    return ok_status();
-  }
-  return Status::error(file.path() + ": '" + t.name + "' is " + t.dtype + "; tera imports F32, BF16 or F16 weights");
-}
-
 // The named tensor, of exactly `shape`.
 Expected<const StTensorRef*> find_shaped(const SafetensorsFile& file, const std::string& name, const Shape& shape,
                                          const std::string& of) {
@@ -121,7 +80,7 @@ Status read_hf_llama_tensor(const SafetensorsFile& file, const ModelConfig& mode
   if (names.size() == 1) {
     auto t = find_shaped(file, names[0], param.shape, param.name);
     if (!t) return t.status();
-    return read_as_f32(file, **t, out);
+    return read_tensor_f32(file, **t, out);
   }
   // The fused QKV rows: q [H hs, C], then k and v [KV hs, C].
   const int64_t C = model.hidden, hs = model.head_size();
@@ -131,7 +90,7 @@ Status read_hf_llama_tensor(const SafetensorsFile& file, const ModelConfig& mode
     auto t = find_shaped(file, names[static_cast<size_t>(i)], Shape{rows[i], C},
                          fmt::format("{} of {} heads of size {}", i == 0 ? "query" : "key/value", i == 0 ? model.heads : model.kv(), hs));
     if (!t) return t.status();
-    TERA_RETURN_IF_ERROR(read_as_f32(file, **t, dst));
+    TERA_RETURN_IF_ERROR(read_tensor_f32(file, **t, dst));
     dst += rows[i] * C;
   }
   return ok_status();

@@ -100,6 +100,14 @@ Status save_model_checkpoint(const std::string& dir, const std::vector<NamedTens
   if (!fs::create_directories(tmp, ec)) {
     return Status::error(tmp.string() + ": cannot create directory (" + ec.message() + ")");
   }
+  // A write that fails (a full disk) leaves no staging directory behind.
+  struct RemoveUnlessMoved {
+    const fs::path& p;
+    ~RemoveUnlessMoved() {
+      std::error_code e;
+      fs::remove_all(p, e);
+    }
+  } cleanup{tmp};
   std::vector<StTensorRef> tensors;
   for (const auto& t : named) {
     tensors.push_back(StTensorRef{t.name, "F32", t.shape, t.data, static_cast<size_t>(numel(t.shape)) * sizeof(float)});

@@ -30,6 +30,27 @@ std::string declared_format(const std::string& dir) {
   return j["format"].get<std::string>();
 }
 
+// Files that sit beside or inside a model but are not its weights, named
+// with what to pass instead.
+Status refuse_known_non_weights(const std::string& path) {
+  const fs::path p(path);
+  const std::string name = p.filename().string(), parent = p.has_parent_path() ? p.parent_path().string() : ".";
+  std::string what;
+  if (name.size() > 11 && name.compare(name.size() - 11, 11, ".index.json") == 0) {
+    what = "the index of a model sharded over several safetensors files; tera reads one .safetensors file (merge the "
+           "shards into one first)";
+  } else if (name == "latest" && !list_checkpoints(parent).empty()) {
+    what = "a ckpt.dir's pointer to its newest checkpoint; pass the ckpt.dir itself (" + parent + ")";
+  } else if (name == "meta.json") {
+    what = "a checkpoint's metadata; pass the directory that holds it (" + parent + ")";
+  } else if (name == "config.json" || name == "vocab.json" || name == "merges.txt" || name == "tokenizer.json" ||
+             name == "manifest.json") {
+    what = "a configuration or tokenizer file, not weights; pass the .safetensors file beside it";
+  }
+  if (what.empty()) return ok_status();
+  return Status::error(path + ": not a model: it is " + what);
+}
+
 }  // namespace
 
 const char* model_source_kind_name(ModelSourceKind k) {
@@ -52,6 +73,7 @@ Expected<ModelSource> resolve_model_source(const std::string& path) {
     return Status::error((path.empty() ? std::string("''") : path) + ": not a tera checkpoint (not found); " + kAccepted);
   }
   if (st.type() != fs::file_type::directory) {
+    if (Status s = refuse_known_non_weights(path); !s) return s;
     src.kind = ModelSourceKind::safetensors;  // SafetensorsFile::open refuses what is not a regular file
     return src;
   }
@@ -72,7 +94,14 @@ Expected<ModelSource> resolve_model_source(const std::string& path) {
     return Status::error(path + ": not a tera checkpoint (a directory with no meta.json and no step-N checkpoints); " +
                          kAccepted);
   }
+  auto listed = list_checkpoints(path);
   auto found = find_latest_valid(path, &src.skipped);
+  // A live run replaced them while they were checked: look again (bounded).
+  for (int again = 0; again < 3 && !found && list_checkpoints(path) != listed; ++again) {
+    listed = list_checkpoints(path);
+    src.skipped.clear();
+    found = find_latest_valid(path, &src.skipped);
+  }
   if (!found) return found.status();
   src.kind = ModelSourceKind::checkpoint_root;
   src.path = (*found)->dir;
@@ -86,13 +115,32 @@ Expected<ModelSourceReader> ModelSourceReader::open(const ModelSource& source, c
     case ModelSourceKind::checkpoint:
     case ModelSourceKind::checkpoint_root: {
       auto reader = CheckpointReader::open(source.path, opt.verify_crc);
+      // A live run's retention can delete the checkpoint chosen before it
+      // is read (ckpt.keep = 1, a checkpoint every step): while a newer one
+      // has appeared, read the newest (bounded); if that one is invalid
+      // itself, the newest valid one.
+      if (!reader && source.kind == ModelSourceKind::checkpoint_root) {
+        for (int again = 0; again < 20 && !reader; ++again) {
+          const auto all = list_checkpoints(source.given);
+          if (all.empty() || fs::path(r.source_.path).filename() == all.front().second) break;  // not superseded
+          r.source_.path = (fs::path(source.given) / all.front().second).string();
+          reader = CheckpointReader::open(r.source_.path, opt.verify_crc);
+        }
+        if (!reader) {
+          auto valid = resolve_model_source(source.given);
+          if (valid && valid->path != r.source_.path) {
+            r.source_ = *valid;
+            reader = CheckpointReader::open(r.source_.path, opt.verify_crc);
+          }
+        }
+      }
       if (!reader) return reader.status();
       const CheckpointInfo& info = reader->info();
       r.spec_ = std::make_unique<ModelSpec>(info.model);
       r.step_ = info.step;
       r.tokenizer_ = info.tokenizer;
-      r.tokenizer_base_ = source.path;
-      r.tokenizer_where_ = (fs::path(source.path) / "meta.json").string();
+      r.tokenizer_base_ = r.source_.path;
+      r.tokenizer_where_ = (fs::path(r.source_.path) / "meta.json").string();
       if (info.layout.is_object() && info.layout.contains("micro_batch") && info.layout["micro_batch"].is_number_integer()) {
         r.micro_batch_ = info.layout["micro_batch"].get<int64_t>();
       }

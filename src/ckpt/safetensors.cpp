@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
@@ -51,14 +53,35 @@ Expected<uint32_t> write_safetensors(const std::string& path, const std::vector<
   return crc;
 }
 
+namespace {
+
+// What a file that is not safetensors looks like, for the message: a JSON
+// file, text (its first line), or binary data.
+std::string describe_other_file(const uint8_t* data, size_t size) {
+  size_t i = 0;
+  while (i < size && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t')) ++i;
+  if (i < size && (data[i] == '{' || data[i] == '[')) return "a JSON file";
+  const size_t head = std::min<size_t>(size, 60);
+  const bool text = std::all_of(data, data + head, [](uint8_t c) { return c >= 0x20 || c == '\n' || c == '\r' || c == '\t'; });
+  if (!text) return "binary data of another format";
+  std::string first(reinterpret_cast<const char*>(data) + i, std::min<size_t>(head - std::min(i, head), 40));
+  first = first.substr(0, first.find('\n'));
+  return "a text file (it begins \"" + first + "\")";
+}
+
+}  // namespace
+
 Status parse_safetensors(const uint8_t* data, size_t size, const std::string& what,
                          std::vector<StTensorRef>* tensors, std::map<std::string, std::string>* metadata) {
   if (size < 8) return Status::error(what + ": too short for a safetensors header (" + std::to_string(size) + " bytes)");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(data[i]) << (8 * i);
-  if (n > size - 8 || n > (uint64_t{100} << 20)) {
-    return Status::error(what + ": header length " + std::to_string(n) + " exceeds the file (" +
-                         std::to_string(size) + " bytes); the file is truncated or not safetensors");
+  if (n > size - 8 || n > (uint64_t{100} << 20) || (n > 0 && data[8] != '{')) {
+    // A safetensors file begins with its header's length, then the JSON header.
+    return Status::error(what + ": not a safetensors file: it is " + describe_other_file(data, size) +
+                         (n <= size - 8 ? std::string() : fmt::format(" (read as safetensors, its header would be {} "
+                                                                      "bytes of a {}-byte file)", n, size)) +
+                         "; name a .safetensors file (or a checkpoint directory)");
   }
   json header;
   try {
@@ -189,5 +212,59 @@ const StTensorRef* SafetensorsFile::find(const std::string& name) const {
 }
 
 uint32_t SafetensorsFile::crc32() const { return crc32_of(map_, size_); }
+
+namespace {
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t{h} << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// IEEE half to float (subnormals, infinities and NaN included).
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float v;
+  if (exp == 0) {
+    v = std::ldexp(static_cast<float>(mant), -24);
+  } else if (exp == 31) {
+    v = mant == 0 ? INFINITY : NAN;
+  } else {
+    v = std::ldexp(static_cast<float>(mant | 0x400u), static_cast<int>(exp) - 25);
+  }
+  return sign ? -v : v;
+}
+
+}  // namespace
+
+Status read_tensor_f32(const SafetensorsFile& file, const StTensorRef& t, float* out) {
+  const auto n = static_cast<size_t>(numel(t.shape));
+  if (t.dtype == "F32") {
+    std::memcpy(out, t.data, n * sizeof(float));
+  } else if (t.dtype == "BF16" || t.dtype == "F16") {
+    const bool bf = t.dtype == "BF16";
+    const auto* src = static_cast<const uint8_t*>(t.data);
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, sizeof h);  // little-endian on every host tera builds for
+      out[i] = bf ? bf16_to_float(h) : f16_to_float(h);
+    }
+  } else {
+    return Status::error(file.path() + ": '" + t.name + "' is " + t.dtype + "; tera imports F32, BF16 or F16 weights");
+  }
+  // A model with nan or inf weights is damaged: refused by name, never trained on.
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(out[i])) continue;
+    if (bad++ == 0) first = static_cast<int64_t>(i);
+  }
+  if (bad > 0) {
+    return Status::error(fmt::format("{}: tensor '{}' holds {} non-finite value{} (the first, element {}, is {}); the "
+                                     "file is damaged or was saved from a diverged run",
+                                     file.path(), t.name, bad, bad == 1 ? "" : "s", first, out[first]));
+  }
+  return ok_status();
+}
 
 }  // namespace tera

@@ -54,6 +54,10 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
+// t's elements as fp32 into out[numel(t.shape)]: F32, or BF16 / F16 widened
+// exactly. A non-finite element is refused, naming the file and the tensor.
+Status read_tensor_f32(const SafetensorsFile& file, const StTensorRef& t, float* out);
+
 // Parses an in-memory image (the fuzz target and tests use this directly).
 Status parse_safetensors(const uint8_t* data, size_t size, const std::string& what,
                          std::vector<StTensorRef>* tensors, std::map<std::string, std::string>* metadata);

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/output_paths.h"
 #include "comm/world.h"
 #include "core/file_util.h"
@@ -607,7 +608,7 @@ Command add_calibrate_command(CLI::App& parent) {
   sub->add_option("--seconds", a->seconds_per_shape,
                   "Measuring time per kernel shape (the in-training runs take a fixed few seconds)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(real_in(0.01, 60));
   return {sub, [a] { return run_calibrate(*a); }};
 }
 

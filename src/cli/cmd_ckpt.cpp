@@ -28,6 +28,7 @@
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/output_paths.h"
 #include "core/file_util.h"
 #include "core/format.h"
@@ -80,6 +81,18 @@ struct ExportPaths {
 ExportPaths export_paths(const std::string& out) {
   const fs::path parent = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
   return {(parent / "config.json").string(), (parent / "vocab.json").string(), (parent / "merges.txt").string()};
+}
+
+// What reading a source reads: the source itself, the config.json and
+// GPT-2 tokenizer files beside a safetensors file, a tokenizer it names.
+std::vector<InputPath> source_inputs(const ModelSourceReader& src, const std::string& given) {
+  std::vector<InputPath> in = {{given, "the source"}, {src.source().path, "the source"}};
+  if (src.source().kind == ModelSourceKind::safetensors) {
+    const ExportPaths beside = export_paths(src.source().path);
+    for (const std::string& p : {beside.config, beside.vocab, beside.merges}) in.push_back({p, "the source's"});
+  }
+  in.push_back({tokenizer_reference_path(src.tokenizer(), src.tokenizer_base()), "the source's tokenizer"});
+  return in;
 }
 
 // A weights-only source: a tera-model directory or a safetensors file.
@@ -221,6 +234,13 @@ int run_export(const CkptArgs& a) {
     return bad_input("--out " + a.out + ": is inside the checkpoint it exports (" + src->source().path +
                      "); write it elsewhere");
   }
+  const std::string beside_what = "--out " + a.out + " writes beside it";
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}, {side.config, beside_what, {}},
+                                           {side.vocab, beside_what, {}}, {side.merges, beside_what, {}}},
+                                          source_inputs(*src, a.dir));
+      !s) {
+    return bad_input(s.message());
+  }
   auto tok = source_tokenizer(*src);
   if (!tok) return bad_input(tok.error());
   const ModelConfig model = src->model();
@@ -257,6 +277,9 @@ int run_export(const CkptArgs& a) {
 int import_tera_source(const CkptArgs& a, const ModelSource& source) {
   auto src = ModelSourceReader::open(source);
   if (!src) return bad_input(src.error());
+  std::vector<InputPath> inputs = source_inputs(*src, a.file);
+  inputs.push_back({a.tokenizer == "bytes" ? "" : a.tokenizer, "--tokenizer"});
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return bad_input(s.message());
   auto tok = a.tokenizer.empty() ? source_tokenizer(*src) : open_tokenizer(a.tokenizer);
   if (!tok) return bad_input("tokenizer: " + tok.error());
   if (tok->vocab_size() > src->model().vocab) {
@@ -286,13 +309,18 @@ int import_tera_source(const CkptArgs& a, const ModelSource& source) {
 int run_import(const CkptArgs& a) {
   const CreatedDirsGuard created(parent_dir(a.out));
   if (Status s = check_output_dir_replace(a.out, "--out", a.force); !s) return bad_input(s.message());
-  if (is_within(a.file, a.out)) {
-    return bad_input("--out " + a.out + ": holds the input " + a.file + ", which replacing it would delete; choose "
-                     "another --out");
-  }
   auto source = resolve_model_source(a.file);
   if (!source) return bad_input(source.error());
   if (source->kind != ModelSourceKind::safetensors) return import_tera_source(a, *source);
+  {
+    const ExportPaths beside = export_paths(a.file);
+    const std::vector<InputPath> inputs = {{a.file, "the source"},
+                                           {beside.config, "the source's"},
+                                           {beside.vocab, "the source's"},
+                                           {beside.merges, "the source's"},
+                                           {a.tokenizer == "bytes" ? "" : a.tokenizer, "--tokenizer"}};
+    if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return bad_input(s.message());
+  }
   auto file = SafetensorsFile::open(a.file);
   if (!file) return bad_input(file.error());
   const bool llama = is_hf_llama_file(*file);
@@ -373,9 +401,11 @@ int run_reshard(const CkptArgs& a) {
   const ModelSpec& spec = reader->spec();
   {
     const std::string target = (fs::path(a.out) / step_dir_name(src.step)).string();
-    if (same_file(target, source->path) || is_within(source->path, target)) {
-      return bad_input("--out " + a.out + ": would replace the checkpoint it reads (" + target +
-                       "); choose another --out");
+    const std::string step = step_dir_name(src.step);
+    if (Status s = refuse_overlapping_paths({{a.out, "--out", {step, ".tmp-" + step, ".old-" + step, "latest"}}},
+                                            {{source->path, "the checkpoint it reads"}, {a.dir, "the source"}});
+        !s) {
+      return bad_input(s.message());
     }
     if (Status s = refuse_existing(target, "--out " + a.out + ": the checkpoint", a.force); !s) {
       return bad_input(s.message());
@@ -467,11 +497,13 @@ Command add_ckpt_command(CLI::App& parent) {
       "Model source: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid checkpoint), a tera-model "
       "directory (out.dir/final) or a .safetensors file";
   inspect->add_option("source", args->dir, source_help + " (a ckpt.dir: its checkpoints listed)")->required();
-  inspect->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
+  inspect->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it")
+      ->check(int_in(1, 1 << 20));
   auto* exp = sub->add_subcommand("export", "Write the weights as safetensors with Hugging Face names (GPT-2 or Llama, "
                                             "by model.arch) and config.json");
   exp->add_option("source", args->dir, source_help)->required();
-  exp->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
+  exp->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it")
+      ->check(int_in(1, 1 << 20));
   exp->add_option("-o,--out", args->out, "Output .safetensors file")->required();
   exp->add_option("--format", args->format, "Output format (safetensors)");
   exp->add_flag("--force", args->force, "Replace an existing --out (and the config.json, vocab.json, merges.txt beside it)");
@@ -479,7 +511,8 @@ Command add_ckpt_command(CLI::App& parent) {
                                             "model source, into a tera-model directory, for ckpt.init, generate and eval");
   imp->add_option("source", args->file, source_help + " (Hugging Face GPT-2 or Llama, or tera names)")->required();
   imp->add_option("-o,--out", args->out, "Output directory")->required();
-  imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file");
+  imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file")
+      ->check(int_in(1, 1 << 20));
   imp->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer the model was trained with: 'bytes', a tera tokenizer file or a GPT-2 vocab.json + "
                   "merges.txt directory (default: vocab.json + merges.txt beside the file, else bytes)");

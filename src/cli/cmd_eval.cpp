@@ -14,6 +14,7 @@
 
 #include "ckpt/model_source.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "data/dataset.h"
 #include "data/tokenizer_file.h"
 #include "data/training_data.h"
@@ -137,11 +138,12 @@ Command add_eval_command(CLI::App& parent) {
                               "The model: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid "
                               "checkpoint), a tera-model directory (out.dir/final) or a .safetensors file");
   sub->add_option("--ckpt", a->ckpt, "The model, as SOURCE (the older spelling)")->excludes(pos);
-  sub->add_option("--heads", a->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
+  sub->add_option("--heads", a->heads, "Attention heads of a .safetensors SOURCE without config.json beside it")
+      ->check(int_in(1, 1 << 20));
   sub->add_option("--data", a->data, "Text file or token-shard directory (its val split if any) to evaluate on")->required();
   sub->add_option("--batches", a->batches, "Micro-batches to evaluate (0: the whole file)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(int_in(0, int64_t{1} << 40));
   sub->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr");
   sub->add_option("--backend", a->backend, "Kernel backend (cpu, cpu-guarded; `tera version` lists this binary's)")
       ->capture_default_str();

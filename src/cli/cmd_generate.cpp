@@ -11,6 +11,7 @@
 
 #include "ckpt/model_source.h"
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "core/rng.h"
 #include "data/tokenizer_file.h"
 #include "model/gpt.h"
@@ -128,12 +129,13 @@ Command add_generate_command(CLI::App& parent) {
                               "The model: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid "
                               "checkpoint), a tera-model directory (out.dir/final) or a .safetensors file");
   sub->add_option("--ckpt", a->ckpt, "The model, as SOURCE (the older spelling)")->excludes(pos);
-  sub->add_option("--heads", a->heads, "Attention heads of a .safetensors SOURCE without config.json beside it");
+  sub->add_option("--heads", a->heads, "Attention heads of a .safetensors SOURCE without config.json beside it")
+      ->check(int_in(1, 1 << 20));
   sub->add_option("--prompt", a->prompt, "Text to continue")->required();
-  sub->add_option("-n,--tokens", a->tokens, "Tokens to generate")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  sub->add_option("-n,--tokens", a->tokens, "Tokens to generate")->capture_default_str()->check(int_in(1, 1 << 20));
   sub->add_option("-t,--temperature", a->temperature, "Sampling temperature; 0 is greedy")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(real_in(0, 100));
   sub->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
   sub->add_flag("--ids", a->ids, "Also print the generated token ids, space-separated, as the last line");
   sub->add_option("--backend", a->backend, "Kernel backend (cpu, cpu-guarded; `tera version` lists this binary's)")

@@ -5,15 +5,16 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <charconv>
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "core/file_util.h"
 #include "core/format.h"
 #include "core/timer.h"
 #include "plan/emit.h"
 #include "plan/presets.h"
+#include "plan/scaling.h"
 #include "plan/report.h"
 #include "plan/stack_profile.h"
 
@@ -36,18 +37,6 @@ struct PlanArgs {
   std::string cross_validate;
   double fail_median = 0, fail_max = 0;
 };
-
-// CLI::PositiveNumber's message prints the whole double range; this one says what is wanted.
-CLI::Validator positive_integer() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        int64_t v = 0;
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (ec != std::errc() || p != s.data() + s.size() || v < 1) return "must be a positive integer, got " + s;
-        return {};
-      },
-      "POSITIVE");
-}
 
 int bad(const std::string& msg) {
   print_error(msg);
@@ -164,6 +153,7 @@ int run_plan(const PlanArgs& a) {
   Workload w;
   w.model = *model;
   if (a.seq_given) w.model.seq_len = a.seq;
+  if (Status s = validate_model_config(w.model); !s) return bad(fmt::format("--model {} with --seq {}: {}", a.model, w.model.seq_len, s.message()));
   w.untied_embeddings = untied_by_family(w.model);
   w.global_batch = a.global_batch;
   auto prec = parse_precision(a.precision);
@@ -178,8 +168,13 @@ int run_plan(const PlanArgs& a) {
     if (!l.ok()) return bad("--explain: " + l.error());
     if (Status s = check_layout(*l, w, a.gpus); !s) return bad("--explain: " + s.message());
     const Evaluation e = evaluate_layout(spec, *l, w, cl);
-    if (a.emit == "tera") fmt::print("{}", emit_tera_config(*l, w));
-    else if (a.emit == "megatron") fmt::print("{}", emit_megatron_args(*l, w));
+    if (a.emit == "tera") {
+      auto cfg = emit_tera_config(*l, w, cl);
+      if (!cfg.ok()) return bad(cfg.error());
+      fmt::print("{}", *cfg);
+    } else if (a.emit == "megatron") {
+      fmt::print("{}", emit_megatron_args(*l, w, cl));
+    }
     else if (a.json) fmt::print("{}\n", evaluation_json(e).dump(2));
     else {
       const Schedule sch = make_schedule(l->schedule, l->pp, static_cast<int>(micro_batches(*l, w)), l->vpp).value();
@@ -190,14 +185,17 @@ int run_plan(const PlanArgs& a) {
 
   SearchSpace space;
   if (Status s = fill_space(a, &space); !s) return bad("plan: " + s.message());
+  space.tera_runtime = a.emit == "tera";  // only layouts `tera train` runs
   Stopwatch clock;
   const SearchResult r = search_layouts(spec, w, cl, a.gpus, space, a.top);
   const double seconds = clock.seconds();
   if (r.best.empty()) return bad("plan: " + no_fit_message(r, w, cl, a.gpus));
   if (a.emit == "tera") {
-    fmt::print("{}", emit_tera_config(r.best.front().layout, w));
+    auto cfg = emit_tera_config(r.best.front().layout, w, cl);
+    if (!cfg.ok()) return bad(cfg.error());
+    fmt::print("{}", *cfg);
   } else if (a.emit == "megatron") {
-    fmt::print("{}", emit_megatron_args(r.best.front().layout, w));
+    fmt::print("{}", emit_megatron_args(r.best.front().layout, w, cl));
   } else if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& e : r.best) arr.push_back(evaluation_json(e));
@@ -220,10 +218,10 @@ Command add_plan_command(CLI::App& parent) {
   auto* sub = parent.add_subcommand("plan", "Find the parallel layouts that fit and rank them by predicted step time");
   sub->add_option("--model", a->model, "Model preset name (configs/models) or TOML file");
   sub->add_option("--cluster", a->cluster, "Cluster preset name (configs/clusters) or TOML file");
-  sub->add_option("--gpus", a->gpus, "Number of GPUs");
-  sub->add_option("--global-batch", a->global_batch, "Sequences per optimizer step");
-  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")->check(positive_integer());
-  sub->add_option("--top", a->top, "How many layouts to list")->capture_default_str()->check(positive_integer());
+  sub->add_option("--gpus", a->gpus, "Number of GPUs")->check(int_in(1, kMaxPlanGpus));
+  sub->add_option("--global-batch", a->global_batch, "Sequences per optimizer step")->check(int_in(1, kMaxPlanGlobalBatch));
+  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")->check(int_in(1, kMaxPlanSeq));
+  sub->add_option("--top", a->top, "How many layouts to list")->capture_default_str()->check(int_in(1, 100000));
   sub->add_flag("--json", a->json, "Print a JSON array, best first");
   sub->add_option("--explain", a->explain, "Break down one layout's step, e.g. tp=8,pp=4,vpp=2,mb=1,zero=1,sp=1,recompute=selective");
   sub->add_option("--emit", a->emit, "Print the best (or --explain) layout as a tera config or Megatron-LM arguments")
@@ -232,11 +230,11 @@ Command add_plan_command(CLI::App& parent) {
   sub->add_option("--stack", a->stack,
                   "Software stack profile (megatron-lm, megatron-core, torchtitan, torchtitan-compile, llm.c, ...; "
                   "default: the cluster preset's own)");
-  sub->add_option("--tp", a->tp, "Fix the tensor-parallel degree")->check(positive_integer());
-  sub->add_option("--pp", a->pp, "Fix the pipeline-parallel degree")->check(positive_integer());
-  sub->add_option("--vpp", a->vpp, "Fix the virtual chunks per stage")->check(positive_integer());
-  sub->add_option("--mb", a->mb, "Fix the micro-batch size")->check(positive_integer());
-  sub->add_option("--zero", a->zero, "Fix the ZeRO stage")->check(CLI::Range(0, 3));
+  sub->add_option("--tp", a->tp, "Fix the tensor-parallel degree")->check(int_in(1, 4096));
+  sub->add_option("--pp", a->pp, "Fix the pipeline-parallel degree")->check(int_in(1, 4096));
+  sub->add_option("--vpp", a->vpp, "Fix the virtual chunks per stage")->check(int_in(1, 4096));
+  sub->add_option("--mb", a->mb, "Fix the micro-batch size")->check(int_in(1, kMaxPlanGlobalBatch));
+  sub->add_option("--zero", a->zero, "Fix the ZeRO stage")->check(int_in(0, 3));
   sub->add_option("--sp", a->sp, "Fix sequence parallelism")->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--recompute", a->recompute, "Fix activation recompute")
       ->check(CLI::IsMember({"none", "selective", "full"}));
@@ -247,8 +245,10 @@ Command add_plan_command(CLI::App& parent) {
   val->add_flag("--fit", a->fit, "Fit the stack profiles' parameters on these rows first (prints them)");
   val->add_option("--cross-validate", a->cross_validate,
                   "source: refit the profiles without each source in turn and predict it (leave-one-source-out)");
-  val->add_option("--fail-above-median", a->fail_median, "Exit 1 if the median |error| exceeds this many percent");
-  val->add_option("--fail-above-max", a->fail_max, "Exit 1 if the max |error| exceeds this many percent");
+  val->add_option("--fail-above-median", a->fail_median, "Exit 1 if the median |error| exceeds this many percent")
+      ->check(real_in(0, 1e6));
+  val->add_option("--fail-above-max", a->fail_max, "Exit 1 if the max |error| exceeds this many percent")
+      ->check(real_in(0, 1e6));
   sub->require_subcommand(0, 1);
   return {sub, [a, val, sub] {
     a->seq_given = sub->count("--seq") > 0;

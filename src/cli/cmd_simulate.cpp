@@ -6,13 +6,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cmath>
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "core/file_util.h"
 #include "core/format.h"
+#include "core/path_overlap.h"
 #include "core/timer.h"
 #include "plan/presets.h"
 #include "plan/report.h"
@@ -104,6 +105,7 @@ Expected<Setup> load_setup(const SimulateArgs& a) {
   Setup s;
   s.w.model = *model;
   if (a.seq_given) s.w.model.seq_len = a.seq;
+  if (Status v = validate_model_config(s.w.model); !v) return Status::error("--seq " + std::to_string(a.seq) + ": " + v.message());
   s.w.untied_embeddings = untied_by_family(s.w.model);
   s.w.global_batch = a.global_batch;
   auto prec = parse_precision(a.precision);
@@ -385,6 +387,14 @@ int run_simulate(const SimulateArgs& a) {
   }
   auto st = load_setup(a);
   if (!st.ok()) return bad("simulate: " + st.error());
+  {
+    // An output never replaces the presets read (found above, so both exist).
+    const std::vector<InputPath> inputs = {{find_preset("models", a.model).value(), "--model"},
+                                           {find_preset("clusters", a.cluster).value(), "--cluster"}};
+    if (Status s = refuse_overlapping_paths({{a.trace, "--trace", {}}, {a.plot, "--plot", {}}}, inputs); !s) {
+      return bad(s.message());
+    }
+  }
   const bool sweep_flags = !a.points.empty() || a.from || a.to || a.replan || !a.plot.empty() || a.node_mtbf_hours > 0 ||
                            a.ckpt_write_s > 0 || a.restart_s > 0 || a.train_tokens > 0;
   if (a.sweep.empty()) {
@@ -404,33 +414,32 @@ Command add_simulate_command(CLI::App& parent) {
   sub->add_option("--model", a->model, "Model preset name (configs/models) or TOML file");
   sub->add_option("--cluster", a->cluster, "Cluster preset name (configs/clusters) or TOML file");
   sub->add_option("--layout", a->layout, "tp=..,pp=..,dp=..[,vpp=..,mb=..,zero=..,sp=..,recompute=..,schedule=..]");
-  sub->add_option("--global-batch", a->global_batch, "Sequences per optimizer step (a sweep: at its first point)");
-  sub->add_option("--gpus", a->gpus, "GPU count (optional: dp then defaults to gpus / (tp * pp))");
-  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            int64_t v = 0;
-            auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-            return ec != std::errc() || p != s.data() + s.size() || v < 1 ? "must be a positive integer, got " + s
-                                                                          : std::string();
-          },
-          "POSITIVE"));
+  sub->add_option("--global-batch", a->global_batch, "Sequences per optimizer step (a sweep: at its first point)")
+      ->check(int_in(1, kMaxPlanGlobalBatch));
+  sub->add_option("--gpus", a->gpus, "GPU count (optional: dp then defaults to gpus / (tp * pp))")
+      ->check(int_in(1, kMaxPlanGpus));
+  sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")->check(int_in(1, kMaxPlanSeq));
   sub->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b or interleaved (default: from vpp)");
   sub->add_option("--precision", a->precision, "mixed (16-bit, fp32 master weights) or fp32")->capture_default_str();
   sub->add_option("--trace", a->trace, "Write the simulated step as a Chrome trace (the format of tera train --trace)");
   sub->add_flag("--json", a->json, "Print JSON (one object, or an array of sweep points)");
   sub->add_flag("--no-memory-check", a->no_memory_check, "Simulate a layout that does not fit in memory (warns)");
   sub->add_option("--sweep", a->sweep, "weak (global batch grows with the GPU count) or strong (fixed)");
-  sub->add_option("--from", a->from, "First GPU count of the sweep (the reference point)");
-  sub->add_option("--to", a->to, "Last GPU count (doubling from --from; the last is rounded down to whole replicas)");
+  sub->add_option("--from", a->from, "First GPU count of the sweep (the reference point)")->check(int_in(1, kMaxPlanGpus));
+  sub->add_option("--to", a->to, "Last GPU count (doubling from --from; the last is rounded down to whole replicas)")
+      ->check(int_in(1, kMaxPlanGpus));
   sub->add_option("--points", a->points, "Explicit GPU counts instead of --from/--to, e.g. 1024,2048,3072");
   sub->add_flag("--replan", a->replan,
                 "Search the best layout at every point (default: --layout, or the first point's best, held fixed)");
   sub->add_option("--plot", a->plot, "Write the sweep's efficiency curve as an SVG file");
-  sub->add_option("--node-mtbf-hours", a->node_mtbf_hours, "Failure model: mean time between failures of one node");
-  sub->add_option("--ckpt-write-s", a->ckpt_write_s, "Failure model: seconds to write one checkpoint");
-  sub->add_option("--restart-s", a->restart_s, "Failure model: seconds to restart after a failure (default 0)");
-  sub->add_option("--train-tokens", a->train_tokens, "Tokens to train: prints the expected time to train per point");
+  sub->add_option("--node-mtbf-hours", a->node_mtbf_hours, "Failure model: mean time between failures of one node")
+      ->check(real_in(0, 1e9));
+  sub->add_option("--ckpt-write-s", a->ckpt_write_s, "Failure model: seconds to write one checkpoint")
+      ->check(real_in(0, 1e9));
+  sub->add_option("--restart-s", a->restart_s, "Failure model: seconds to restart after a failure (default 0)")
+      ->check(real_in(0, 1e9));
+  sub->add_option("--train-tokens", a->train_tokens, "Tokens to train: prints the expected time to train per point")
+      ->check(real_in(0, 1e18));
   return {sub, [a, sub] {
     a->seq_given = sub->count("--seq") > 0;
     return run_simulate(*a);

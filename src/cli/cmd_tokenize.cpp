@@ -15,11 +15,13 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/output_paths.h"
 #include "core/file_util.h"
 #include "core/format.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus_encode.h"
+#include "data/shard_dataset.h"
 #include "data/shard_manifest.h"
 #include "data/token_shard.h"
 #include "data/tokenizer_file.h"
@@ -99,8 +101,10 @@ struct TrainArgs {
 int run_train(const TrainArgs& a) {
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
-  if (Status s = refuse_input_as_output(a.out, "--out", *files); !s) return fail(s.message());
   if (Status s = check_output_file(a.out, "--out", a.force); !s) return fail(s.message());
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}}, inputs_named(*files, "--input")); !s) {
+    return fail(s.message());
+  }
   const auto t0 = Clock::now();
   Expected<WordCounts> words = Status::error("not counted");
   {
@@ -139,6 +143,7 @@ struct EncodeArgs {
   double val_fraction = 0;
   int64_t shard_tokens = int64_t{1} << 25;
   int threads = default_threads();
+  bool force = false;
 };
 
 int run_encode(const EncodeArgs& a) {
@@ -148,11 +153,15 @@ int run_encode(const EncodeArgs& a) {
   if (!files) return fail(files.error());
   // The shard directory is rewritten (old shards removed): no input may live
   // in it, or a re-encode would read its own earlier output.
-  for (const auto& f : *files) {
-    if (is_within(f, a.out)) {
-      return fail("--out " + a.out + ": holds the input " + f +
-                  " (an encode rewrites that directory); write the shards elsewhere or move the text out");
-    }
+  std::vector<InputPath> inputs = inputs_named(*files, "--input");
+  if (a.tokenizer != "bytes") inputs.push_back({a.tokenizer, "--tokenizer"});
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return fail(s.message());
+  // Another encode's shards are replaced only when asked.
+  std::error_code ec;
+  if (!a.force && fs::is_directory(a.out, ec) && !fs::is_empty(a.out, ec)) {
+    return fail("--out " + a.out + ": already holds files" +
+                (is_shard_dir(a.out) ? std::string(" (a token-shard directory)") : std::string()) +
+                "; pass --force to replace its shards, or choose an empty or new directory");
   }
   const CreatedDirsGuard created(a.out);
   if (Status s = probe_output_dir(a.out, "--out"); !s) return fail(s.message());
@@ -173,6 +182,15 @@ int run_encode(const EncodeArgs& a) {
     bytes += s.bytes;
     fmt::print("{}: {} tokens in {} shard(s), {} documents, {} bytes ({:.2f} bytes/token)\n", name, s.tokens,
                s.shards.size(), s.documents, s.bytes, s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
+  }
+  // A val split shorter than a sequence cannot be evaluated on: say so now, not when a run refuses it.
+  constexpr int64_t kSequence = 1024;  // GPT-2's context
+  if (auto v = m->splits.find("val"); a.val_fraction > 0 && v != m->splits.end() && v->second.tokens <= kSequence) {
+    fmt::print(stderr,
+               "tera: warning: the val split holds {} tokens, not one sequence of {} (GPT-2's context) plus its "
+               "target; a run with model.seq_len >= {} cannot evaluate on it. Raise --val-fraction, or give the run "
+               "a data.val of its own\n",
+               v->second.tokens, kSequence, v->second.tokens);
   }
   fmt::print("encoded {} file{} ({:.1f} MB) in {:.1f} s ({:.1f} MB/s, {} thread{}) into {}\n", files->size(),
              files->size() == 1 ? "" : "s", bytes / 1e6, secs, secs > 0 ? bytes / 1e6 / secs : 0.0, a.threads,
@@ -223,12 +241,12 @@ int run_decode(const DecodeArgs& a) {
   auto in = open_shard_input(a.input, a.tokenizer, a.split);
   if (!in) return fail(in.error());
   // Never one of the inputs (a shard, the manifest, a tokenizer), even with --force.
-  std::vector<std::string> inputs = in->paths;
-  inputs.push_back(in->tok_path);
+  std::vector<InputPath> inputs = inputs_named(in->paths, "--input");
+  inputs.push_back({in->tok_path, "the tokenizer"});
   std::error_code ec;
   const bool dir_input = fs::is_directory(a.input, ec);
-  if (dir_input) inputs.push_back((fs::path(a.input) / kManifestFile).string());
-  if (Status s = refuse_input_as_output(a.out, "--out", inputs); !s) return fail(s.message());
+  if (dir_input) inputs.push_back({a.input, "--input"});  // the manifest and everything else in it
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}}, inputs); !s) return fail(s.message());
   if (dir_input) {
     // A file named like a shard in the shard directory is taken for one (a
     // later encode there removes it as a stale shard).
@@ -279,8 +297,12 @@ int run_stats(const StatsArgs& a) {
     fmt::print("{}: vocabulary {}, tokenizer {} (fingerprint {:016x})\n", a.inputs[0], m->vocab_size, m->tokenizer_file,
                m->tokenizer_fingerprint);
     for (const auto& [name, s] : m->splits) {
-      fmt::print("{}: {} tokens in {} shard(s), {} documents, {} source bytes, {:.3f} bytes/token\n", name, s.tokens,
-                 s.shards.size(), s.documents, s.bytes, s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
+      // Every shard read and checked (header, size, checksum, token ids, the manifest's counts), as training reads it.
+      auto ds = ShardDataset::open(a.inputs[0], name);
+      if (!ds) return fail(ds.error());
+      fmt::print("{}: {} tokens in {} shard(s) (verified), {} documents, {} source bytes, {:.3f} bytes/token\n", name,
+                 s.tokens, s.shards.size(), s.documents, s.bytes,
+                 s.tokens > 0 ? static_cast<double>(s.bytes) / s.tokens : 0.0);
     }
     return kExitOk;
   }
@@ -325,12 +347,12 @@ Command add_tokenize_command(CLI::App& parent) {
   tr->add_option("-i,--input", ta->inputs, "Text files or directories (read recursively)")->required();
   tr->add_option("--vocab", ta->vocab, "Vocabulary size: 256 bytes + merges + <|endoftext|>")
       ->required()
-      ->check(CLI::Range(int64_t{257}, int64_t{1} << 24));
+      ->check(int_in(257, int64_t{1} << 24));
   tr->add_option("-o,--out", ta->out, "Tokenizer file to write (JSON)")->required();
   tr->add_option("--min-frequency", ta->min_frequency, "Never merge a pair seen fewer times")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  tr->add_option("-j,--threads", ta->threads, "Threads for counting")->capture_default_str()->check(CLI::Range(1, 256));
+      ->check(int_in(1, int64_t{1} << 40));
+  tr->add_option("-j,--threads", ta->threads, "Threads for counting")->capture_default_str()->check(int_in(1, 256));
   tr->add_flag("--force", ta->force, "Replace an existing --out (atomically)");
 
   auto ea = std::make_shared<EncodeArgs>();
@@ -343,11 +365,12 @@ Command add_tokenize_command(CLI::App& parent) {
   en->add_option("-o,--out", ea->out, "Output directory (shards + manifest.json + tokenizer.json)")->required();
   en->add_option("--val-fraction", ea->val_fraction, "Tail of each file held out as the val split")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(real_in(0, 0.99));
   en->add_option("--shard-tokens", ea->shard_tokens, "Tokens per shard file")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
-  en->add_option("-j,--threads", ea->threads, "Encoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+      ->check(int_in(1, int64_t{1} << 30));
+  en->add_option("-j,--threads", ea->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));
+  en->add_flag("--force", ea->force, "Replace the shards of an existing --out directory");
 
   auto da = std::make_shared<DecodeArgs>();
   auto* de = sub->add_subcommand("decode", "Decode token shards back into text");
@@ -363,7 +386,7 @@ Command add_tokenize_command(CLI::App& parent) {
   auto* st = sub->add_subcommand("stats", "Token counts and compression (bytes per token)");
   st->add_option("-i,--input", sa->inputs, "A shard directory, or text files / directories")->required();
   st->add_option("-t,--tokenizer", sa->tokenizer, "Tokenizer for text input");
-  st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(CLI::Range(1, 256));
+  st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));
 
   return {sub, [=] {
             if (tr->parsed()) return run_train(*ta);

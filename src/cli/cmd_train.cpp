@@ -5,15 +5,20 @@
 #include <memory>
 
 #include <algorithm>
+#include <string_view>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <vector>
 #include <fmt/format.h>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/console.h"
+#include "cli/rank_threads.h"
+#include "cli/train_metrics.h"
 #include "comm/world.h"
 #include "config/config.h"
 #include "core/file_util.h"
@@ -21,18 +26,30 @@
 #include "kernels/backend_registry.h"
 #include "kernels/profiling_backend.h"
 #include "train/preemption.h"
+#include "train/run_outputs.h"
 #include "train/trainer.h"
 
 namespace tera::cli {
 
-void print_error(const std::string& msg) { fmt::print(stderr, "tera: error: {}\n", msg); }
+void print_error(const std::string& msg) { print_err(fmt::format("tera: error: {}\n", msg)); }
+
+void print_error_once(const std::string& msg) {
+  // Before MPI starts, the launcher's variables say which rank this is.
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* r = std::getenv(v); r != nullptr && *r) {
+      if (std::string(r) != "0") return;
+      break;
+    }
+  }
+  print_error(msg);
+}
 
 std::unique_ptr<Backend> start_backend(const std::string& name, const std::string& what) {
   auto made = make_backend(name);
   if (!made) {
     const bool flag = what.rfind("--", 0) == 0;
-    print_error(flag ? fmt::format("{} {} {}", what, name, made.error())
-                     : fmt::format("{} = \"{}\" {}", what, name, made.error()));
+    print_error_once(flag ? fmt::format("{} {} {}", what, name, made.error())
+                          : fmt::format("{} = \"{}\" {}", what, name, made.error()));
     return nullptr;
   }
   return std::move(*made);
@@ -50,42 +67,9 @@ struct TrainArgs {
   bool profile = false;  // time every compute op; each rank prints a table at the end
   bool start_over = false;       // delete an earlier run's checkpoints in ckpt.dir
   bool change_schedule = false;  // resume with other train.steps / lr / min_lr / warmup
+  bool discard_newer = false;    // resume before later checkpoints, deleting them
   std::vector<int64_t> test_nonfinite_steps;  // hidden test hook (EngineOptions::nonfinite_steps)
 };
-
-// Keeps the lines of a JSONL metrics file whose "step" is at most `step`
-// (what a run resumed at `step` has already reported) and rewrites it
-// atomically; the run then appends. A missing file is fine.
-Status truncate_metrics(const std::string& path, int64_t step) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return ok_status();
-  auto data = read_regular_file(path, "--metrics", uint64_t{1} << 32);
-  if (!data) return data.status();
-  std::string kept;
-  std::string_view text(reinterpret_cast<const char*>(data->data()), data->size());
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    const std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step) continue;
-    if (j.is_discarded()) continue;  // a torn last line of a killed run
-    kept.append(line);
-    kept.push_back('\n');
-  }
-  auto f = AtomicFile::create(path);
-  if (!f) return f.status();
-  TERA_RETURN_IF_ERROR(f->write(kept.data(), kept.size()));
-  return f->commit();
-}
-
-// OpenMP threads per rank: OMP_NUM_THREADS if set, else the cores of this
-// node shared evenly among the job's ranks on it (never oversubscribe).
-int threads_per_rank(const CommWorld& world) {
-  if (std::getenv("OMP_NUM_THREADS") != nullptr) return omp_get_max_threads();
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, world.local_size()));
-}
 
 // Checks --metrics and --trace before any work (out.dir and ckpt.dir are the
 // trainer's, which also locks them); false, printed by rank 0, when one is unusable.
@@ -176,7 +160,7 @@ bool open_metrics(const TrainArgs& args, const Trainer& tr, Communicator& comm, 
 // The run's header, printed by rank 0 unless --quiet: model, data, layout,
 // batch, every rank's memory in rank order, compute. Collective (the memory gather).
 void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr, Communicator& comm,
-                  const CommWorld& world) {
+                  const CommWorld& world, const std::string& threads_note) {
   const ModelSpec& spec = tr.spec();
   const TrainConfig& tc = cfg.train;
   const Groups& g = tr.groups();
@@ -185,21 +169,21 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
   std::vector<int64_t> all(static_cast<size_t>(K * comm.size()));
   comm.all_gather(mem.bytes.data(), all.data(), K, CommType::i64);
   if (comm.rank() != 0 || args.quiet) return;
-  fmt::print("tera train: {}\n", args.config);
-  fmt::print("model: {} layers, hidden {}, {} heads, seq {}, vocab {} (padded {}) = {} parameters\n",
+  print_out(fmt::format("tera train: {}\n", args.config));
+  print_out(fmt::format("model: {} layers, hidden {}, {} heads, seq {}, vocab {} (padded {}) = {} parameters\n",
              cfg.model.layers, cfg.model.hidden, cfg.model.heads, cfg.model.seq_len, cfg.model.vocab,
-             spec.padded_vocab(), human_count(static_cast<double>(spec.num_params())));
-  fmt::print("data: train {}, val {}\n", tr.train_data().describe(), tr.val_data().describe());
-  fmt::print("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}\n", comm.size(), g.layout.to_string(),
+             spec.padded_vocab(), human_count(static_cast<double>(spec.num_params()))));
+  print_out(fmt::format("data: train {}, val {}\n", tr.train_data().describe(), tr.val_data().describe()));
+  print_out(fmt::format("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}{}\n", comm.size(), g.layout.to_string(),
              cfg.parallel.zero, cfg.parallel.sequence_parallel ? ", sequence parallel" : "",
              g.layout.pp > 1 ? fmt::format(", {} schedule{}", schedule_kind_name(cfg.parallel.schedule),
                                            cfg.parallel.vpp > 1 ? fmt::format(" x{} chunks", cfg.parallel.vpp) : "")
                              : "",
-             omp_get_max_threads(), world.is_mpi() ? " (MPI)" : "");
-  if (cfg.parallel.recompute == Recompute::full) fmt::print("recompute: full (each block's forward rerun in backward)\n");
-  fmt::print("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
+             omp_get_max_threads(), threads_note, world.is_mpi() ? " (MPI)" : ""));
+  if (cfg.parallel.recompute == Recompute::full) print_out("recompute: full (each block's forward rerun in backward)\n");
+  print_out(fmt::format("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
              tc.global_batch, cfg.model.seq_len, tc.global_batch / g.layout.dp / g.layout.micro_batch, g.layout.micro_batch,
-             tc.steps);
+             tc.steps));
   for (int r = 0; r < comm.size(); ++r) {
     // Every class this rank holds (the memory plan's), then the total.
     std::string line;
@@ -209,22 +193,21 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
       total += b;
       if (b > 0) line += fmt::format("{}{} {}", line.empty() ? "" : ", ", memory_class_name(kAllMemoryClasses[k]), human_bytes(b));
     }
-    fmt::print("memory rank {}: {} = {}\n", r, line, human_bytes(total));
+    print_out(fmt::format("memory rank {}: {} = {}\n", r, line, human_bytes(total)));
   }
-  fmt::print("compute: {} backend, GEMM by {}; {:.1f} MFLOP per token\n", tr.backend().name, tr.backend().gemm_library,
-             spec.train_flops_per_token() / 1e6);
-  fmt::print("backend {}: {}\n", tr.backend().name, tr.device_comm());
+  print_out(fmt::format("compute: {} backend, GEMM by {}; {:.1f} MFLOP per token\n", tr.backend().name,
+                        tr.backend().gemm_library, spec.train_flops_per_token() / 1e6));
+  print_out(fmt::format("backend {}: {}\n", tr.backend().name, tr.device_comm()));
   const DeviceQueue* gpu = tr.backend().addressing.queue;
   if (gpu != nullptr && std::string(gpu->vendor()) != "" && cfg.train.precision != DType::bf16) {
-    fmt::print("note: train.precision = \"fp32\" on a GPU runs full-fp32 GEMMs (no tensor cores) and the scalar "
-               "attention kernels; bf16 is the GPU precision (train.precision = \"bf16\")\n");
+    print_out("note: train.precision = \"fp32\" on a GPU runs full-fp32 GEMMs (no tensor cores) and the scalar "
+              "attention kernels; bf16 is the GPU precision (train.precision = \"bf16\")\n");
   }
   if (cfg.train.precision == DType::bf16) {
-    fmt::print("precision: bf16 inputs to the GEMMs and flash attention's products, fp32 accumulation; "
+    print_out(fmt::format("precision: bf16 inputs to the GEMMs and flash attention's products, fp32 accumulation; "
                "activations kept in bf16 but the residual stream; fp32 master weights, statistics and reductions; "
-               "bf16 GEMMs by {}\n", tr.backend().gemm_bf16_path());
+               "bf16 GEMMs by {}\n", tr.backend().gemm_bf16_path()));
   }
-  std::fflush(stdout);
 }
 
 // What the steps add up to, for the summary, the bubble and the profile lines.
@@ -234,12 +217,15 @@ struct RunTally {
   std::optional<double> last_val;
   std::vector<double> bubble_sum;  // [pp]
   int64_t bubble_steps = 0;
+  int64_t steps = 0;           // steps this invocation ran
+  std::string metrics_error;   // rank 0: why --metrics stopped (the record is incomplete)
 };
 
 // Adds one step to the tally; the first step (page faults, one-time setup) is
 // left out of the profile and the bubble, and resets the profile with --profile.
 void tally_step(const StepStats& s, int64_t start_step, const Backend* profiled, RunTally* t) {
   t->elapsed += s.seconds;
+  ++t->steps;
   if (s.step == start_step + 1) t->first_loss = s.loss;
   if (profiled != nullptr && s.step == start_step + 1) profiling_reset(*profiled);
   if (s.step > start_step + 1) t->profiled_seconds += s.seconds + s.eval_seconds;  // the ops the profile counted
@@ -255,33 +241,21 @@ void tally_step(const StepStats& s, int64_t start_step, const Backend* profiled,
 void print_skipped(const StepStats& s) {
   std::string groups;
   for (const auto& b : s.bad_groups) groups += (groups.empty() ? "" : ", ") + b;
-  fmt::print("step {}: {} (in {}); skipped, parameters unchanged\n", s.step,
+  print_out(fmt::format("step {}: {} (in {}); skipped, parameters unchanged\n", s.step,
              s.update_nonfinite ? "the update would make parameters non-finite" : "non-finite loss or gradient",
-             groups.empty() ? "the loss" : groups);
+             groups.empty() ? "the loss" : groups));
 }
 
 // One step's progress line (and its val_loss and interruption notes); `eta` in seconds.
 void print_step_line(const StepStats& s, double eta, int ranks) {
-  fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.0f} ms | {:.0f} tok/s | {:.1f} GFLOP/s{} | "
+  print_out(fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.0f} ms | {:.0f} tok/s | {:.1f} GFLOP/s{} | "
              "eta {}\n",
              s.step, std::to_string(s.total).size(), s.total, s.loss, s.lr, s.grad_norm, s.seconds * 1e3,
              s.tokens_per_s, s.gflops,
              ranks > 1 ? fmt::format(" | comm {:.0f} ms {}", s.comm_seconds * 1e3, human_bytes(s.comm_bytes)) : "",
-             human_duration(eta));
-  if (s.val_loss) fmt::print("  val_loss {:.4f}\n", *s.val_loss);
-  if (s.interrupted) fmt::print("  evaluation interrupted by a stop signal\n");
-  std::fflush(stdout);
-}
-
-// One step's JSON object appended to the metrics file.
-void write_metrics_line(const StepStats& s, std::ofstream& metrics) {
-  nlohmann::json j = {{"step", s.step},           {"loss", s.loss},         {"lr", s.lr},
-                      {"grad_norm", s.grad_norm}, {"ms", s.seconds * 1e3},  {"tokens_per_s", s.tokens_per_s},
-                      {"gflops_per_rank", s.gflops}, {"comm_ms", s.comm_seconds * 1e3}, {"comm_bytes", s.comm_bytes},
-                      {"bubble", s.bubble}, {"skipped", s.skipped}};
-  if (s.val_loss) j["val_loss"] = *s.val_loss;
-  metrics << j.dump() << '\n';
-  metrics.flush();
+             human_duration(eta)));
+  if (s.val_loss) print_out(fmt::format("  val_loss {:.4f}\n", *s.val_loss));
+  if (s.interrupted) print_out("  evaluation interrupted by a stop signal\n");
 }
 
 // Runs the steps: each is tallied, and rank 0 prints its line and writes its
@@ -305,7 +279,13 @@ RunTally run_steps(const TrainArgs& args, Trainer& tr, Communicator& comm, CommW
     // ETA from the mean step time so far (the first step includes page faults).
     const double eta = t.elapsed / static_cast<double>(s.step - start_step) * static_cast<double>(s.total - s.step);
     if (!args.quiet) print_step_line(s, eta, comm.size());
-    if (metrics.is_open()) write_metrics_line(s, metrics);
+    if (metrics.is_open() && !write_metrics_line(s, metrics)) {
+      // Said at once and at the end; the run goes on (its checkpoints and weights are the work).
+      t.metrics_error = fmt::format("--metrics {}: writing step {} failed ({}); the file ends before it", args.metrics,
+                                    s.step, std::strerror(errno));
+      print_error(t.metrics_error + "; training goes on");
+      metrics.close();
+    }
   });
   if (!st) {
     print_error(st.message());
@@ -320,9 +300,9 @@ void print_bubble(const RunTally& t, const Trainer& tr) {
   for (size_t i = 0; i < t.bubble_sum.size(); ++i) {
     per += fmt::format("{}stage {} {:.1f}%", i ? ", " : "", i, 100 * t.bubble_sum[i] / static_cast<double>(t.bubble_steps));
   }
-  fmt::print("pipeline bubble (time blocked in pipeline receives / step, mean of steps 2..): {}; theoretical "
+  print_out(fmt::format("pipeline bubble (time blocked in pipeline receives / step, mean of steps 2..): {}; theoretical "
              "(p-1)/(v*m+p-1) = {:.1f}%\n",
-             per, 100 * tr.theoretical_bubble());
+             per, 100 * tr.theoretical_bubble()));
 }
 
 // Each rank's --profile table, rank by rank so the tables do not interleave. Collective.
@@ -330,53 +310,77 @@ void print_profiles(const RunTally& t, Communicator& comm, const Backend& profil
   for (int r = 0; r < comm.size(); ++r) {
     comm.barrier();
     if (r != comm.rank()) continue;
-    fmt::print("profile rank {} (steps after the first and their evaluations; wall clock in each compute op):\n"
+    print_out(fmt::format("profile rank {} (steps after the first and their evaluations; wall clock in each compute op):\n"
                "{}{:<26} {:>8} {:>10.1f}\n",
-               r, profiling_report(profiled), "steps + evaluations", "", t.profiled_seconds * 1e3);
-    std::fflush(stdout);
+               r, profiling_report(profiled), "steps + evaluations", "", t.profiled_seconds * 1e3));
   }
 }
 
 // The exit code from how the run ended and whether the final weights and the
-// trace were written; rank 0 prints the closing line.
-int finish_run(const RunConfig& cfg, const Trainer& tr, const RunTally& t, int64_t start_step, bool first,
-               RunEnd end, const Status& final_st, const Status& trace_st) {
+// run's record (trace, metrics) were written; rank 0 prints the closing line.
+int finish_run(const RunConfig& cfg, const Trainer& tr, const RunTally& t, bool first, RunEnd end,
+               const Status& final_st, const Status& trace_st) {
+  const bool record = trace_st && t.metrics_error.empty();
+  if (first && !t.metrics_error.empty()) print_error(t.metrics_error + "; the run's record is incomplete");
   if (end == RunEnd::preempted) {
-    if (first) fmt::print("preempted at step {}; continue with --resume auto\n", tr.next_step());
-    return trace_st ? kExitOk : kExitFailure;
+    if (first) print_note(fmt::format("preempted at step {}; continue with --resume auto\n", tr.next_step()));
+    return record ? kExitOk : kExitFailure;
   }
   if (end == RunEnd::bad_steps) return kExitFailure;
   if (!final_st) {
     if (first) print_error(final_st.message());
     return kExitFailure;
   }
-  if (!trace_st) {
-    if (first) fmt::print("done, but the trace was not written (see above); weights {}\n",
-                          (std::filesystem::path(cfg.out.dir) / "final").string());
+  const std::string out = (std::filesystem::path(cfg.out.dir) / "final").string();
+  if (!record) {
+    if (first) {
+      print_note(fmt::format("done, but the {} was not written (see above); weights {}\n",
+                            trace_st ? "metrics file" : "trace", out));
+    }
     return kExitFailure;
   }
-  const std::string out = (std::filesystem::path(cfg.out.dir) / "final").string();
-  if (first) {
-    fmt::print("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; weights {}\n", cfg.train.steps - start_step,
-               human_duration(t.elapsed), t.first_loss, t.last_loss,
-               t.last_val ? fmt::format(", val_loss {:.4f}", *t.last_val) : "", out);
+  if (first && t.steps == 0) {
+    print_note(fmt::format("done: the run was already complete at step {} = train.steps (nothing to train); weights "
+                          "{}\n", tr.next_step(), out));
+  } else if (first) {
+    print_note(fmt::format("done: {} steps in {}, loss {:.4f} -> {:.4f}{}; weights {}\n", t.steps,
+                          human_duration(t.elapsed), t.first_loss, t.last_loss,
+                          t.last_val ? fmt::format(", val_loss {:.4f}", *t.last_val) : "", out));
   }
   return kExitOk;
+}
+
+// The final weights of a run whose last loss is finite; a run that ends
+// non-finite leaves no final (its checkpoints hold the last good state).
+Status save_final_if_finite(Trainer& tr, const RunTally& t) {
+  if (t.steps > 0 && (!std::isfinite(t.last_loss) || (t.last_val && !std::isfinite(*t.last_val)))) {
+    return Status::error(fmt::format("the run ended with a non-finite loss (step {}: loss {}{}); the final weights are "
+                                     "not written. Lower train.lr or raise train.warmup, and resume from the last "
+                                     "good checkpoint",
+                                     tr.next_step(), t.last_loss,
+                                     t.last_val ? fmt::format(", val_loss {}", *t.last_val) : ""));
+  }
+  return tr.save_final();
 }
 
 // `tera train`: checks the outputs, starts (or resumes) the trainer, runs the
 // steps, then saves the final weights, the trace and the closing lines.
 int run_train(const TrainArgs& args) {
   route_stop_signals_to_a_thread();  // before MPI, OpenMP or the data loader start threads
+  set_console_lost_hook(request_stop);  // `tera train | head`: the run checkpoints, output stops
   auto cfg = load_run_config(args.config, args.overrides);
   if (!cfg) {
-    print_error(cfg.error());
+    print_error_once(cfg.error());
+    return kExitBadInput;
+  }
+  if (Status s = check_run_paths(*cfg, args.config, args.metrics, args.trace); !s) {
+    print_error_once(s.message());
     return kExitBadInput;
   }
   std::unique_ptr<Backend> chosen = start_backend(cfg->train.backend, cfg->source + ": train.backend");
   if (chosen == nullptr) return kExitBadInput;
   if (cfg->train.precision == DType::bf16 && !missing_bf16_ops(*chosen).empty()) {
-    print_error(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
+    print_error_once(fmt::format("{}: train.precision = \"bf16\" needs bf16 GEMMs, which the {} backend does not have; "
                             "use train.precision = \"fp32\"", cfg->source, chosen->name));
     return kExitBadInput;
   }
@@ -391,7 +395,8 @@ int run_train(const TrainArgs& args) {
   world->set_comm_timeout(cfg->train.comm_timeout_s);
   Communicator& comm = world->world();
   const bool first = comm.rank() == 0;
-  omp_set_num_threads(threads_per_rank(*world));
+  const ThreadChoice threads = threads_per_rank(world->local_size());
+  omp_set_num_threads(threads.threads);
   if (!check_output_flags(args, comm)) return kExitBadInput;
   if (!bind_rank_device(*chosen, *world, place)) return kExitBadInput;
   std::unique_ptr<Backend> profiled = args.profile ? make_profiling_backend(*chosen) : nullptr;
@@ -407,30 +412,28 @@ int run_train(const TrainArgs& args) {
   }
   Trainer& tr = **trainer;
   tr.set_log([](const std::string& m) {
-    fmt::print("{}\n", m);
-    std::fflush(stdout);
+    print_note(fmt::format("{}\n", m));
   });
   if (Status s = tr.start(StartOptions{.resume = args.resume, .start_over = args.start_over,
-                                       .change_schedule = args.change_schedule});
+                                       .change_schedule = args.change_schedule, .discard_newer = args.discard_newer});
       !s) {
     if (first || s.kind() != StatusKind::peer_failed) print_error(s.message());
     return kExitBadInput;
   }
   std::ofstream metrics;
   if (!open_metrics(args, tr, comm, &metrics)) return kExitBadInput;
-  const int64_t start_step = tr.next_step();
-  print_header(args, *cfg, tr, comm, *world);
+  print_header(args, *cfg, tr, comm, *world, threads.note);
   const RunTally tally = run_steps(args, tr, comm, *world, metrics, profiled.get());
   // The weights first: an output that fails late must never cost them.
   const RunEnd end = tr.end();
   Status final_st = ok_status();
-  if (end == RunEnd::completed) final_st = tr.save_final();
+  if (end == RunEnd::completed) final_st = save_final_if_finite(tr, tally);
   Status trace_st = tr.write_trace();
   if (!trace_st && first) print_error("could not write the trace: " + trace_st.message());
   if (first && tr.groups().layout.pp > 1 && tally.bubble_steps > 0 && !args.quiet) print_bubble(tally, tr);
   if (profiled != nullptr) print_profiles(tally, comm, *profiled);
-  if (!args.trace.empty() && first) fmt::print("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace);
-  return finish_run(*cfg, tr, tally, start_step, first, end, final_st, trace_st);
+  if (!args.trace.empty() && first) print_out(fmt::format("trace: {} (open in https://ui.perfetto.dev or chrome://tracing)\n", args.trace));
+  return finish_run(*cfg, tr, tally, first, end, final_st, trace_st);
 }
 
 }  // namespace
@@ -449,11 +452,15 @@ Command add_train_command(CLI::App& parent) {
                   "Continue a run: 'auto' (the newest valid checkpoint under ckpt.dir; none: start fresh) or a "
                   "checkpoint directory (ckpt.dir/step-N); any layout can resume any other's checkpoint");
   sub->add_flag("--start-over", args->start_over,
-                "Start a fresh run even though ckpt.dir holds an earlier run's checkpoints: they are deleted first "
-                "(without it such a run is refused)");
+                "Start a fresh run even though ckpt.dir holds an earlier run's checkpoints (deleted first) or out.dir "
+                "an earlier run's final weights (replaced once this run's are complete); without it such a run is "
+                "refused");
+  sub->add_flag("--discard-newer", args->discard_newer,
+                "With --resume DIR: continue from DIR even though ckpt.dir holds later checkpoints (or out.dir a later "
+                "final); the later checkpoints are deleted first (without it such a resume is refused)");
   sub->add_flag("--change-schedule", args->change_schedule,
-                "With --resume: accept a train.steps, lr, min_lr or warmup that differs from the checkpoint's (the "
-                "change is printed; without it such a resume is refused)");
+                "With --resume: accept a train.steps, lr, min_lr, warmup, weight_decay, beta1, beta2, eps or clip that "
+                "differs from the checkpoint's (the change is printed; without it such a resume is refused)");
   sub->add_flag("-q,--quiet", args->quiet, "Print only the summary");
   // Hidden (no help group): tests of the non-finite skip path poison world
   // rank 0's embedding gradient at these 1-based steps.

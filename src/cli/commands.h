@@ -14,6 +14,7 @@ class App;
 }
 namespace tera {
 struct Backend;
+class Status;
 }
 
 namespace tera::cli {
@@ -39,6 +40,9 @@ Command add_ckpt_command(CLI::App& parent);
 
 // Prints "tera: error: <msg>" to stderr.
 void print_error(const std::string& msg);
+// The same on the launcher's rank 0 only (before MPI starts, when every rank
+// of an mpirun/srun job finds the same bad input): one message per job.
+void print_error_once(const std::string& msg);
 
 // A new instance of the backend `name` names (kernels/backend_registry.h:
 // the one start-up path of train, eval, generate and calibrate), or nullptr

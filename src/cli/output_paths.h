@@ -1,6 +1,6 @@
 // Output paths of the offline subcommands (ckpt, tokenize, calibrate),
 // checked before any work: nothing a user made is replaced without --force,
-// an output is never one of the inputs, and an unwritable destination is
+// an output is never one of the inputs (core/path_overlap.h), and an unwritable destination is
 // found at start-up, not after the work. The writes themselves stay atomic
 // (a temporary beside the target, then a rename), so with --force the old
 // output survives until the new one is complete. Header-only: used by
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/path_overlap.h"
 #include "core/status.h"
 
 namespace tera::cli {
@@ -82,7 +83,10 @@ inline Status refuse_existing(const std::string& path, const std::string& what, 
 inline Status check_output_file(const std::string& path, const std::string& what, bool force,
                                 bool create_parent = false) {
   if (path.empty()) return Status::error(what + ": the path is empty");
-  TERA_RETURN_IF_ERROR(refuse_existing(path, what, force));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Status::error(what + " " + path + ": is a directory; name a file");
+  // A device or FIFO (or a link to one) is written in place, never replaced: there is nothing to force.
+  if (!is_special_file(follow_symlinks(path))) TERA_RETURN_IF_ERROR(refuse_existing(path, what, force));
   return probe_output_file(path, what, create_parent);
 }
 
@@ -101,32 +105,11 @@ inline Status check_output_dir_replace(const std::string& path, const std::strin
   return probe_output_dir(parent.string(), what + " " + path + ": its directory");
 }
 
-// Whether `path` is `dir` or lies inside it (after symlinks; the parts of
-// `path` that do not exist yet are compared as written).
-inline bool is_within(const std::string& path, const std::string& dir) {
-  std::error_code ec;
-  const auto p = std::filesystem::weakly_canonical(path, ec);
-  if (ec) return false;
-  const auto d = std::filesystem::weakly_canonical(dir, ec);
-  if (ec) return false;
-  auto pi = p.begin();
-  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
-    if (di->empty()) continue;  // a trailing separator
-    if (pi == p.end() || *pi != *di) return false;
-  }
-  return true;
-}
-
-// An output must never be one of the inputs.
-inline Status refuse_input_as_output(const std::string& out, const std::string& what,
-                                     const std::vector<std::string>& inputs) {
-  for (const auto& in : inputs) {
-    if (same_file(out, in)) {
-      return Status::error(what + " " + out + ": is one of the inputs (" + in +
-                           "); write the output somewhere else (--force never replaces an input)");
-    }
-  }
-  return ok_status();
+// Each path as an input named `what` (core/path_overlap.h).
+inline std::vector<InputPath> inputs_named(const std::vector<std::string>& paths, const std::string& what) {
+  std::vector<InputPath> out;
+  for (const auto& p : paths) out.push_back({p, what});
+  return out;
 }
 
 }  // namespace tera::cli

@@ -31,7 +31,9 @@ void Communicator::wait(Request& r) {
 
 std::string Communicator::label(const char* op, int64_t bytes) const {
   char buf[96];
-  if (bytes >= (1 << 20)) {
+  if (bytes < 1000) {  // a scalar's reduction reads "8 B", never "0.0 KB"
+    std::snprintf(buf, sizeof(buf), "%s %s %lld B", op, name().c_str(), static_cast<long long>(bytes));
+  } else if (bytes >= (1 << 20)) {
     std::snprintf(buf, sizeof(buf), "%s %s %.1f MB", op, name().c_str(), static_cast<double>(bytes) / 1e6);
   } else {
     std::snprintf(buf, sizeof(buf), "%s %s %.1f KB", op, name().c_str(), static_cast<double>(bytes) / 1e3);

@@ -72,7 +72,7 @@ struct WaitContext {
 [[noreturn]] void report_hang(const WaitContext& c, const std::string& op, double waited) {
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
-  const std::string peer = c.peer >= 0 ? fmt::format("world rank {}", c.peer) : "one of the ranks of the group";
+  const std::string peer = c.peer >= 0 ? fmt::format("world rank {}", c.peer) : "one of the other ranks of the group";
   std::fprintf(stderr,
                "tera: error: rank %d (host %s, pid %d): %s has waited %.0f s for %s, past train.comm_timeout_s = "
                "%g; group %s. That rank is stopped, hung or dead (or much slower); ending the job\n",
@@ -90,11 +90,15 @@ void wait_all(int n, MPI_Request* reqs, const WaitContext& c, const std::string&
   int done = 0;
   TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
   if (done != 0) return;
-  const double t0 = now_seconds();
+  double t0 = now_seconds(), last = t0;
   for (;;) {
     TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
     if (done != 0) return;
-    const double waited = now_seconds() - t0;
+    // Polls are 200 us apart: a longer gap is time this rank itself was stopped, not time waited for others.
+    const double now = now_seconds();
+    if (now - last > 1.0) t0 += now - last;
+    last = now;
+    const double waited = now - t0;
     if (waited > c.policy->timeout_s) report_hang(c, op, waited);
     if (waited > 0.5) usleep(200);
   }
@@ -305,6 +309,7 @@ class MpiComm final : public Communicator {
   void count_ring(int64_t b) { count(b); }
   // peer: a rank of this communicator, or -1 for "any of the group".
   WaitContext context(int peer) const {
+    if (peer < 0 && size_ == 2) peer = 1 - rank_;  // a pair's collective waits for the other one
     return WaitContext{policy_, group_, world_ranks_[static_cast<size_t>(rank_)],
                        peer >= 0 ? world_ranks_[static_cast<size_t>(peer)] : -1};
   }

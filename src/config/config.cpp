@@ -10,6 +10,7 @@
 #include <fstream>
 #include <fmt/format.h>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -22,12 +23,13 @@ namespace {
 
 constexpr uint64_t kMaxConfigBytes = 16u << 20;  // a run config is a few hundred bytes
 
-enum class Kind { integer, number, string, boolean, integer_array };
+enum class Kind { integer, number, number32, string, boolean, integer_array };  // number32: stored as a float
 
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::integer: return "an integer";
-    case Kind::number: return "a number";
+    case Kind::number:
+    case Kind::number32: return "a number";
     case Kind::string: return "a string";
     case Kind::boolean: return "true or false";
     case Kind::integer_array: return "an array of integers";
@@ -109,14 +111,14 @@ std::vector<Field> schema() {
       {"train.steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.steps; })},
       {"train.micro_batch", Kind::integer, i32("train.micro_batch", [](R c) -> int& { return c.parallel.micro_batch; })},
       {"train.global_batch", Kind::integer, i64([](R c) -> int64_t& { return c.train.global_batch; })},
-      {"train.lr", Kind::number, f32([](R c) -> float& { return c.train.lr; })},
-      {"train.min_lr", Kind::number, f32([](R c) -> float& { return c.train.min_lr; })},
+      {"train.lr", Kind::number32, f32([](R c) -> float& { return c.train.lr; })},
+      {"train.min_lr", Kind::number32, f32([](R c) -> float& { return c.train.min_lr; })},
       {"train.warmup", Kind::integer, i64([](R c) -> int64_t& { return c.train.warmup; })},
-      {"train.weight_decay", Kind::number, f32([](R c) -> float& { return c.train.adamw.weight_decay; })},
-      {"train.beta1", Kind::number, f32([](R c) -> float& { return c.train.adamw.beta1; })},
-      {"train.beta2", Kind::number, f32([](R c) -> float& { return c.train.adamw.beta2; })},
-      {"train.eps", Kind::number, f32([](R c) -> float& { return c.train.adamw.eps; })},
-      {"train.clip", Kind::number, f32([](R c) -> float& { return c.train.clip; })},
+      {"train.weight_decay", Kind::number32, f32([](R c) -> float& { return c.train.adamw.weight_decay; })},
+      {"train.beta1", Kind::number32, f32([](R c) -> float& { return c.train.adamw.beta1; })},
+      {"train.beta2", Kind::number32, f32([](R c) -> float& { return c.train.adamw.beta2; })},
+      {"train.eps", Kind::number32, f32([](R c) -> float& { return c.train.adamw.eps; })},
+      {"train.clip", Kind::number32, f32([](R c) -> float& { return c.train.clip; })},
       {"train.seed", Kind::integer,
        [](R c, const toml::node& n) { c.train.seed = static_cast<uint64_t>(n.value<int64_t>().value()); }},
       {"train.recompute", Kind::string,
@@ -208,7 +210,8 @@ std::string suggestion(const std::string& key, const std::vector<Field>& fields)
 bool kind_matches(Kind k, const toml::node& n) {
   switch (k) {
     case Kind::integer: return n.is_integer();
-    case Kind::number: return n.is_integer() || n.is_floating_point();
+    case Kind::number:
+    case Kind::number32: return n.is_integer() || n.is_floating_point();
     case Kind::string: return n.is_string();
     case Kind::boolean: return n.is_boolean();
     case Kind::integer_array:
@@ -231,6 +234,45 @@ std::string node_type(const toml::node& n) {
     case toml::node_type::table: return "a table";
     default: return "a date/time";
   }
+}
+
+// A number as the user wrote it: the --set value, or the TOML literal at
+// the node's place in the file (the first token there).
+std::string literal_of(const std::string& key, const toml::node& node, const std::string& text,
+                       const std::map<std::string, std::string>& override_text) {
+  if (auto it = override_text.find(key); it != override_text.end()) return it->second;
+  const auto& at = node.source().begin;
+  size_t pos = 0;
+  for (uint32_t line = 1; line < at.line && pos != std::string::npos; ++line) {
+    pos = text.find('\n', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  if (pos == std::string::npos || at.column < 1) return "";
+  pos += at.column - 1;
+  if (pos >= text.size()) return "";
+  const size_t end = text.find_first_of(" \t\r\n#,]}", pos);
+  return text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+}
+
+// A real value's range: finite, representable where it is stored (a
+// float key in 32 bits), and not a nonzero literal that rounds to 0.
+Status check_real(double v, bool f32, const std::string& key, const std::string& literal, const std::string& source) {
+  const std::string shown = literal.empty() ? fmt::format("{}", v) : literal;
+  if (!std::isfinite(v)) {
+    return Status::error(fmt::format("{}: {} = {} is not a finite number; give a finite value", source, key, shown));
+  }
+  if (f32 && std::abs(v) > std::numeric_limits<float>::max()) {
+    return Status::error(fmt::format("{}: {} = {} is beyond a 32-bit float's range (at most {:g})", source, key, shown,
+                                     std::numeric_limits<float>::max()));
+  }
+  const bool nonzero_literal = literal.find_first_of("123456789") < literal.find_first_of("eE");
+  if ((v == 0 || (f32 && static_cast<float>(v) == 0.0f)) && nonzero_literal) {
+    return Status::error(fmt::format("{}: {} = {} is too small to represent: it rounds to 0{}", source, key, shown,
+                                     f32 ? fmt::format(" in 32 bits (the smallest is {:g})",
+                                                       std::numeric_limits<float>::denorm_min())
+                                         : ""));
+  }
+  return ok_status();
 }
 
 Status apply_override(toml::table& root, const std::string& kv) {
@@ -287,15 +329,19 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   if (!c.range_error.empty()) return err(c.range_error);
   if (c.parallel.micro_batch <= 0) return err(fmt::format("train.micro_batch = {} must be positive", c.parallel.micro_batch));
   if (t.global_batch <= 0) return err(fmt::format("train.global_batch = {} must be positive", t.global_batch));
-  if (!(t.lr > 0)) return err(fmt::format("train.lr = {} must be positive", t.lr));
+  if (!(t.lr > 0 && t.lr <= 1)) {
+    return err(fmt::format("train.lr = {} must lie in (0, 1] (AdamW's step size; GPT-2 124M trains at 6e-4)", t.lr));
+  }
   if (!(t.min_lr >= 0 && t.min_lr <= t.lr)) {
     return err(fmt::format("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr));
   }
   if (t.warmup < 0) return err(fmt::format("train.warmup = {} must be >= 0", t.warmup));
-  if (!(t.adamw.weight_decay >= 0)) return err("train.weight_decay must be >= 0");
+  if (!(t.adamw.weight_decay >= 0 && t.adamw.weight_decay <= 10)) {
+    return err(fmt::format("train.weight_decay = {} must lie in [0, 10] (typically 0.1)", t.adamw.weight_decay));
+  }
   if (!(t.adamw.beta1 >= 0 && t.adamw.beta1 < 1)) return err("train.beta1 must lie in [0, 1)");
   if (!(t.adamw.beta2 >= 0 && t.adamw.beta2 < 1)) return err("train.beta2 must lie in [0, 1)");
-  if (!(t.adamw.eps > 0)) return err("train.eps must be positive");
+  if (!(t.adamw.eps > 0 && t.adamw.eps <= 1)) return err(fmt::format("train.eps = {} must lie in (0, 1] (typically 1e-8)", t.adamw.eps));
   if (!(t.clip >= 0)) return err(fmt::format("train.clip = {} must be >= 0 (0 disables clipping)", t.clip));
   if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
   if (t.eval_sequences <= 0) return err("train.eval_sequences must be positive");
@@ -361,7 +407,11 @@ Expected<RunConfig> parse_run_config(const std::string& text, const std::string&
     const auto& b = e.source().begin;
     return Status::error(fmt::format("{}:{}:{}: TOML syntax error: {}", source, b.line, b.column, e.description()));
   }
-  for (const auto& kv : overrides) TERA_RETURN_IF_ERROR(apply_override(root, kv));
+  std::map<std::string, std::string> override_text;  // key -> the value as written after --set key=
+  for (const auto& kv : overrides) {
+    TERA_RETURN_IF_ERROR(apply_override(root, kv));
+    override_text[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+  }
 
   const auto fields = schema();
   RunConfig cfg;
@@ -381,12 +431,9 @@ Expected<RunConfig> parse_run_config(const std::string& text, const std::string&
       if (!kind_matches(it->kind, node)) {
         return Status::error(fmt::format("{}: {} must be {}, got {}", source, key, kind_name(it->kind), node_type(node)));
       }
-      if (it->kind == Kind::number && node.is_floating_point()) {
-        // inf and nan are TOML floats; float keys are stored in 32 bits.
-        const double v = node.value<double>().value();
-        if (!std::isfinite(v) || std::abs(v) > std::numeric_limits<float>::max()) {
-          return Status::error(fmt::format("{}: {} = {} is not a finite number; give a finite value", source, key, v));
-        }
+      if ((it->kind == Kind::number || it->kind == Kind::number32) && node.is_floating_point()) {
+        TERA_RETURN_IF_ERROR(check_real(node.value<double>().value(), it->kind == Kind::number32, key,
+                                        literal_of(key, node, text, override_text), source));
       }
       it->set(cfg, node);
     }
@@ -396,6 +443,19 @@ Expected<RunConfig> parse_run_config(const std::string& text, const std::string&
   if (cfg.model.arch == Arch::llama) {
     auto model = root["model"];
     if (!model || !model.as_table() || !model.as_table()->contains("mlp")) cfg.model.mlp = MlpKind::gated;
+  }
+  // Llama-only keys on another architecture would be ignored without a word.
+  if (cfg.model.arch != Arch::llama && cfg.arch_error.empty()) {
+    auto model = root["model"];
+    for (const char* key : {"rope_theta", "norm_eps"}) {
+      if (model && model.as_table() && model.as_table()->contains(key)) {
+        return Status::error(fmt::format("{}: model.{} applies to model.arch = \"llama\" only (this model is \"{}\", "
+                                         "which has {}); remove it or set model.arch = \"llama\"",
+                                         source, key, arch_name(cfg.model.arch),
+                                         std::string_view(key) == "rope_theta" ? "learned positions"
+                                                                                : "LayerNorm with epsilon 1e-5"));
+      }
+    }
   }
   for (const char* required : {"model.layers", "model.hidden", "model.heads", "model.seq_len"}) {
     const std::string r(required);

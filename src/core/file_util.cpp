@@ -42,11 +42,37 @@ uint32_t crc32_of(const void* data, size_t bytes, uint32_t crc) {
 #endif
 }
 
+std::string follow_symlinks(const std::string& path) {
+  fs::path p = path;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  return p.string();
+}
+
+bool is_special_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  return !ec && st.type() != fs::file_type::not_found && st.type() != fs::file_type::regular &&
+         st.type() != fs::file_type::directory;
+}
+
 Expected<AtomicFile> AtomicFile::create(const std::string& path) {
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  const std::string target = follow_symlinks(path);
+  if (is_special_file(target)) {
+    // A device or FIFO: renaming a file over it would replace it for every
+    // process (root's /dev/null); it takes the bytes as they come.
+    std::FILE* f = std::fopen(target.c_str(), "wb");
+    if (f == nullptr) return Status::error(path + ": cannot open for writing (" + std::strerror(errno) + ")");
+    return AtomicFile(target, "", f);
+  }
+  const std::string tmp = target + ".tmp." + std::to_string(getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) return Status::error(path + ": cannot create (" + std::strerror(errno) + ")");
-  return AtomicFile(path, tmp, f);
+  return AtomicFile(target, tmp, f);
 }
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
@@ -72,11 +98,17 @@ Status AtomicFile::write(const void* data, size_t bytes) {
 }
 
 Status AtomicFile::commit() {
-  if (std::fflush(f_) != 0 || fsync(fileno(f_)) != 0) {
+  // fsync of a pipe or a character device fails with EINVAL: nothing to sync.
+  if (std::fflush(f_) != 0 || (fsync(fileno(f_)) != 0 && !(in_place() && errno == EINVAL))) {
     return Status::error(path_ + ": flush failed (" + std::strerror(errno) + ")");
   }
-  std::fclose(f_);
+  const int closed = std::fclose(f_);
   f_ = nullptr;
+  if (in_place()) {
+    committed_ = true;
+    if (closed != 0) return Status::error(path_ + ": write failed (" + std::strerror(errno) + ")");
+    return ok_status();
+  }
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     return Status::error(path_ + ": rename from temporary failed (" + std::strerror(errno) + ")");
   }
@@ -204,7 +236,15 @@ Status probe_output_file(const std::string& path, const std::string& what, bool 
   if (st.type() == fs::file_type::directory) {
     return Status::error(what + " " + path + ": is a directory; name a file");
   }
-  fs::path parent = fs::path(path).parent_path();
+  const std::string target = follow_symlinks(path);  // a link's target is what is written
+  if (is_special_file(target)) {
+    if (::access(target.c_str(), W_OK) != 0) {
+      return Status::error(what + " " + path + ": is " + describe_kind(fs::status(target, ec)) + " that is not "
+                           "writable (" + std::strerror(errno) + ")");
+    }
+    return ok_status();
+  }
+  fs::path parent = fs::path(target).parent_path();
   if (parent.empty()) parent = ".";
   if (create_parent) {
     fs::create_directories(parent, ec);
@@ -213,7 +253,7 @@ Status probe_output_file(const std::string& path, const std::string& what, bool 
     return Status::error(what + " " + path + ": directory " + parent.string() + " does not exist; create it first");
   }
   TERA_RETURN_IF_ERROR(probe_writable(parent.string(), what, path));
-  if (st.type() != fs::file_type::not_found && ::access(path.c_str(), W_OK) != 0) {
+  if (st.type() != fs::file_type::not_found && ::access(target.c_str(), W_OK) != 0) {
     return Status::error(what + " " + path + ": exists and is not writable (" + std::strerror(errno) + ")");
   }
   return ok_status();

@@ -1,7 +1,11 @@
 // Files are untrusted input and writes are atomic (DESIGN.md invariant 7).
-// AtomicFile writes to "<path>.tmp.<pid>", and commit() flushes, fsyncs and
-// renames it over <path>, then fsyncs the directory: a reader sees the old
+// AtomicFile writes to "<target>.tmp.<pid>", and commit() flushes, fsyncs and
+// renames it over <target>, then fsyncs the directory: a reader sees the old
 // file or the new one, never a torn one. Abandoned temporaries are removed.
+// <target> is the path with its symbolic links followed: a link to a regular
+// file is written through (its target replaced, never the link). A path that
+// is (or links to) something other than a regular file or a directory (a
+// character device, a FIFO) is written in place and never renamed over.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +29,11 @@ class AtomicFile {
   Status commit();
   uint32_t crc32() const { return crc_; }  // of everything written
   uint64_t bytes_written() const { return written_; }
+  bool in_place() const { return tmp_.empty(); }  // a device or FIFO: no temporary, no rename
 
  private:
   AtomicFile(std::string path, std::string tmp, std::FILE* f) : path_(std::move(path)), tmp_(std::move(tmp)), f_(f) {}
-  std::string path_, tmp_;
+  std::string path_, tmp_;  // path_: the target (symlinks followed); tmp_ empty when written in place
   std::FILE* f_ = nullptr;
   uint32_t crc_ = 0;
   uint64_t written_ = 0;
@@ -62,7 +67,15 @@ std::string resolve_beside(const std::string& container, const std::string& path
 // create_parent), and the path must not be a directory; an existing file is
 // left untouched. `what` names the flag or key ("--trace", "out.dir").
 Status probe_output_dir(const std::string& dir, const std::string& what);
+// A path that names (or links to) a device or FIFO is checked for writing
+// only: it is written in place.
 Status probe_output_file(const std::string& path, const std::string& what, bool create_parent = false);
+// `path` with every symbolic link along its last component followed (a
+// dangling link gives the path it points to); other paths unchanged.
+std::string follow_symlinks(const std::string& path);
+// Whether `path` (links followed) exists and is neither a regular file nor a
+// directory: a device, a FIFO or a socket, written in place.
+bool is_special_file(const std::string& path);
 // Whether two paths name the same file (after symlinks; false when either
 // does not exist): an output must never be one of the inputs.
 bool same_file(const std::string& a, const std::string& b);

@@ -78,17 +78,35 @@ class File {
   std::FILE* f_;
 };
 
-// The first safe boundary at or after target (or size: no held-out tail).
+bool is_utf8_continuation(char c) { return (static_cast<uint8_t>(c) & 0xC0) == 0x80; }
+
+// Where the held-out tail starts: the first safe boundary (pretokenize.h)
+// at or after target that leaves at least half the tail asked for; else
+// (text with no ASCII spaces: CJK, emoji, NUL-separated records) the first
+// UTF-8 character boundary at or after target, or the last one before it.
+// Never size when target < size: a fraction that asks for data gets some.
 Expected<int64_t> find_hold_out(File& f, int64_t size, int64_t target) {
   if (target <= 0) return int64_t{0};
-  for (int64_t at = target - 1; at < size; at += 1 << 16) {
+  if (target >= size) return size;
+  const int64_t limit = target + std::max<int64_t>(1, (size - target) / 2);  // the latest safe cut taken
+  for (int64_t at = target - 1; at < limit; at += 1 << 16) {
     std::string buf;
     TERA_RETURN_IF_ERROR(f.read_at(at, (1 << 16) + 1, buf));
     const size_t p = find_safe_split(buf, 1);
-    if (p != std::string::npos) return at + static_cast<int64_t>(p);
+    if (p != std::string::npos && at + static_cast<int64_t>(p) < limit) return at + static_cast<int64_t>(p);
     if (static_cast<int64_t>(buf.size()) < (1 << 16) + 1) break;
   }
-  return size;
+  // A UTF-8 sequence is at most 4 bytes: its start is within 3 bytes of target.
+  const int64_t from = std::max<int64_t>(0, target - 3);
+  std::string near;
+  TERA_RETURN_IF_ERROR(f.read_at(from, static_cast<size_t>(std::min<int64_t>(size - from, 8)), near));
+  for (int64_t at = target; at < from + static_cast<int64_t>(near.size()); ++at) {
+    if (!is_utf8_continuation(near[static_cast<size_t>(at - from)])) return at;
+  }
+  for (int64_t at = target - 1; at > from; --at) {
+    if (!is_utf8_continuation(near[static_cast<size_t>(at - from)])) return at;
+  }
+  return target;  // not UTF-8 there: any byte will do
 }
 
 // Worker pool delivering results in submission order.

@@ -26,8 +26,9 @@ struct TextChunk {
 struct ChunkOptions {
   int threads = 1;
   size_t chunk_bytes = size_t{1} << 20;
-  // Fraction of each file, its tail from the first safe boundary at or after
-  // (1 - hold_out) * size, delivered as part 1.
+  // Fraction of each file, its tail from about (1 - hold_out) * size (a safe
+  // boundary near it, else a UTF-8 character boundary; never empty when the
+  // fraction asks for data), delivered as part 1.
   double hold_out = 0;
 };
 

@@ -229,9 +229,18 @@ Expected<BpeTokenizer> tokenizer_from_reference(const std::string& ref, const st
   if (!ref.empty() && ref.front() == '{') return parse_tokenizer_json(ref, where + " (the tokenizer it records)");
   // A path inside a checkpoint is untrusted: resolved beside its meta.json,
   // and open_tokenizer reads only regular files, with a size bound.
-  auto tok = open_tokenizer(resolve_beside((fs::path(base_dir) / "meta.json").string(), ref));
+  if (fs::path(ref).is_absolute()) {
+    return Status::error(where + ": names the tokenizer by an absolute path (" + ref + "); a checkpoint may only "
+                         "name files beside it. Re-import the model with `tera ckpt import --tokenizer FILE`");
+  }
+  auto tok = open_tokenizer(tokenizer_reference_path(ref, base_dir));
   if (!tok) return Status::error(where + ": cannot load the tokenizer it names: " + tok.error());
   return tok;
+}
+
+std::string tokenizer_reference_path(const std::string& ref, const std::string& base_dir) {
+  if (ref.empty() || ref == "bytes" || ref.front() == '{') return "";
+  return resolve_beside((fs::path(base_dir) / "meta.json").string(), ref);
 }
 
 }  // namespace tera

@@ -45,10 +45,13 @@ Expected<BpeTokenizer> open_tokenizer(const std::string& spec);
 // the checkpoint directory is self-contained (CheckpointMeta::tokenizer).
 std::string tokenizer_reference(const BpeTokenizer& tok);
 // The inverse; `where` names the checkpoint. A reference that is neither
-// "bytes" nor JSON is read as a path, relative to base_dir (the directory of
-// the meta.json that names it) when not absolute; it must be a regular
-// tokenizer file (or a GPT-2 tokenizer directory), read with a size bound.
+// "bytes" nor JSON is read as a path relative to base_dir (the directory of
+// the meta.json that names it; an absolute path is refused: a checkpoint
+// names only what travels with it); it must be a regular tokenizer file (or
+// a GPT-2 tokenizer directory), read with a size bound.
 Expected<BpeTokenizer> tokenizer_from_reference(const std::string& ref, const std::string& base_dir,
                                                 const std::string& where);
+// The file or directory a reference names ("" for "bytes" or an embedded tokenizer).
+std::string tokenizer_reference_path(const std::string& ref, const std::string& base_dir);
 
 }  // namespace tera

@@ -14,7 +14,8 @@ void check_ranges(const ParallelLayout& l, std::vector<std::string>& bad) {
   if (l.tp < 1 || l.tp > 4096) bad.push_back(fmt::format("parallel.tp = {} must lie in [1, 4096]", l.tp));
   if (l.pp < 1 || l.pp > 4096) bad.push_back(fmt::format("parallel.pp = {} must lie in [1, 4096]", l.pp));
   if (l.dp < 0 || l.dp > 1000000) {
-    bad.push_back(fmt::format("parallel.dp = {} must be >= 1 (or 0 / left out to derive it from the world size)", l.dp));
+    bad.push_back(fmt::format("parallel.dp = {} must lie in [1, 1000000] (or 0 / left out to derive it from the world "
+                              "size)", l.dp));
   }
   if (l.cp < 1 || l.cp > 4096) bad.push_back(fmt::format("context parallelism cp = {} must lie in [1, 4096]", l.cp));
   if (l.vpp < 1 || l.vpp > 4096) bad.push_back(fmt::format("parallel.vpp = {} must lie in [1, 4096]", l.vpp));

@@ -73,9 +73,9 @@ Status validate_model_config(const ModelConfig& c) {
       return Status::error("model.arch = \"llama\": rotary embeddings rotate pairs, so the head size hidden / heads = " +
                            std::to_string(c.head_size()) + " must be even; choose model.heads so it is");
     }
-    if (!(c.rope_theta > 1) || !std::isfinite(c.rope_theta)) {
-      return Status::error(fmt::format("model.rope_theta = {} must be a finite number above 1 (Llama 2: 10000, "
-                                       "Llama 3: 500000)", c.rope_theta));
+    if (!(c.rope_theta > 1 && c.rope_theta <= 1e12)) {
+      return Status::error(fmt::format("model.rope_theta = {} must lie in (1, 1e12] (Llama 2: 10000, Llama 3: 500000)",
+                                       c.rope_theta));
     }
     if (!(c.norm_eps > 0) || !(c.norm_eps < 1)) {
       return Status::error(fmt::format("model.norm_eps = {} must be in (0, 1) (Llama: 1e-5 or 1e-6)", c.norm_eps));
@@ -346,7 +346,7 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
   const int64_t C = cfg_.hidden, tp = o.tp;
   const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;
   const int64_t Vl = padded_vocab(tp) / tp;  // vocab-parallel logits
-  const int64_t wide = std::max(divide(cfg_.ffn(), tp) * (cfg_.mlp == MlpKind::gated ? 2 : 1), divide(cfg_.qkv_width(), tp));
+  const int64_t wide = std::max(divide(cfg_.ffn(), tp) * (cfg_.mlp == MlpKind::gated ? 2 : 1), qkv_width_local(tp));
   const DType d = o.dtype;
   std::vector<BufferInfo> t = {{"lnf", {B, T, C}, d, true}};  // final norm output, gathered: the LM-head GEMM input
   if (cfg_.arch != Arch::llama) t.push_back({"lnf_mean", {B, Ts}, DType::f32, true});  // LayerNorm only
@@ -371,7 +371,7 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
     // x [N, C] (a norm output gathered under sequence parallelism, atty
     // [N, Cl], the LM head's input) then dy [N, O] of the widest block
     // linear (qkv, proj, fc and gate, down), or of the LM head (O = Vl).
-    const int64_t widest = std::max({divide(cfg_.qkv_width(), tp), C, divide(cfg_.ffn(), tp)});
+    const int64_t widest = std::max({qkv_width_local(tp), C, divide(cfg_.ffn(), tp)});
     t.push_back({"gemm_cast", {B, T, C + widest}, DType::bf16});
     t.push_back({"gemm_cast_head", {B, T, C + Vl}, DType::bf16, true});
   }

@@ -7,7 +7,8 @@
 
 namespace tera {
 
-Status write_chrome_trace(const std::string& path, Communicator& world, const Trace& local) {
+Status write_chrome_trace(const std::string& path, Communicator& world, const Trace& local,
+                          const ParallelLayout& layout) {
   const std::string mine = local.events_json();
   const int p = world.size(), r = world.rank();
   std::vector<int64_t> sizes(static_cast<size_t>(p));
@@ -18,7 +19,17 @@ Status write_chrome_trace(const std::string& path, Communicator& world, const Tr
     if (n > 0) world.send(mine.data(), n, 0, kTag);
     return ok_status();
   }
-  std::string body = "{\"traceEvents\":[\n" + mine;
+  // Track names first (metadata events), then the spans.
+  std::string body = "{\"traceEvents\":[\n";
+  for (int q = 0; q < p; ++q) {
+    const ParallelLayout::Coord c = layout.coord(q);
+    body += fmt::format(R"J({{"name":"thread_name","ph":"M","pid":0,"tid":{},"args":{{"name":"rank {} (pp {}, dp {}, tp {})"}}}},)J"
+                        "\n",
+                        q, q, c.pp, c.dp, c.tp);
+  }
+  body += fmt::format(R"J({{"name":"process_name","ph":"M","pid":0,"args":{{"name":"tera train ({})"}}}})J",
+                      layout.to_string());
+  if (!mine.empty()) body += ",\n" + mine;
   for (int q = 1; q < p; ++q) {
     const int64_t m = sizes[static_cast<size_t>(q)];
     if (m == 0) continue;

@@ -8,13 +8,16 @@
 #include <string>
 
 #include "comm/communicator.h"
+#include "core/parallel_layout.h"
 #include "core/status.h"
 #include "core/trace.h"
 
 namespace tera {
 
 // Gathers every rank's events to world rank 0, which writes `path`
-// atomically. Collective over `world`.
-Status write_chrome_trace(const std::string& path, Communicator& world, const Trace& local);
+// atomically, each rank's track named by its coordinates in `layout`
+// ("rank 3 (pp 1, dp 0, tp 1)"). Collective over `world`.
+Status write_chrome_trace(const std::string& path, Communicator& world, const Trace& local,
+                          const ParallelLayout& layout);
 
 }  // namespace tera

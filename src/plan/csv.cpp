@@ -25,7 +25,9 @@ Expected<CsvTable> parse_csv(const std::string& text, const std::string& where) 
     }
     rec.clear();
   };
-  for (size_t i = 0; i < text.size(); ++i) {
+  // A UTF-8 byte-order mark (what spreadsheet programs write) is not part of the first column's name.
+  const size_t start = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
+  for (size_t i = start; i < text.size(); ++i) {
     const char ch = text[i];
     if (quoted) {
       if (ch == '"') {

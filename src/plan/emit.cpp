@@ -1,6 +1,9 @@
-// Emitters. Megatron has no ZeRO-2; ZeRO-1 is its distributed optimizer and
-// ZeRO-3 maps to Megatron-Core's torch FSDP2 path; lines starting with '#'
-// say so where the mapping is not one to one.
+// Emitters. A tera config is what `tera train` allocates and runs: every
+// model key the plan priced, the precision, attention and recompute it
+// priced, or a refusal where the runtime has no such thing (context
+// parallelism, selective recompute, fp8). Megatron has no ZeRO-2; ZeRO-1 is
+// its distributed optimizer and ZeRO-3 maps to Megatron-Core's torch FSDP2
+// path; lines starting with '#' say so where the mapping is not one to one.
 #include "plan/emit.h"
 
 #include <fmt/format.h>
@@ -8,24 +11,50 @@
 
 namespace tera {
 
-std::string emit_tera_config(const ParallelLayout& l, const Workload& w) {
+Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   const ModelConfig& m = w.model;
-  std::string s = "# Written by tera plan --emit tera\n[model]\n";
-  s += fmt::format("layers = {}\nhidden = {}\nheads = {}\nseq_len = {}\nvocab = {}\n", m.layers, m.hidden, m.heads,
-                   m.seq_len, m.vocab);
+  const std::string layout = layout_string(l);
+  if (l.cp > 1) {
+    return Status::error(fmt::format("--emit tera: {} uses context parallelism (cp = {}), which tera's runtime does not "
+                                     "have; plan with --emit tera (the search then leaves cp out) or --explain cp=1",
+                                     layout, l.cp));
+  }
+  if (l.recompute == Recompute::selective) {
+    return Status::error(fmt::format("--emit tera: {} recomputes selectively, which tera's runtime does not "
+                                     "(train.recompute is \"none\" or \"full\"); plan with --emit tera or --explain "
+                                     "recompute=full",
+                                     layout));
+  }
+  if (w.fp8_gemms) return Status::error("--emit tera: the plan prices fp8 GEMMs, which tera's runtime does not have");
+  // What the runtime allocates for train.precision = "bf16" is what the
+  // planner prices with bf16 GEMM inputs over fp32 (model/memory_plan.h);
+  // "mixed" (16-bit weights and activations) is priced closest by it.
+  const bool bf16 = w.precision == Precision::mixed || cl.stack.bf16_gemm_inputs;
+  std::string s = "# Written by tera plan --emit tera: layout " + layout + "\n[model]\n";
+  s += fmt::format("arch = \"{}\"\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = {}\nvocab = {}\nvocab_align = {}\n",
+                   arch_name(m.arch), m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.vocab_align);
   if (m.ffn_hidden > 0) s += fmt::format("ffn_hidden = {}\n", m.ffn_hidden);
   if (m.kv() != m.heads) s += fmt::format("kv_heads = {}\n", m.kv());
   if (m.mlp != MlpKind::standard) s += fmt::format("mlp = \"{}\"\n", mlp_kind_name(m.mlp));
-  s += fmt::format("\n[train]\nmicro_batch = {}\nglobal_batch = {}\nrecompute = \"{}\"\n", l.micro_batch,
-                   w.global_batch, recompute_name(l.recompute));
+  if (m.arch == Arch::llama) s += fmt::format("rope_theta = {}\nnorm_eps = {}\n", m.rope_theta, m.norm_eps);
+  s += fmt::format("tie_embeddings = {}\n", w.untied_embeddings ? "false" : "true");
+  s += fmt::format("attention = \"{}\"\n", cl.stack.flash_attention ? "flash" : "naive");
+  s += fmt::format("\n[train]\nmicro_batch = {}\nglobal_batch = {}\nrecompute = \"{}\"\nprecision = \"{}\"\n",
+                   l.micro_batch, w.global_batch, recompute_name(l.recompute), bf16 ? "bf16" : "fp32");
+  if (w.precision == Precision::mixed) {
+    s += "# priced as mixed precision (16-bit weights and activations, fp32 masters); tera's bf16 keeps fp32 "
+         "activations where docs/precision.md says\n";
+  }
+  if (cl.stack.dropout) s += "# priced with dropout masks, which tera's runtime does not keep\n";
   s += fmt::format("\n[parallel]\ntp = {}\npp = {}\ndp = {}\nzero = {}\nsequence_parallel = {}\nschedule = \"{}\"\n",
                    l.tp, l.pp, l.dp, l.zero, l.sequence_parallel ? "true" : "false", schedule_kind_name(l.schedule));
   if (l.vpp > 1) s += fmt::format("vpp = {}\n", l.vpp);
   if (!l.stage_layers.empty()) s += fmt::format("stage_layers = [{}]\n", fmt::join(l.stage_layers, ", "));
+  s += "\n[data]\n# train = \"shards/\"  (required: token shards from `tera tokenize encode`, or a text file)\n";
   return s;
 }
 
-std::string emit_megatron_args(const ParallelLayout& l, const Workload& w) {
+std::string emit_megatron_args(const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   const ModelConfig& m = w.model;
   std::string s;
   auto arg = [&](const std::string& a) { s += (s.empty() || s.back() == '\n' ? "" : " ") + a; };
@@ -34,7 +63,16 @@ std::string emit_megatron_args(const ParallelLayout& l, const Workload& w) {
   arg(fmt::format("--seq-length {} --max-position-embeddings {}", m.seq_len, m.seq_len));
   if (m.kv() != m.heads) arg(fmt::format("--group-query-attention --num-query-groups {}", m.kv()));
   if (m.mlp == MlpKind::gated) arg("--swiglu");
+  if (m.arch == Arch::llama) {
+    // Llama: rotary positions (rotate-half), RMSNorm, no biases.
+    arg(fmt::format("--position-embedding-type rope --rotary-base {} --normalization RMSNorm --norm-epsilon {} "
+                    "--disable-bias-linear",
+                    m.rope_theta, m.norm_eps));
+  }
+  if (w.untied_embeddings) arg("--untie-embeddings-and-output-weights");
+  if (!cl.stack.dropout) arg("--attention-dropout 0 --hidden-dropout 0");
   arg(fmt::format("--tensor-model-parallel-size {} --pipeline-model-parallel-size {}", l.tp, l.pp));
+  if (l.cp > 1) arg(fmt::format("--context-parallel-size {}", l.cp));
   const bool even = l.stage_layers.empty() && m.layers % (int64_t{l.pp} * l.vpp) == 0;
   if (l.vpp > 1) arg(fmt::format("--num-layers-per-virtual-pipeline-stage {}", m.layers / (l.pp * l.vpp)));
   if (!even && l.pp > 1) {
@@ -56,6 +94,7 @@ std::string emit_megatron_args(const ParallelLayout& l, const Workload& w) {
     s += "\n# note: ZeRO-3 maps to Megatron-Core's torch FSDP2 path (--use-torch-fsdp2)\n";
   }
   if (w.precision == Precision::mixed) arg("--bf16");
+  if (w.fp8_gemms) arg("--fp8-format hybrid");
   if (s.back() != '\n') s += '\n';
   return s;
 }

@@ -84,6 +84,7 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   TERA_RETURN_IF_ERROR(f.boolean("stack.dp_overlap", &c.stack.dp_overlap, false));
   TERA_RETURN_IF_ERROR(f.boolean("stack.dropout", &c.stack.dropout, false));
   TERA_RETURN_IF_ERROR(f.boolean("stack.p2p_overlap", &c.stack.p2p_overlap, false));
+  TERA_RETURN_IF_ERROR(f.boolean("stack.bf16_gemm_inputs", &c.stack.bf16_gemm_inputs, false));
   // [memory]
   v = c.memory.reserved_bytes / kGiB;
   TERA_RETURN_IF_ERROR(f.number("memory.reserved_gib", &v, false, 0, 1e6));
@@ -115,9 +116,10 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
                    "kernel_overhead_us = {:.4g}\noverlap_loss = {:.4g}\nstep_overhead_ms = {:.4g}\n\n",
                    e.gemm_max, e.gemm_half_dim, e.hbm, e.flash, e.attention, e.softmax, e.intra_link, e.inter_link, e.alpha_intra * 1e6,
                    e.alpha_inter * 1e6, e.kernel_overhead * 1e6, e.overlap_loss, e.step_overhead * 1e3);
-  s += fmt::format("[stack]\nflash_attention = {}\ntp_comm_overlap = {}\ndp_overlap = {}\np2p_overlap = {}\ndropout = {}\n\n",
+  s += fmt::format("[stack]\nflash_attention = {}\ntp_comm_overlap = {}\ndp_overlap = {}\np2p_overlap = {}\ndropout = {}\n"
+                   "bf16_gemm_inputs = {}\n\n",
                    c.stack.flash_attention, c.stack.tp_comm_overlap, c.stack.dp_overlap, c.stack.p2p_overlap,
-                   c.stack.dropout);
+                   c.stack.dropout, c.stack.bf16_gemm_inputs);
   s += fmt::format("[memory]\nreserved_gib = {:.4g}\nfragmentation = {:.4g}\n", c.memory.reserved_bytes / kGiB,
                    c.memory.fragmentation);
   return s;

@@ -62,29 +62,32 @@ bool looks_like_file(const std::string& s) {
   return s.find('/') != std::string::npos || (s.size() > 5 && s.substr(s.size() - 5) == ".toml");
 }
 
+}  // namespace
+
+Expected<std::string> find_preset(const std::string& kind, const std::string& name_or_file) {
+  if (looks_like_file(name_or_file)) return name_or_file;
+  std::string searched;
+  for (const fs::path& dir : preset_dirs(kind)) {
+    const fs::path candidate = dir / (name_or_file + ".toml");
+    searched += (searched.empty() ? "" : ", ") + dir.string();
+    std::error_code ec;
+    if (fs::exists(candidate, ec)) return candidate.string();
+  }
+  std::string names;
+  for (const auto& n : list_presets(kind)) names += (names.empty() ? "" : ", ") + n;
+  return Status::error(fmt::format("unknown {} preset '{}'; the presets are: {} (in {}); or pass a .toml file",
+                                   kind == "clusters" ? "cluster" : "model", name_or_file,
+                                   names.empty() ? "(none found)" : names, searched));
+}
+
+namespace {
+
 // Reads a preset's text; `what` is "cluster" or "model".
 Expected<std::pair<std::string, std::string>> read_preset(const std::string& kind, const std::string& what,
                                                          const std::string& name_or_file) {
-  std::string path = name_or_file;
-  if (!looks_like_file(name_or_file)) {
-    path.clear();
-    std::string searched;
-    for (const fs::path& dir : preset_dirs(kind)) {
-      const fs::path candidate = dir / (name_or_file + ".toml");
-      searched += (searched.empty() ? "" : ", ") + dir.string();
-      std::error_code ec;
-      if (fs::exists(candidate, ec)) {
-        path = candidate.string();
-        break;
-      }
-    }
-    if (path.empty()) {
-      std::string names;
-      for (const auto& n : list_presets(kind)) names += (names.empty() ? "" : ", ") + n;
-      return Status::error(fmt::format("unknown {} preset '{}'; the presets are: {} (in {}); or pass a .toml file",
-                                       what, name_or_file, names.empty() ? "(none found)" : names, searched));
-    }
-  }
+  auto found = find_preset(kind, name_or_file);
+  if (!found.ok()) return found.status();
+  const std::string path = *found;
   // A preset is a few kB of TOML; a device (/dev/zero), FIFO or huge file is refused before reading.
   constexpr uint64_t kMaxPresetBytes = uint64_t{1} << 20;
   auto bytes = read_regular_file(path, what + " file", kMaxPresetBytes);

@@ -23,6 +23,9 @@ std::string user_config_dir();
 // directories, sorted, each once.
 std::vector<std::string> list_presets(const std::string& kind);
 
+// The file a NAME or FILE names ("clusters" or "models"): a path with a '/'
+// or ending in .toml as given, else the first preset of that name.
+Expected<std::string> find_preset(const std::string& kind, const std::string& name_or_file);
 Expected<Cluster> load_cluster(const std::string& name_or_file);
 Expected<ModelConfig> load_model(const std::string& name_or_file);
 Expected<ModelConfig> parse_model_toml(const std::string& text, const std::string& where);

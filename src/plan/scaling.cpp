@@ -13,8 +13,10 @@ namespace tera {
 const char* sweep_kind_name(SweepKind k) { return k == SweepKind::weak ? "weak" : "strong"; }
 
 Expected<std::vector<int64_t>> doubling_points(int64_t from, int64_t to, int64_t granule) {
-  if (from < 1) return Status::error(fmt::format("--from {} must be >= 1 GPU", from));
-  if (to < from) return Status::error(fmt::format("--to {} must be >= --from {}", to, from));
+  if (from < 1 || from > kMaxPlanGpus) return Status::error(fmt::format("--from {} must lie in [1, {}]", from, kMaxPlanGpus));
+  if (to < from || to > kMaxPlanGpus) {
+    return Status::error(fmt::format("--to {} must lie in [--from {}, {}]", to, from, kMaxPlanGpus));
+  }
   std::vector<int64_t> p;
   for (int64_t n = from; n <= to; n *= 2) p.push_back(n);
   const int64_t last = granule > 0 ? to / granule * granule : to;
@@ -27,8 +29,9 @@ Expected<std::vector<int64_t>> parse_points(const std::string& text) {
   for (const std::string& item : split(text, ',')) {
     int64_t v = 0;
     auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || v < 1) {
-      return Status::error("--points: '" + item + "' is not a positive GPU count; write e.g. --points 8,16,64");
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || v < 1 || v > kMaxPlanGpus) {
+      return Status::error(fmt::format("--points: '{}' is not a GPU count in [1, {}]; write e.g. --points 8,16,64", item,
+                                       kMaxPlanGpus));
     }
     p.push_back(v);
   }
@@ -42,7 +45,10 @@ namespace {
 // One point: the layout used and its evaluation, or why it cannot run.
 Expected<Evaluation> run_point(const ModelSpec& spec, const Workload& w, const Cluster& cl, const SweepOptions& o,
                                int64_t gpus) {
-  if (gpus > (int64_t{1} << 30)) return Status::error("more than 2^30 GPUs");
+  if (gpus > kMaxPlanGpus) return Status::error(fmt::format("more than {} GPUs", kMaxPlanGpus));
+  if (w.global_batch > kMaxPlanGlobalBatch) {
+    return Status::error(fmt::format("a global batch of more than {} sequences", kMaxPlanGlobalBatch));
+  }
   const int n = static_cast<int>(gpus);
   if (o.layout) {
     ParallelLayout l = *o.layout;
@@ -76,6 +82,10 @@ Expected<SweepResult> run_sweep(const ModelSpec& spec, const Workload& w, const 
     wp.global_batch = o.global_batch;
     if (o.kind == SweepKind::weak) {
       // Same batch per GPU as the first point.
+      if (o.global_batch > kMaxPlanGlobalBatch || n / n0 > kMaxPlanGlobalBatch) {
+        res.skipped.push_back(fmt::format("{} GPUs: the global batch would exceed {} sequences", n, kMaxPlanGlobalBatch));
+        continue;
+      }
       if ((o.global_batch * n) % n0 != 0) {
         const std::string why = fmt::format("weak scaling needs global batch {} x {} / {} to be whole", o.global_batch, n, n0);
         if (res.points.empty()) return Status::error(why);

@@ -17,6 +17,14 @@
 
 namespace tera {
 
+// What the planner prices: GPU counts, global batches (sequences per step)
+// and sequence lengths beyond these are refused as flags and skipped as
+// sweep points. Far beyond any published run, small enough that the
+// schedules and sizes of a plan stay in memory and in range.
+inline constexpr int64_t kMaxPlanGpus = int64_t{1} << 30;
+inline constexpr int64_t kMaxPlanGlobalBatch = int64_t{1} << 24;
+inline constexpr int64_t kMaxPlanSeq = int64_t{1} << 24;
+
 enum class SweepKind { weak, strong };
 const char* sweep_kind_name(SweepKind k);
 

@@ -105,7 +105,7 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
   // (shorter shares only add K/V traffic to what tp and dp already do).
   constexpr int64_t kMinCpTokens = 4096;
   std::vector<int> cps = {1};
-  if (cl.stack.flash_attention) {
+  if (cl.stack.flash_attention && !space.tera_runtime) {
     for (int c = 2; m.seq_len / c >= kMinCpTokens && m.seq_len % (2 * c) == 0; c *= 2) cps.push_back(c);
   }
   for (int cp : choices(space.cp, cps)) {
@@ -135,7 +135,7 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
             for (bool sp : choices(space.sequence_parallel, sp_ok ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
               if (sp && !sp_ok) continue;
               std::vector<Recompute> rcs = {Recompute::none, Recompute::full};
-              if (!cl.stack.flash_attention) rcs.insert(rcs.begin() + 1, Recompute::selective);
+              if (!cl.stack.flash_attention && !space.tera_runtime) rcs.insert(rcs.begin() + 1, Recompute::selective);
               for (Recompute rc : choices(space.recompute, rcs)) {
                 ParallelLayout l;
                 l.tp = tp;

@@ -39,6 +39,9 @@ struct SearchSpace {
   std::optional<Recompute> recompute;
   std::optional<int> cp;  // context parallelism (searched for long sequences with fused attention)
   int max_micro_batch = 64;
+  // Only what tera's runtime runs (plan --emit tera): no context parallelism,
+  // no selective recompute.
+  bool tera_runtime = false;
 };
 
 struct SearchResult {

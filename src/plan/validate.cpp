@@ -276,6 +276,11 @@ Status parse_outcome(const RowReader& r, RowPrediction* p) {
                                    "iteration_time_s or a throughput column");
   }
   TERA_ASSIGN_OR_RETURN(reported, r.number(col));
+  if (!(reported > 0) || !std::isfinite(reported)) {
+    // An error relative to 0 or to a negative figure means nothing (+inf%, 202%).
+    return Status::error(fmt::format("{}: {} = {} cannot be scored; a reported figure must be a positive number", r.where,
+                                     col, reported));
+  }
   p->reported = reported;
   return ok_status();
 }
@@ -584,6 +589,18 @@ void summarise(ValidationReport* rep) {
   }
 }
 
+namespace {
+
+// A validation that scored no row is a failure, never a median of nothing.
+Status nothing_scored(const std::vector<std::string>& wheres, const std::vector<std::string>& skipped) {
+  std::string files;
+  for (const std::string& w : wheres) files += (files.empty() ? "" : ", ") + w;
+  return Status::error(fmt::format("{}: no row could be scored ({} skipped{}{})", files, skipped.size(),
+                                   skipped.empty() ? "" : "; the first: ", skipped.empty() ? "" : skipped.front()));
+}
+
+}  // namespace
+
 Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
                                          ClusterLoader load, const ValidateOptions& opt) {
   auto parsed = parse_runs(tables, wheres, load);
@@ -612,6 +629,7 @@ Expected<ValidationReport> validate_runs(const std::vector<CsvTable>& tables, co
   }
   rep.params = params;
   summarise(&rep);
+  if (rep.rows.empty()) return nothing_scored(wheres, rep.skipped);
   return rep;
 }
 
@@ -669,6 +687,7 @@ Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& 
     }
   }
   summarise(&cv.held_out);
+  if (cv.held_out.rows.empty()) return nothing_scored(wheres, cv.held_out.skipped);
   return cv;
 }
 

@@ -35,6 +35,11 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
     return st ? Status::error("rank 0 could not create the checkpoint directory (see its message)") : st;
   }
   const std::string tmp = staging_dir(root, info.step);
+  // A checkpoint that fails (a full disk) leaves no staging directory behind.
+  const auto abandon = [&] {
+    std::error_code ec;
+    if (world.rank() == 0) std::filesystem::remove_all(tmp, ec);
+  };
 
   // 3. The first data-parallel rank of every (stage, tp rank) writes it.
   const bool writer = g.coord.dp == 0;
@@ -69,6 +74,7 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
   world.all_reduce(files.data(), 4 * n, CommType::f64, ReduceOp::sum);
   for (int r = 0; r < n; ++r) {
     if (files[static_cast<size_t>(4 * r + 3)] > 0) {
+      abandon();
       if (!st) return st;
       return Status::error(fmt::format("rank {} could not write its checkpoint file (see its message)", r));
     }
@@ -86,6 +92,7 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
   }
   // 5. Nobody moves on (or exits) before the checkpoint is in place.
   if (world.all_reduce_max(dir ? 0.0 : 1.0) > 0) {
+    abandon();
     if (!dir) return dir.status();
     return Status::error("rank 0 could not commit the checkpoint (see its message)");
   }

@@ -2,11 +2,11 @@
 #include "train/memory_check.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cstdlib>
 #include <fmt/format.h>
 
 #include "core/format.h"
+#include "train/host_memory.h"
 #include "train/rank_plan.h"
 
 namespace tera {
@@ -15,40 +15,10 @@ MemoryReport estimate_rank_memory(const RunConfig& cfg, const ParallelLayout& la
   return rank_memory_plan(cfg, layout, coord).report();
 }
 
-namespace {
-
-// A number from a one-line cgroup file ("max": none).
-int64_t read_cgroup_value(const char* path) {
-  std::ifstream f(path);
-  std::string s;
-  if (!(f >> s) || s == "max") return 0;
-  try {
-    return std::stoll(s);
-  } catch (...) {
-    return 0;
-  }
-}
-
-}  // namespace
-
-int64_t available_host_memory() {
-  int64_t avail = 0;
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      std::istringstream in(line.substr(13));
-      int64_t kib = 0;
-      if (in >> kib) avail = kib * 1024;
-      break;
-    }
-  }
-  const int64_t limit = read_cgroup_value("/sys/fs/cgroup/memory.max");
-  if (limit > 0) {
-    const int64_t left = std::max<int64_t>(0, limit - read_cgroup_value("/sys/fs/cgroup/memory.current"));
-    avail = avail > 0 ? std::min(avail, left) : left;
-  }
-  return avail;
+std::string host_memory_refusal(const MemoryReport& need, int ranks_on_node, int rank) {
+  const char* root = std::getenv("TERA_TEST_HOST_ROOT");  // tests: a fake /proc and /sys/fs/cgroup
+  const HostMemory m = read_host_memory(root != nullptr && *root ? root : "/");
+  return memory_refusal(need, m.available(), ranks_on_node, rank, "host memory (" + m.describe() + ")");
 }
 
 std::string memory_refusal(const MemoryReport& need, int64_t available, int ranks_on_node, int rank,

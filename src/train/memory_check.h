@@ -21,9 +21,11 @@ namespace tera {
 // (check_layout passed).
 MemoryReport estimate_rank_memory(const RunConfig& cfg, const ParallelLayout& layout, const ParallelLayout::Coord& coord);
 
-// Bytes this process may still allocate: MemAvailable from /proc/meminfo,
-// or the cgroup's limit less its usage when that is smaller. 0: unknown.
-int64_t available_host_memory();
+// "" when `need` fits in the host memory this process may allocate
+// (train/host_memory.h: MemAvailable and the cgroup limit that applies,
+// read under $TERA_TEST_HOST_ROOT when tests set it, else /) shared by
+// ranks_on_node ranks; else memory_refusal's message, naming both figures.
+std::string host_memory_refusal(const MemoryReport& need, int ranks_on_node, int rank);
 
 // "" when `need` fits in `available` / ranks_on_node; else the message that
 // refuses the run (bytes needed per class, bytes available and of what:

@@ -2,9 +2,11 @@
 #include "train/preemption.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <csignal>
 #include <cstdlib>
 #include <thread>
@@ -17,8 +19,20 @@ namespace {
 // receives the signals) leaves for the trainer to read.
 volatile std::sig_atomic_t g_signal = 0;
 std::atomic<bool> g_armed{false};  // install_preemption_handlers has run
+// The first request a user made (SIGINT, SIGTERM or SIGUSR1) and when, in
+// CLOCK_MONOTONIC nanoseconds: lock-free atomics, safe in a handler.
+std::atomic<int> g_user_signal{0};
+std::atomic<int64_t> g_user_at_ns{0};
 
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1};
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGUSR1, SIGHUP, SIGPIPE};
+
+bool reports_a_lost_reader(int sig) { return sig == SIGHUP || sig == SIGPIPE; }
+
+int64_t monotonic_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
 
 sigset_t stop_signals() {
   sigset_t set;
@@ -27,15 +41,22 @@ sigset_t stop_signals() {
   return set;
 }
 
-// The first stop signal sets the flag; a second ends the process at once.
-// Async-signal-safe only (write(2), _exit(2)): it also runs as a handler.
+// The first stop signal sets the flag; a user's second request ends the
+// process at once. Async-signal-safe only (write(2), _exit(2),
+// clock_gettime(2), lock-free atomics): it also runs as a handler.
 void take_stop_signal(int sig) {
-  if (g_signal != 0) {
-    static const char msg[] = "tera: second stop signal: exiting now; the last written checkpoint is intact\n";
-    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    ::_exit(128 + sig);
+  if (g_signal == 0) g_signal = sig;
+  if (reports_a_lost_reader(sig)) return;  // never a user asking again
+  const int64_t now = monotonic_ns();
+  int first = 0;
+  if (g_user_signal.compare_exchange_strong(first, sig)) {
+    g_user_at_ns.store(now);
+    return;
   }
-  g_signal = sig;
+  if (first == sig && now - g_user_at_ns.load() < static_cast<int64_t>(kSameRequestSeconds * 1e9)) return;  // one request
+  static const char msg[] = "tera: second stop signal: exiting now; the last written checkpoint is intact\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  ::_exit(128 + sig);
 }
 
 extern "C" void on_stop_signal(int sig) { take_stop_signal(sig); }
@@ -84,11 +105,15 @@ void install_preemption_handlers() {
 
 int preemption_signal() { return g_signal; }
 
+void request_stop(int sig) { take_stop_signal(sig); }
+
 const char* signal_name(int sig) {
   switch (sig) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGUSR1: return "SIGUSR1";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
     default: return "a stop signal";
   }
 }

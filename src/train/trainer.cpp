@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
 
@@ -18,6 +19,8 @@
 #include "core/file_util.h"
 #include "model/layout_check.h"
 #include "train/memory_check.h"
+#include "train/run_outputs.h"
+#include "data/tokenizer_file.h"
 
 namespace tera {
 
@@ -35,6 +38,25 @@ TrainingDataOptions training_data_options(const RunConfig& cfg) {
   o.seed = cfg.train.seed;
   o.source = cfg.source;
   return o;
+}
+
+// A model source's tokenizer against the run's data (eval's check): a model
+// trained on another tokenizer reads the same ids as other text. A
+// safetensors file without tokenizer files beside it records none: unknown.
+Status check_init_tokenizer(const ModelSourceReader& src, const std::string& run_tokenizer, const std::string& path) {
+  const bool recorded = src.source().kind != ModelSourceKind::safetensors || src.tokenizer() != "bytes";
+  if (!recorded) return ok_status();
+  auto theirs = tokenizer_from_reference(src.tokenizer(), src.tokenizer_base(), src.tokenizer_where());
+  if (!theirs) return Status::error("ckpt.init = " + path + ": " + theirs.error());
+  auto ours = tokenizer_from_reference(run_tokenizer, "", "data.tokenizer");
+  if (!ours) return ours.status();
+  if (theirs->fingerprint() == ours->fingerprint()) return ok_status();
+  return Status::error(fmt::format(
+      "ckpt.init = {}: the model was trained with another tokenizer ({}, fingerprint {:016x}) than the run's data "
+      "({}, fingerprint {:016x}), so its token ids would stand for other text; train on data encoded with the model's "
+      "tokenizer (tera ckpt export writes it beside the weights), or leave ckpt.init out",
+      path, theirs->is_bytes() ? "bytes" : fmt::format("{} tokens", theirs->vocab_size()), theirs->fingerprint(),
+      ours->is_bytes() ? "bytes" : fmt::format("{} tokens", ours->vocab_size()), ours->fingerprint()));
 }
 
 // Bytes of the regular files directly in dir (a checkpoint's size).
@@ -128,12 +150,15 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
                                               : "");
       refusal = memory_refusal(need, available > 0 ? std::max<int64_t>(1, available - reserved) : 0, 1, world.rank(), what);
     } else {
-      refusal = memory_refusal(need, available_host_memory(), options.ranks_on_node, world.rank());
+      refusal = host_memory_refusal(need, options.ranks_on_node, world.rank());
     }
     if (!refusal.empty()) local = Status::error(cfg.source + ": " + refusal);
   }
-  if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {
-    if (!local) return local;
+  // The lowest failing rank keeps its message: bad input every rank sees
+  // (a layout the world cannot take) is printed once per job.
+  const double lowest_failed = world.all_reduce_max(local ? -1.0 : static_cast<double>(world.size() - world.rank()));
+  if (lowest_failed > 0) {
+    if (!local && world.size() - world.rank() == static_cast<int>(lowest_failed)) return local;
     return Status::peer_failed("another rank could not start (its message above names the problem)");
   }
 
@@ -224,9 +249,7 @@ void Trainer::log(const std::string& msg) const {
   }
 }
 
-std::string Trainer::checkpoint_root() const {
-  return cfg_.ckpt.dir.empty() ? (std::filesystem::path(cfg_.out.dir) / "checkpoints").string() : cfg_.ckpt.dir;
-}
+std::string Trainer::checkpoint_root() const { return tera::checkpoint_root(cfg_); }
 
 Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
   install_preemption_handlers();
@@ -252,8 +275,11 @@ Status Trainer::run(const std::function<void(const StepStats&)>& on_step) {
                       bad_in_a_row, tc.max_bad_steps));
     }
     if (signalled) {
-      log(fmt::format("{} received: checkpointing after step {} and exiting (a second signal exits at once)",
-                      signal_name(stop_signal), st.step));
+      log(fmt::format("{} received{}: checkpointing after step {} and exiting{}", signal_name(stop_signal),
+                      stop_signal == SIGPIPE   ? " (the output's reader is gone)"
+                      : stop_signal == SIGHUP ? " (the terminal is gone)"
+                                              : "",
+                      st.step, stop_signal == SIGPIPE || stop_signal == SIGHUP ? "" : " (a second request exits at once)"));
     }
     if (signalled || too_bad || periodic || last) {
       Stopwatch sw;
@@ -335,6 +361,10 @@ Status Trainer::start(const StartOptions& options) {
     return Status::error("--start-over and --resume contradict each other: --start-over deletes the checkpoints "
                          "--resume would continue; pass one of them");
   }
+  if (resume.empty() && options.discard_newer) {
+    return Status::error("--discard-newer goes with --resume DIR: it deletes the checkpoints newer than the one resumed");
+  }
+  int64_t resume_step = -1;  // rank 0: the step of the checkpoint resumed
   if (resume == "auto") {
     // Rank 0 picks (so every rank loads the same one) and tells the others the step.
     double step = -1;
@@ -356,15 +386,29 @@ Status Trainer::start(const StartOptions& options) {
     }
     step = world.all_reduce_max(step);
     if (step >= 0) dir = (std::filesystem::path(checkpoint_root()) / step_dir_name(static_cast<int64_t>(step))).string();
+    resume_step = static_cast<int64_t>(step);
   } else if (!resume.empty()) {
     dir = resume;
     Status st = ok_status();
     if (is_first_rank()) {
       auto info = read_checkpoint_info(dir);
       st = info ? verify_checkpoint(dir, *info) : info.status();
+      if (info) resume_step = info->step;
     }
     if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
       return st ? Status::peer_failed("another rank (rank 0) found the checkpoint invalid (see its message)") : st;
+    }
+  }
+  // What this run would replace: another run's final weights, or a later timeline.
+  {
+    Status st = ok_status();
+    if (is_first_rank()) {
+      st = dir.empty() ? claim_final_dir(cfg_, options.start_over, resume == "auto")
+                       : check_newer_than_resumed(cfg_, resume_step, options.discard_newer, resume == "auto",
+                                                  [this](const std::string& m) { log(m); });
+    }
+    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
+      return st ? Status::peer_failed("another rank (rank 0) refused the run's outputs (see its message)") : st;
     }
   }
   Status st = ok_status();
@@ -379,6 +423,10 @@ Status Trainer::start(const StartOptions& options) {
   }
   if (!dir.empty()) {
     resumed_ = true;
+    if (!cfg_.ckpt.init.empty()) {
+      log("note: ckpt.init = " + cfg_.ckpt.init + " is not read: the run continues from its checkpoint (ckpt.init "
+          "only starts a fresh run)");
+    }
     const double secs = sw.seconds();
     const int64_t bytes = is_first_rank() ? directory_bytes(dir) : 0;
     log(fmt::format("resumed from {} at step {} ({}, {:.2f} s, {:.0f} MB/s)", dir, next_step_, human_bytes(bytes), secs,
@@ -419,27 +467,38 @@ Status Trainer::resume_from(const std::string& dir) {
 }
 
 Status Trainer::check_schedule(const CheckpointInfo& info, const std::string& dir) {
-  // The learning-rate schedule is a function of (lr, min_lr, warmup, steps):
-  // changing any on resume reshapes the curve from this step on.
-  const nlohmann::json& was = info.lr_schedule;
-  if (!was.is_object()) return ok_status();  // written before schedules were recorded
+  // The learning-rate schedule is a function of (lr, min_lr, warmup, steps),
+  // and the update one of AdamW's hyper-parameters and the clip: changing
+  // any on resume changes the run from this step on.
   std::string changes;
-  auto compare = [&](const char* key, double now) {
-    if (!was.contains(key) || !was[key].is_number()) return;
+  auto compare = [&](const nlohmann::json& was, const char* key, double now) {
+    if (!was.is_object() || !was.contains(key) || !was[key].is_number()) return;  // not recorded (older checkpoints)
     const double before = was[key].get<double>();
     const bool same = std::abs(before - now) <= 1e-6 * std::max(std::abs(before), std::abs(now));
-    if (!same) changes += fmt::format("{}train.{} {} -> {}", changes.empty() ? "" : ", ", key, before, now);
+    if (!same) changes += fmt::format("{}train.{} {:g} -> {:g}", changes.empty() ? "" : ", ", key, before, now);
   };
-  compare("steps", static_cast<double>(cfg_.train.steps));
-  compare("lr", cfg_.train.lr);
-  compare("min_lr", cfg_.train.min_lr);
-  compare("warmup", static_cast<double>(cfg_.train.warmup));
+  const nlohmann::json& schedule = info.lr_schedule;
+  compare(schedule, "steps", static_cast<double>(cfg_.train.steps));
+  compare(schedule, "lr", cfg_.train.lr);
+  compare(schedule, "min_lr", cfg_.train.min_lr);
+  compare(schedule, "warmup", static_cast<double>(cfg_.train.warmup));
+  // The optimizer's, from the run config the checkpoint records.
+  if (auto ran = parse_run_config(info.config_toml, dir + "/meta.json config_toml", {}, /*check_files=*/false)) {
+    const nlohmann::json optimizer = {{"weight_decay", ran->train.adamw.weight_decay}, {"beta1", ran->train.adamw.beta1},
+                                      {"beta2", ran->train.adamw.beta2},               {"eps", ran->train.adamw.eps},
+                                      {"clip", ran->train.clip}};
+    compare(optimizer, "weight_decay", cfg_.train.adamw.weight_decay);
+    compare(optimizer, "beta1", cfg_.train.adamw.beta1);
+    compare(optimizer, "beta2", cfg_.train.adamw.beta2);
+    compare(optimizer, "eps", cfg_.train.adamw.eps);
+    compare(optimizer, "clip", cfg_.train.clip);
+  }
   if (changes.empty()) return ok_status();
   if (!change_schedule_) {
-    return Status::error(dir + ": the learning-rate schedule differs from the checkpoint's (" + changes +
-                         "); resume with the same settings, or pass --change-schedule to continue on the new schedule");
+    return Status::error(dir + ": the learning-rate schedule or the optimizer differs from the checkpoint's (" + changes +
+                         "); resume with the same settings, or pass --change-schedule to continue with the new ones");
   }
-  log("--change-schedule: the learning-rate schedule continues with " + changes);
+  log("--change-schedule: the run continues with " + changes);
   return ok_status();
 }
 
@@ -456,6 +515,7 @@ Status Trainer::init_weights_from(const std::string& path) {
   if (const std::string d = model_config_diff(src->model(), cfg_.model); !d.empty()) {
     return Status::error("ckpt.init = " + path + ": another model (" + d + ")");
   }
+  TERA_RETURN_IF_ERROR(check_init_tokenizer(*src, data_.tokenizer, path));
   if (source->kind == ModelSourceKind::checkpoint_root) {
     log("ckpt.init = " + path + ": its latest valid checkpoint, " + source->path);
   }
@@ -472,6 +532,17 @@ Status Trainer::save_final() {
   const auto tensors = engine_->gather_global_parameters();
   Status st = ok_status();
   if (is_first_rank()) {
+    // Like a checkpoint, the final weights are only ever finite.
+    for (const auto& [info, data] : tensors) {
+      const auto bad = std::count_if(data.begin(), data.end(), [](float x) { return !std::isfinite(x); });
+      if (bad > 0 && st) {
+        st = Status::error(fmt::format("not writing the final weights: {} values of {} are not finite; resume from "
+                                       "the last good checkpoint with a lower train.lr",
+                                       bad, info->name));
+      }
+    }
+  }
+  if (is_first_rank() && st) {
     CheckpointMeta meta;
     meta.model = cfg_.model;
     meta.step = next_step_;
@@ -493,7 +564,7 @@ MemoryReport Trainer::memory() const { return engine_->memory(); }
 Status Trainer::write_trace() {
   if (trace_ == nullptr) return ok_status();
   groups_->set_trace(nullptr);  // the gathering below is not part of the run
-  return write_chrome_trace(trace_path_, *groups().world, *trace_);
+  return write_chrome_trace(trace_path_, *groups().world, *trace_, groups().layout);
 }
 
 double Trainer::theoretical_bubble() const {

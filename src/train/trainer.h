@@ -69,10 +69,15 @@ struct StartOptions {
   // A fresh run into a checkpoint directory that holds checkpoints is
   // refused; with start_over they are deleted first.
   bool start_over = false;
-  // A resumed run whose train.steps, lr, min_lr or warmup differ from the
-  // checkpoint's is refused; with change_schedule the change is printed
-  // and the schedule follows the new settings.
+  // A resumed run whose train.steps, lr, min_lr, warmup or optimizer
+  // settings (weight_decay, beta1, beta2, eps, clip) differ from the
+  // checkpoint's is refused; with change_schedule the change is printed and
+  // the run follows the new settings.
   bool change_schedule = false;
+  // A resumed run into a checkpoint root holding later checkpoints (or an
+  // out.dir whose final is later) is refused; with discard_newer they are
+  // deleted (train/run_outputs.h).
+  bool discard_newer = false;
 };
 
 class Trainer {
@@ -91,8 +96,7 @@ class Trainer {
   // ckpt.dir is set), on preemption and when too many steps were bad.
   Status run(const std::function<void(const StepStats&)>& on_step);
   RunEnd end() const { return end_; }
-  // Where checkpoints go: ckpt.dir, or out.dir/checkpoints when it is empty
-  // (preemption and bad-step checkpoints are written even then).
+  // Where checkpoints go (train/run_outputs.h checkpoint_root).
   std::string checkpoint_root() const;
   // Collective: writes <root>/step-<next step>; returns its directory.
   Expected<std::string> save_checkpoint();

@@ -105,15 +105,17 @@ def ckpt(work, name):
 def case_resume(tera, config, corpus, work):
     for layout in ["", "tp=2,dp=2,zero=2"]:
         tag = layout or "1 rank"
-        train(tera, config, corpus, work, "full", layout, ckpt(work, "c") + ["ckpt.every=5", "ckpt.keep=10"])
-        full = metrics(work, "full")
+        sfx = "-" + layout.replace(",", "-").replace("=", "") if layout else ""  # each layout's runs their own out.dir
+        train(tera, config, corpus, work, "full" + sfx, layout, ckpt(work, "c") + ["ckpt.every=5", "ckpt.keep=10"])
+        full = metrics(work, "full" + sfx)
         for k in (5, 10):
             d = os.path.join(work, "c", f"step-{k:08d}")
-            train(tera, config, corpus, work, f"from{k}", layout, resume=d)
-            ok, why = same(full, metrics(work, f"from{k}"), exact=True)
-            check(ok and min(metrics(work, f"from{k}")) == k + 1, f"resume {tag} from step {k}: bit-identical ({why})")
+            train(tera, config, corpus, work, f"from{k}{sfx}", layout, resume=d)
+            got = metrics(work, f"from{k}{sfx}")
+            ok, why = same(full, got, exact=True)
+            check(ok and min(got) == k + 1, f"resume {tag} from step {k}: bit-identical ({why})")
         # auto picks the newest (the end): nothing left to run, still exit 0.
-        r = train(tera, config, corpus, work, "auto", layout, ckpt(work, "c"), resume="auto")
+        r = train(tera, config, corpus, work, "auto" + sfx, layout, ckpt(work, "c"), resume="auto")
         check("at step 20" in r.stdout, f"resume {tag} auto finds step 20")
         shutil.rmtree(os.path.join(work, "c"))
     # Retention: keep = 2 leaves the newest two.

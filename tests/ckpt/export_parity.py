@@ -7,7 +7,8 @@ Reads the file `tera ckpt export` wrote and config.json beside it, runs the
 forward of the model config.json names, written out in PyTorch (float64), on
 tera's tokens and compares the logits with tera's: max |difference| <= 1e-4 *
 max |tera logit|. Two families:
-  gpt2   GPT2LMHeadModel: Conv1D weights stored (in, out), tied head;
+  gpt2   GPT2LMHeadModel: Conv1D weights stored (in, out), the head tied to
+         wte unless tie_word_embeddings = false (then lm_head.weight);
   llama  LlamaForCausalLM: RMSNorm, rotary embeddings (rotate-half, base
          rope_theta), grouped-query attention (query head h reads key/value
          head h // (heads / kv_heads), transformers' repeat_kv), SwiGLU MLP,
@@ -51,8 +52,10 @@ def gpt2_lm_head_forward(P, cfg, tokens):
         h = F.gelu(h @ g(p + "mlp.c_fc.weight") + g(p + "mlp.c_fc.bias"), approximate="tanh")
         x = x + h @ g(p + "mlp.c_proj.weight") + g(p + "mlp.c_proj.bias")
     x = F.layer_norm(x, (C,), g("ln_f.weight"), g("ln_f.bias"), eps)
-    assert cfg.get("tie_word_embeddings", True)
-    return x @ g("wte.weight").T  # lm_head tied to wte
+    # As transformers reads it: tied unless tie_word_embeddings = false, then its own lm_head.weight.
+    tied = cfg.get("tie_word_embeddings", True)
+    assert ("lm_head.weight" in P) != tied, "lm_head.weight must be stored iff the head is untied"
+    return x @ (g("wte.weight") if tied else P["lm_head.weight"].double()).T
 
 
 def llama_forward(P, cfg, tokens):

@@ -61,9 +61,12 @@ TEST(Safetensors, RejectsMalformedHeaders) {
     EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
   };
   expect("abc", "too short");
-  expect(with_header(std::string(1000, ' '), 0).substr(0, 8) + std::string(4, 'x'), "header length 1000 exceeds");
+  expect(with_header(std::string(1000, ' '), 0).substr(0, 8) + std::string(4, 'x'),
+         "not a safetensors file: it is binary data of another format (read as safetensors, its header would be 1000 "
+         "bytes of a 12-byte file)");
   expect(with_header("{not json}", 0), "not valid JSON");
-  expect(with_header("[1]", 0), "not a JSON object");
+  expect(with_header("[1]", 0), "not a safetensors file");  // a header must begin with '{'
+  expect("The first line of a text file\nand more", "not a safetensors file: it is a text file (it begins \"The first");
   expect(with_header(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4), "outside the data section");
   expect(with_header(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "needs 12");
   expect(with_header(R"({"t":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", 8), "unknown dtype");

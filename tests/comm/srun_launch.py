@@ -63,7 +63,8 @@ def main():
         subprocess.run([TERA, "train", "-c", cfg, "-q", "--metrics", ref], check=True, env=ENV, timeout=300)
         for layout in (["--set", "parallel.zero=1"], ["--set", "parallel.tp=2"]):
             m = os.path.join(d, "srun.jsonl")
-            r = subprocess.run(["srun", "-n", "2", TERA, "train", "-c", cfg, "-q", "--metrics", m, *layout],
+            # Every run trains afresh into the same out.dir: --start-over replaces the earlier final.
+            r = subprocess.run(["srun", "-n", "2", TERA, "train", "-c", cfg, "-q", "--start-over", "--metrics", m, *layout],
                                capture_output=True, text=True, env=ENV, timeout=300)
             if r.returncode != 0:
                 print(f"srun {layout} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
@@ -80,7 +81,7 @@ def main():
             f.write(CONFIG.format(steps=1000000, corpus=corpus, out=os.path.join(d, "out")))
         for sig, via_scancel in ((signal.SIGUSR1, False), (signal.SIGTERM, True)):
             ck = os.path.join(d, f"ck{int(sig)}")
-            job = subprocess.Popen(["srun", "-n", "2", TERA, "train", "-c", cfg, "-q", "--set", f"ckpt.dir={ck}",
+            job = subprocess.Popen(["srun", "-n", "2", TERA, "train", "-c", cfg, "-q", "--start-over", "--set", f"ckpt.dir={ck}",
                                     "--set", "ckpt.every=20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True, env=ENV)
             for _ in range(300):
@@ -106,7 +107,7 @@ def main():
         # A rank killed mid-run: the job ends, non-zero, and Slurm names the task.
         with open(cfg, "w") as f:
             f.write(CONFIG.format(steps=1000000, corpus=corpus, out=os.path.join(d, "out")))
-        job = subprocess.Popen(["srun", "-n", "2", TERA, "train", "-c", cfg, "-q"], stdout=subprocess.PIPE,
+        job = subprocess.Popen(["srun", "-n", "2", TERA, "train", "-c", cfg, "-q", "--start-over"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=ENV)
         victim = None
         for _ in range(100):

@@ -3,36 +3,28 @@
 // path helpers of core/file_util.h.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/file_util.h"
+#include "temp_dir_test.h"
 
 namespace tera {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
-class FileUtil : public ::testing::Test {
+class FileUtil : public TempDirTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("tera-core-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   static void write_text(const std::string& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
   static std::string read_text(const std::string& p) {
     auto bytes = read_file(p);
@@ -47,7 +39,6 @@ class FileUtil : public ::testing::Test {
     }
     return out;
   }
-  fs::path dir_;
 };
 
 TEST_F(FileUtil, CommitReplacesTheTargetAndLeavesNoTemporary) {
@@ -224,6 +215,77 @@ TEST_F(FileUtil, SameFileFollowsLinksAndIsFalseForMissingPaths) {
   EXPECT_FALSE(same_file(a, b));  // equal bytes, different files
   EXPECT_FALSE(same_file(a, path("missing")));
   EXPECT_FALSE(same_file(path("missing"), path("missing")));
+}
+
+// A symbolic link to a regular file is written through: the target gets the
+// new bytes atomically, the link stays a link (issue 35 row 1b).
+TEST_F(FileUtil, ALinkToARegularFileIsWrittenThroughNeverReplaced) {
+  write_text(path("real.json"), "old");
+  fs::create_symlink("real.json", path("link.json"));
+  auto f = AtomicFile::create(path("link.json"));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_FALSE(f->in_place());
+  ASSERT_TRUE(f->write("new", 3).is_ok());
+  ASSERT_TRUE(f->commit().is_ok());
+  EXPECT_TRUE(fs::is_symlink(path("link.json")));
+  EXPECT_EQ(read_text(path("real.json")), "new");
+  EXPECT_EQ(others("real.json"), std::vector<std::string>{"link.json"});  // no temporary left
+  // A dangling link: the file it names is created, the link kept.
+  fs::create_symlink("made.json", path("dangling.json"));
+  auto g = AtomicFile::create(path("dangling.json"));
+  ASSERT_TRUE(g.ok()) << g.error();
+  ASSERT_TRUE(g->write("x", 1).is_ok());
+  ASSERT_TRUE(g->commit().is_ok());
+  EXPECT_TRUE(fs::is_symlink(path("dangling.json")));
+  EXPECT_EQ(read_text(path("made.json")), "x");
+}
+
+// A FIFO (and a link to it) is written in place: a reader gets the bytes,
+// and the FIFO is still a FIFO afterwards.
+TEST_F(FileUtil, AFifoIsWrittenInPlace) {
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  fs::create_symlink("fifo", path("to-fifo"));
+  for (const char* name : {"fifo", "to-fifo"}) {
+    std::string got;
+    std::thread reader([&] { got = read_text(path("fifo")); });
+    {
+      auto f = AtomicFile::create(path(name));  // opening blocks until the reader opens
+      ASSERT_TRUE(f.ok()) << f.error();
+      EXPECT_TRUE(f->in_place());
+      ASSERT_TRUE(f->write("through the pipe", 16).is_ok());
+      ASSERT_TRUE(f->commit().is_ok());
+    }
+    reader.join();
+    EXPECT_EQ(got, "through the pipe") << name;
+    EXPECT_TRUE(fs::is_fifo(path("fifo")));
+  }
+  EXPECT_TRUE(probe_output_file(path("to-fifo"), "--trace").is_ok());
+}
+
+// A character device the test makes (the null device's numbers; as root
+// only) takes the bytes in place and stays a device; a full one (/dev/full's
+// numbers) fails at commit, naming the path.
+TEST_F(FileUtil, ACharacterDeviceIsWrittenInPlace) {
+  if (::mknod(path("null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0 ||
+      ::mknod(path("full").c_str(), S_IFCHR | 0666, makedev(1, 7)) != 0) {
+    GTEST_SKIP() << "mknod needs root (" << std::strerror(errno) << ")";
+  }
+  auto f = AtomicFile::create(path("null"));
+  ASSERT_TRUE(f.ok()) << f.error();
+  EXPECT_TRUE(f->in_place());
+  ASSERT_TRUE(f->write("discarded", 9).is_ok());
+  ASSERT_TRUE(f->commit().is_ok());
+  EXPECT_TRUE(fs::is_character_file(path("null")));
+  EXPECT_TRUE(probe_output_file(path("null"), "--trace").is_ok());
+  EXPECT_EQ(others("full"), std::vector<std::string>{"null"});  // no probe file, no temporary
+  auto g = AtomicFile::create(path("full"));
+  ASSERT_TRUE(g.ok()) << g.error();
+  ASSERT_TRUE(g->write("x", 1).is_ok());
+  const Status s = g->commit();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find(path("full")), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("No space left"), std::string::npos) << s.message();
+  EXPECT_TRUE(fs::is_character_file(path("full")));
 }
 
 TEST(ResolveBeside, RelativeToTheContainerAbsoluteUnchanged) {

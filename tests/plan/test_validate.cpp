@@ -80,12 +80,19 @@ TEST(Validate, MetricConventionsAndFlags) {
 }
 
 TEST(Validate, BadRowsNameRowAndColumn) {
-  auto t1 = parse_csv(std::string(kHeader) + "7,X,48,abc,64,,,,2048,51200,mixed,A100,312,8,8,1,1,,,,,4,4,full,100,,,\n", "r.csv");
+  const std::string bad_row = "7,X,48,abc,64,,,,2048,51200,mixed,A100,312,8,8,1,1,,,,,4,4,full,100,,,\n";
+  const std::string good_row = "9,X,4,64,4,,,,64,100,mixed,H100,,8,1,1,4,2,,,,1,8,full,100,,,\n";
+  auto t1 = parse_csv(std::string(kHeader) + bad_row + good_row, "r.csv");
   auto r1 = validate_runs(*t1, "r.csv", &load_cluster);
   ASSERT_TRUE(r1.ok()) << r1.error();  // an unreadable row is skipped, never the run
   ASSERT_EQ(r1->skipped.size(), 1u);
   EXPECT_NE(r1->skipped[0].find("row_id 7"), std::string::npos);
   EXPECT_NE(r1->skipped[0].find("hidden"), std::string::npos);
+  // Nothing scored is a failure, never "0 rows: median 0.00%" (issue 35 row 17).
+  auto t0 = parse_csv(std::string(kHeader) + bad_row, "r.csv");
+  auto r0 = validate_runs(*t0, "r.csv", &load_cluster);
+  ASSERT_FALSE(r0.ok());
+  EXPECT_NE(r0.error().find("no row could be scored"), std::string::npos) << r0.error();
   // Rows the planner cannot price are listed as skipped, not counted.
   auto t2 = parse_csv(std::string(kHeader) + "8,X,4,64,4,,,,64,100,mixed,TPU v4,,8,1,1,8,,,,,1,8,full,100,,,\n" +
                           "9,X,4,64,4,,,,64,100,mixed,H100,,8,1,1,4,2,,,,1,8,full,100,,,\n",
@@ -99,7 +106,7 @@ TEST(Validate, BadRowsNameRowAndColumn) {
   EXPECT_EQ(r2->rows[0].layout.cp, 2);
   EXPECT_EQ(r2->rows[0].layout.dp, 4);
   // fp8 on a GPU without an fp8 peak (A100) is skipped with that reason.
-  auto t6 = parse_csv(std::string(kHeader) + "12,X,4,64,4,,,,64,100,fp8,A100,,8,1,1,8,,,,,1,8,full,100,,,\n", "r.csv");
+  auto t6 = parse_csv(std::string(kHeader) + "12,X,4,64,4,,,,64,100,fp8,A100,,8,1,1,8,,,,,1,8,full,100,,,\n" + good_row, "r.csv");
   auto r6 = validate_runs(*t6, "r.csv", &load_cluster);
   ASSERT_TRUE(r6.ok()) << r6.error();
   ASSERT_EQ(r6->skipped.size(), 1u);
@@ -115,12 +122,12 @@ TEST(Validate, BadRowsNameRowAndColumn) {
   EXPECT_NE(r7->skipped[0].find("micro_batch"), std::string::npos);
   EXPECT_EQ(r7->rows.size(), 1u);
   // A layout that contradicts the row's own model (tp 3 does not divide 4 heads) is skipped too.
-  auto t5 = parse_csv(std::string(kHeader) + "11,X,4,64,4,,,,64,100,mixed,A100,,3,3,1,1,,,,,1,8,full,100,,,\n", "r.csv");
+  auto t5 = parse_csv(std::string(kHeader) + "11,X,4,64,4,,,,64,100,mixed,A100,,3,3,1,1,,,,,1,8,full,100,,,\n" + good_row, "r.csv");
   auto r5 = validate_runs(*t5, "r.csv", &load_cluster);
   ASSERT_TRUE(r5.ok()) << r5.error();
   ASSERT_EQ(r5->skipped.size(), 1u);
   EXPECT_NE(r5->skipped[0].find("parallel.tp = 3 does not divide model.heads = 4"), std::string::npos);
-  auto t4 = parse_csv(std::string(kHeader) + "10,X,4,64,4,,,,64,100,mixed,A100,,8,1,1,8,,,,,1,,full,100,,,\n", "r.csv");
+  auto t4 = parse_csv(std::string(kHeader) + "10,X,4,64,4,,,,64,100,mixed,A100,,8,1,1,8,,,,,1,,full,100,,,\n" + good_row, "r.csv");
   auto r4 = validate_runs(*t4, "r.csv", &load_cluster);
   ASSERT_TRUE(r4.ok()) << r4.error();
   ASSERT_EQ(r4->skipped.size(), 1u);

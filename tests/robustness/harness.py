@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 TERA = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build/tera"
@@ -94,6 +95,69 @@ class RobustnessCase(unittest.TestCase):
     def tera(self, *args, **kw):
         kw.setdefault("cwd", self.dir)
         return run(*args, **kw)
+
+    quiet_train = False  # train() passes -q (modules that read only the summary and the errors)
+
+    def config(self, steps=6, extra="", name="run.toml", corpus=CORPUS):
+        return self.write(name, tiny_config(corpus=corpus, steps=steps, extra=extra))
+
+    def train(self, cfg, *sets, extra_args=(), **kw):
+        """tera train -c cfg --set s ... extra_args."""
+        args = ["train", "-c", cfg] + (["-q"] if self.quiet_train else [])
+        for s in sets:
+            args += ["--set", s]
+        return self.tera(*args, *extra_args, **kw)
+
+    def ok(self, r):
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    def start(self, cmd, env=None, stdout_pipe=False):
+        """A background process (tera, mpirun, timeout) with its output in a file (stdout a pipe if asked)."""
+        e = dict(os.environ, OMP_NUM_THREADS="1")
+        e.update(env or {})
+        path = self.path(f"bg-{time.time_ns()}.log")
+        with open(path, "w") as out:  # the child's own file description: reading below never moves its offset
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE if stdout_pipe else out,
+                                 stderr=out if stdout_pipe else subprocess.STDOUT, cwd=self.dir, env=e, text=True,
+                                 stdin=subprocess.DEVNULL)
+        p.log = open(path)
+        return p
+
+    def wait_for(self, p, needle, timeout=120):
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            p.log.seek(0)
+            text = p.log.read()
+            if needle in text:
+                return text
+            if p.poll() is not None:
+                self.fail(f"exited {p.returncode} before '{needle}':\n{text[-3000:]}")
+            time.sleep(0.05)
+        p.kill()
+        self.fail(f"no '{needle}' within {timeout} s")
+
+    def finish(self, p, timeout=120):
+        """(exit code, the tail of the output): enough for every message, short in a failure."""
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            self.fail("the process did not end")
+        p.log.seek(0)
+        text = p.log.read()
+        p.log.close()
+        return p.returncode, text[-6000:]
+
+    def assert_latest_valid(self, root):
+        """The checkpoint `latest` names exists and `ckpt inspect` finds it valid; its name."""
+        with open(os.path.join(root, "latest")) as f:
+            latest = f.read().strip()
+        self.assertIn(latest, sorted(d for d in os.listdir(root) if d.startswith("step-")))
+        r = self.tera("ckpt", "inspect", os.path.join(root, latest))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return latest
 
     def assert_refused(self, r, needles, code=2):
         """Exit `code`, every needle in stderr, and never an internal error or a crash."""

@@ -24,12 +24,31 @@ from harness import CORPUS, RobustnessCase, main, run, snapshot, tiny_config  # 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: {name: (shape, [floats])}, written as F32 safetensors."""
+def round_to(dtype, v):
+    """v rounded to F32, F16 or BF16 (nearest, ties to even) and back."""
+    if dtype == "F32":
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+    if dtype == "F16":
+        return struct.unpack("<e", struct.pack("<e", v))[0]
+    bits = struct.unpack("<I", struct.pack("<f", v))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return struct.unpack("<f", struct.pack("<I", bits))[0]
+
+
+def pack(dtype, values):
+    if dtype == "F32":
+        return struct.pack(f"<{len(values)}f", *values)
+    if dtype == "F16":
+        return struct.pack(f"<{len(values)}e", *values)
+    return b"".join(struct.pack("<I", struct.unpack("<I", struct.pack("<f", round_to("BF16", v)))[0])[2:] for v in values)
+
+
+def write_safetensors(path, tensors, metadata=None, dtype="F32"):
+    """tensors: {name: (shape, [floats])}, written as F32 (or F16, BF16) safetensors."""
     header, blobs, at = {}, [], 0
     for name, (shape, values) in tensors.items():
-        blob = struct.pack(f"<{len(values)}f", *values)
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [at, at + len(blob)]}
+        blob = pack(dtype, values)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + len(blob)]}
         blobs.append(blob)
         at += len(blob)
     if metadata:
@@ -104,10 +123,6 @@ class CliRobustness(RobustnessCase):
         (shutil.copytree if os.path.isdir(src) else shutil.copy)(src, dst)
         return dst
 
-    def ok(self, r):
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return r
-
     # Row 3: an existing --out is refused unless --force, and --force replaces atomically.
     def test_row03_import_out_exists_refused(self):
         hf = self.copy("hf")
@@ -168,7 +183,7 @@ class CliRobustness(RobustnessCase):
                      ["--input", shards, "--out", os.path.join(shards, "tokenizer.json")],
                      ["--input", shards, "--out", os.path.join(shards, "manifest.json")]):
             r = self.tera("tokenize", "decode", *args, "--force")
-            self.assert_refused(r, ["is one of the inputs"])
+            self.assert_refused(r, ["is the same file as", "an input of this command"])
             self.assert_unchanged(before, shards)
         # A new file named like a shard inside the shard directory is refused too.
         r = self.tera("tokenize", "decode", "--input", shards, "--out", os.path.join(shards, "train-00007.tok"))
@@ -178,25 +193,25 @@ class CliRobustness(RobustnessCase):
         corpus = shutil.copy(CORPUS, self.path("corpus.txt"))
         before = snapshot(corpus)
         r = self.tera("tokenize", "train", "-i", corpus, "--vocab", "300", "--out", corpus, "--force")
-        self.assert_refused(r, ["is one of the inputs", corpus])
+        self.assert_refused(r, ["is the same file as", corpus, "an input of this command"])
         self.assert_unchanged(before, corpus)
         # encode into the directory holding its own input text; import into the directory holding its input.
         os.makedirs(self.path("texts"))
         text = shutil.copy(CORPUS, self.path("texts", "corpus.txt"))
         before = snapshot(self.path("texts"))
         r = self.tera("tokenize", "encode", "-t", "bytes", "-i", self.path("texts"), "-o", self.path("texts"))
-        self.assert_refused(r, ["holds the input", text])
+        self.assert_refused(r, ["holds --input", text, "an input of this command"])
         self.assert_unchanged(before, self.path("texts"))
         hf = self.copy("hf")
         before = snapshot(hf)
         r = self.tera("ckpt", "import", os.path.join(hf, "model.safetensors"), "--out", hf, "--force")
-        self.assert_refused(r, ["holds the input"])
+        self.assert_refused(r, ["holds the source", "an input of this command"])
         self.assert_unchanged(before, hf)
         # reshard into the ckpt.dir it reads from: would replace the very checkpoint.
         ck = self.copy("bytes/ckpt", "ck")
         before = snapshot(ck)
         r = self.tera("ckpt", "reshard", os.path.join(ck, "step-00000006"), "--layout", "tp=2", "--out", ck, "--force")
-        self.assert_refused(r, ["would replace the checkpoint it reads"])
+        self.assert_refused(r, ["holds the checkpoint it reads", "step-00000006"])
         self.assert_unchanged(before, ck)
 
     # Row 6: a tokenizer path inside meta.json (or given as --tokenizer) must be a regular file.
@@ -208,7 +223,13 @@ class CliRobustness(RobustnessCase):
         fifo = self.path("fifo")
         os.mkfifo(fifo)
         shards = self.copy("shards")
-        for bad, kind in (("/dev/zero", "character device"), (fifo, "FIFO"), (self.dir, "vocab.json")):
+        os.symlink("/dev/zero", self.path("zero"))  # outside final/: snapshot() reads every file there
+        with open(self.path("tok.json"), "w") as f:
+            f.write(embedded)
+        # Relative paths resolve beside meta.json and must name a regular file;
+        # an absolute one is refused outright (issue 35: a checkpoint names only what travels with it).
+        for bad, kind in (("../zero", "character device"), ("../fifo", "FIFO"), ("..", "vocab.json"),
+                          (self.path("tok.json"), "absolute path")):
             meta["tokenizer"] = bad
             with open(meta_path, "w") as f:
                 json.dump(meta, f)
@@ -216,7 +237,7 @@ class CliRobustness(RobustnessCase):
             for args in (["generate", "--ckpt", final, "--prompt", "a", "-n", "2"],
                          ["eval", "--ckpt", final, "--data", shards]):
                 r = self.tera(*args, timeout=30)
-                self.assert_refused(r, [bad, kind, "meta.json"])
+                self.assert_refused(r, [os.path.normpath(os.path.join(final, bad)), kind, "meta.json"])
             self.assert_unchanged(before, final)
         # A relative path resolves beside meta.json, not against the working directory.
         with open(os.path.join(final, "tok.json"), "w") as f:
@@ -301,11 +322,22 @@ class CliRobustness(RobustnessCase):
         with open(cfg_path, "w") as f:
             json.dump(cfg, f)
         wte = tensors["transformer.wte.weight"]
-        # An untied head: refused, naming lm_head and why.
-        write_safetensors(st, dict(tensors, **{"lm_head.weight": (wte[0], [v + 1.0 for v in wte[1]])}), meta)
+        # A head that differs from wte while config.json says tied: refused, naming both (issue 35 row 12:
+        # with tie_word_embeddings = false the same file is an untied GPT-2, imported with its head).
+        head = (wte[0], [round_to("F32", v + 1.0) for v in wte[1]])
+        write_safetensors(st, dict(tensors, **{"lm_head.weight": head}), meta)
         r = self.tera("ckpt", "import", st, "--out", out)
-        self.assert_refused(r, ["lm_head.weight", "untied", "ties the output head"])
+        self.assert_refused(r, ["tie_word_embeddings = true", "lm_head.weight", "disagree"])
         self.assertFalse(os.path.exists(out))
+        with open(cfg_path, "w") as f:
+            json.dump(dict(cfg, tie_word_embeddings=False), f)
+        self.ok(self.tera("ckpt", "import", st, "--out", out))
+        self.assertFalse(load_json(os.path.join(out, "meta.json"))["model"]["tie_embeddings"])
+        imported, _ = read_safetensors(os.path.join(out, "model.safetensors"))
+        self.assertEqual(imported["lm_head.weight"], (head[0], head[1]))
+        shutil.rmtree(out)
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f)
         # A layer the config does not have (h.1 without h.1.ln_1): refused, named.
         extra = {"transformer.h.1.mlp.c_fc.weight": tensors["transformer.h.0.mlp.c_fc.weight"]}
         write_safetensors(st, dict(tensors, **extra), meta)
@@ -314,6 +346,129 @@ class CliRobustness(RobustnessCase):
         write_safetensors(st, dict(tensors, **{"lm_head.weight": wte}), meta)
         self.ok(self.tera("ckpt", "import", st, "--out", out))
         self.assertTrue(os.path.isfile(os.path.join(out, "meta.json")))
+
+    # Issue 35 row 15: GPT2Config fields that change the function are refused by name.
+    def test_round2_row15_gpt2_function_fields_refused(self):
+        hf = self.copy("hf")
+        st, cfg_path = os.path.join(hf, "model.safetensors"), os.path.join(hf, "config.json")
+        cfg = load_json(cfg_path)
+        out = self.path("imported")
+        for field, value in (("activation_function", "gelu"), ("activation_function", "relu"),
+                             ("layer_norm_epsilon", 1e-6), ("scale_attn_weights", False),
+                             ("scale_attn_by_inverse_layer_idx", True)):
+            with open(cfg_path, "w") as f:
+                json.dump(dict(cfg, **{field: value}), f)
+            before = snapshot(hf)
+            for args in (["ckpt", "import", st, "--out", out], ["generate", st, "--prompt", "a", "-n", "1"]):
+                self.assert_refused(self.tera(*args), [field, cfg_path])
+            self.assertFalse(os.path.exists(out))
+            self.assert_unchanged(before, hf)
+        # What tera computes is accepted under each of its names.
+        for act in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+            with open(cfg_path, "w") as f:
+                json.dump(dict(cfg, activation_function=act, reorder_and_upcast_attn=True), f)
+            self.ok(self.tera("ckpt", "import", st, "--out", out, "--force"))
+
+    # Issue 35 row 15: nan or inf weights are refused naming the tensor, in import and in ckpt.init.
+    def test_round2_row15_nonfinite_weights_refused(self):
+        hf = self.copy("hf")
+        st = os.path.join(hf, "model.safetensors")
+        tensors, meta = read_safetensors(st)
+        shape, values = tensors["transformer.h.0.mlp.c_fc.bias"]
+        for bad in (float("nan"), float("inf")):
+            write_safetensors(st, dict(tensors, **{"transformer.h.0.mlp.c_fc.bias": (shape, [bad] + values[1:])}), meta)
+            before = snapshot(hf)
+            r = self.tera("ckpt", "import", st, "--out", self.path("imported"))
+            self.assert_refused(r, ["transformer.h.0.mlp.c_fc.bias", "non-finite", "element 0"])
+            self.assert_unchanged(before, hf)
+            self.assertFalse(os.path.exists(self.path("imported")))
+        cfg = self.write("init.toml", tiny_config(extra=f'tokenizer = "{hf}"').replace(
+            "vocab = 256", "vocab = 300") + f'\n[ckpt]\ninit = "{st}"\n')
+        r = self.tera("train", "-c", cfg, "--set", "out.dir=o", "--set", "data.train=" + os.path.join(self.fx, "shards"))
+        self.assert_refused(r, ["ckpt.init", "transformer.h.0.mlp.c_fc.bias", "non-finite"], code=2)
+        self.assertFalse(os.path.exists(self.path("o", "final")))
+
+    # Issue 35 row 15: F16 and BF16 GPT-2 weights are read (exactly widened), as Llama's are.
+    def test_round2_row15_half_precision_gpt2_read(self):
+        hf = self.copy("hf")
+        st = os.path.join(hf, "model.safetensors")
+        tensors, meta = read_safetensors(st)
+        for dtype in ("F16", "BF16"):
+            half = {n: (shape, [round_to(dtype, v) for v in vals]) for n, (shape, vals) in tensors.items()}
+            write_safetensors(st, tensors, meta, dtype=dtype)
+            out = self.path("imported-" + dtype)
+            self.ok(self.tera("ckpt", "import", st, "--out", out))
+            got, _ = read_safetensors(os.path.join(out, "model.safetensors"))
+            self.assertEqual(got["h.0.ln_1.bias"], half["transformer.h.0.ln_1.bias"], dtype)
+            c_fc = half["transformer.h.0.mlp.c_fc.weight"]  # Conv1D [in, out] -> tera [out, in]
+            rows, cols = c_fc[0]
+            self.assertEqual(got["h.0.mlp.c_fc.weight"][1], [c_fc[1][r * cols + c] for c in range(cols) for r in range(rows)])
+
+    # Issue 35 row 14: --val-fraction cuts text without ASCII spaces (CJK, emoji,
+    # NUL-separated records) at a UTF-8 character boundary: the val split is
+    # never empty when asked for, the splits decode back to the text, and a
+    # split shorter than a sequence is warned about.
+    def test_round2_row14_val_split_of_text_without_spaces(self):
+        texts = {"cjk.txt": "日本語のテキストです。" * 211, "emoji.txt": "😀🎉🚀x" * 257,
+                 "nul.txt": "\0".join(f"record{i}" for i in range(700))}
+        for name, text in texts.items():
+            src = self.write(name, text)
+            out = self.path("s-" + name)
+            r = self.ok(self.tera("tokenize", "encode", "-t", "bytes", "-i", src, "-o", out, "--val-fraction", "0.13"))
+            self.assertIn("val split holds", r.stderr)  # fewer than 1024 tokens
+            manifest = load_json(os.path.join(out, "manifest.json"))
+            val = manifest["splits"]["val"]["tokens"]
+            self.assertGreater(val, 0, name)
+            parts = []
+            for split in ("train", "val"):
+                self.ok(self.tera("tokenize", "decode", "-i", out, "--split", split, "-o", self.path(f"{name}.{split}")))
+                with open(self.path(f"{name}.{split}"), "rb") as f:
+                    parts.append(f.read())
+            parts[1].decode("utf-8")  # a whole number of characters
+            self.assertEqual(parts[0] + parts[1], text.encode(), name)
+            self.assertAlmostEqual(len(parts[1]) / len(text.encode()), 0.13, delta=0.01)
+
+    # Issue 35 row 16: ckpt.init from a model of tokenizer A on shards of
+    # tokenizer B with the same vocabulary size is refused, as eval refuses it.
+    def test_round2_row16_ckpt_init_of_another_tokenizer_refused(self):
+        with open(CORPUS) as f:
+            other = self.write("other.txt", f.read().swapcase())  # other pair counts, other merges
+        self.ok(self.tera("tokenize", "train", "-i", other, "--vocab", "300", "--out", self.path("tokB.json")))
+        shards_b = self.path("shardsB")
+        self.ok(self.tera("tokenize", "encode", "-t", self.path("tokB.json"), "-i", CORPUS, "-o", shards_b,
+                          "--val-fraction", "0.2"))
+        model_a = os.path.join(self.fx, "bpe", "final")  # trained on tok.json's shards, vocab 300
+        r = self.tera("eval", model_a, "--data", shards_b)
+        self.assert_refused(r, ["different tokenizer"])
+        cfg = self.write("b.toml", tiny_config().replace("vocab = 256", "vocab = 300"))
+        r = self.tera("train", "-c", cfg, "--set", f"data.train={shards_b}", "--set", f"ckpt.init={model_a}",
+                      "--set", "out.dir=ob")
+        self.assert_refused(r, ["ckpt.init", "another tokenizer", "fingerprint"])
+        self.assertFalse(os.path.exists(self.path("ob", "final")))
+        # The model's own tokenizer's shards: accepted.
+        self.ok(self.tera("train", "-q", "-c", cfg, "--set", "data.train=" + os.path.join(self.fx, "shards"),
+                          "--set", f"ckpt.init={model_a}", "--set", "out.dir=oa"))
+
+    # Issue 35, unclear errors: a file that is not a model's weights is named for what it is.
+    def test_round2_non_safetensors_model_named(self):
+        hf = self.copy("hf")
+        ck = self.copy("bytes/ckpt", "ck")
+        index = self.write("hf/model.safetensors.index.json", json.dumps({"weight_map": {}}))
+        text = self.write("notes.txt", "These are my notes about the run.\n")
+        cases = [(index, ["sharded over several safetensors files"]),
+                 (os.path.join(ck, "latest"), ["pointer to its newest checkpoint", ck]),
+                 (os.path.join(ck, "step-00000006", "meta.json"), ["checkpoint's metadata",
+                                                                    os.path.join(ck, "step-00000006")]),
+                 (os.path.join(hf, "config.json"), ["not weights", ".safetensors file beside it"]),
+                 (text, ["not a safetensors file", "a text file", "These are my notes"])]
+        for path, needles in cases:
+            for args in (["generate", path, "--prompt", "a", "-n", "1"], ["eval", path, "--data", CORPUS],
+                         ["ckpt", "export", path, "--out", self.path("x", "m.safetensors")],
+                         ["ckpt", "import", path, "--out", self.path("imp")], ["ckpt", "inspect", path]):
+                r = self.tera(*args)
+                self.assert_refused(r, [path] + needles)
+                self.assertNotIn("header length", r.stderr)
+        self.assertFalse(os.path.exists(self.path("x")) or os.path.exists(self.path("imp")))
 
     # Row 14: export writes the BPE tokenizer (vocab.json + merges.txt); import reads it back.
     def test_row14_export_import_keeps_bpe_tokenizer(self):

@@ -5,87 +5,17 @@ stop signals (single process and under mpirun), resumed metrics and
 schedules, concurrent runs and a stopped rank. Each case asserts the exit
 code, the message's key words and that what the user had is still there."""
 import json
-import math
 import os
 import signal
-import struct
 import subprocess
 import time
 
-from harness import MPI_ENV, MPIRUN, TERA, RobustnessCase, main, snapshot, tiny_config
-
-
-def read_safetensors_f32(path):
-    """Every F32 tensor of a safetensors file as a flat list of floats."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__" or t["dtype"] != "F32":
-            continue
-        b, e = t["data_offsets"]
-        out[name] = struct.unpack(f"<{(e - b) // 4}f", data[b:e])
-    return out
+from harness import CORPUS, MPI_ENV, MPIRUN, TERA, RobustnessCase, main, snapshot, tiny_config
 
 
 class TrainRobustness(RobustnessCase):
-    def config(self, steps=6, extra="", name="run.toml"):
-        return self.write(name, tiny_config(steps=steps, extra=extra))
-
-    def train(self, cfg, *sets, extra_args=(), **kw):
-        args = ["train", "-c", cfg]
-        for s in sets:
-            args += ["--set", s]
-        return self.tera(*args, *extra_args, **kw)
-
-    def start(self, cmd, env=None):
-        """A background process (tera or mpirun) with its output in files."""
-        e = dict(os.environ, OMP_NUM_THREADS="1")
-        e.update(env or {})
-        path = self.path(f"bg-{time.time_ns()}.log")
-        with open(path, "w") as out:  # the child's own file description: reading below never moves its offset
-            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, env=e, text=True,
-                                 stdin=subprocess.DEVNULL)
-        p.log = open(path)
-        return p
-
-    def wait_for(self, p, needle, timeout=120):
-        t0 = time.time()
-        while time.time() - t0 < timeout:
-            p.log.seek(0)
-            text = p.log.read()
-            if needle in text:
-                return text
-            if p.poll() is not None:
-                self.fail(f"exited {p.returncode} before '{needle}':\n{text[-3000:]}")
-            time.sleep(0.1)
-        p.kill()
-        self.fail(f"no '{needle}' within {timeout} s")
-
-    def finish(self, p, timeout=120):
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            self.fail("the process did not end")
-        p.log.seek(0)
-        text = p.log.read()
-        p.log.close()
-        return p.returncode, text[-6000:]  # the tail: enough for every message, short in a failure
-
     def checkpoints(self, root):
         return sorted(d for d in os.listdir(root) if d.startswith("step-"))
-
-    def assert_latest_valid(self, root):
-        with open(os.path.join(root, "latest")) as f:
-            latest = f.read().strip()
-        self.assertIn(latest, self.checkpoints(root))
-        r = self.tera("ckpt", "inspect", os.path.join(root, latest))
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        return latest
 
     # Row 1: an unwritable --trace or --metrics is found before any work.
     def test_row01_unwritable_trace_and_metrics_refused_before_work(self):
@@ -133,7 +63,7 @@ class TrainRobustness(RobustnessCase):
         r = self.train(cfg, "ckpt.dir=ck", "ckpt.every=2", "ckpt.keep=5")
         self.assertEqual(r.returncode, 0, r.stderr)
         r = self.train(cfg, "ckpt.dir=ck", "ckpt.every=2", "ckpt.keep=2",
-                       extra_args=("--resume", self.path("ck", "step-00000004")))
+                       extra_args=("--resume", self.path("ck", "step-00000004"), "--discard-newer"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("checkpoint: ", r.stdout + r.stderr)
         self.assertNotIn("(0 B", r.stdout + r.stderr)
@@ -169,22 +99,16 @@ class TrainRobustness(RobustnessCase):
         r = self.train(cfg, "out.dir=out", "train.backend=gpu-emu", "train.steps=1", env={"TERA_GPU_EMU_MEMORY": "1G"})
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
-    # Row 7: inf is refused like nan; an update that would overflow is skipped,
-    # and the "last good" checkpoint it writes is finite.
-    def test_row07_lr_inf_refused_and_overflowing_update_skipped(self):
+    # Row 7: inf is refused like nan, and an lr no optimizer could use (issue 35
+    # row 17). The skipped overflowing update: UpdateOverflow.* (tests/train).
+    def test_row07_lr_inf_refused(self):
         cfg = self.config()
-        for v in ("inf", "-inf", "nan", "1e39"):
+        for v in ("inf", "-inf", "nan"):
             self.assert_refused(self.train(cfg, f"train.lr={v}"), ["train.lr", "finite"])
+        self.assert_refused(self.train(cfg, "train.lr=1e39"), ["train.lr", "32-bit float's range"])
+        for v in ("1e38", "1e30", "2"):
+            self.assert_refused(self.train(cfg, f"train.lr={v}"), ["train.lr", "must lie in (0, 1]"])
         self.assert_refused(self.train(cfg, "train.weight_decay=inf"), ["train.weight_decay", "finite"])
-        r = self.train(cfg, "train.lr=1e38", "train.warmup=0", "train.max_bad_steps=2", "ckpt.dir=ck")
-        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
-        self.assertIn("the optimizer update", r.stdout)
-        self.assertIn("skipped, parameters unchanged", r.stdout)
-        latest = self.assert_latest_valid(self.path("ck"))
-        tensors = read_safetensors_f32(self.path("ck", latest, "pp000-tp000.safetensors"))
-        self.assertTrue(tensors)
-        for name, values in tensors.items():
-            self.assertTrue(all(math.isfinite(x) for x in values), name)
 
     # Row 8: Ctrl-C checkpoints at the next step and exits 0.
     def test_row08_sigint_and_sigterm_checkpoint_and_exit_0(self):
@@ -200,15 +124,16 @@ class TrainRobustness(RobustnessCase):
             self.assertIn("continue with --resume auto", out)
             self.assert_latest_valid(self.path(ck))
 
-    # Row 8: a second signal exits at once; the last checkpoint stays intact.
+    # Row 8: a second request exits at once; the last checkpoint stays intact.
+    # (Another signal: the same one again within a second is one request, issue 35 row 2.)
     def test_row08_second_signal_exits_at_once(self):
         cfg = self.config(steps=100000)
         p = self.start([TERA, "train", "-c", cfg, "--set", "ckpt.dir=ck", "--set", "ckpt.every=1"])
         self.wait_for(p, "checkpoint: ")
         p.send_signal(signal.SIGINT)
-        p.send_signal(signal.SIGINT)
+        p.send_signal(signal.SIGTERM)
         rc, out = self.finish(p)
-        self.assertIn(rc, (0, 128 + signal.SIGINT), out)  # 0 if the first checkpoint finished before the second
+        self.assertIn(rc, (0, 128 + signal.SIGTERM), out)  # 0 if the first checkpoint finished before the second
         self.assert_latest_valid(self.path("ck"))
 
     # Row 8: a signal during a long evaluation is honoured within a micro-batch.
@@ -272,7 +197,8 @@ class TrainRobustness(RobustnessCase):
             first = f.read().splitlines()
         self.assertEqual([json.loads(l)["step"] for l in first], [1, 2, 3, 4, 5, 6])
         r = self.train(cfg, "ckpt.dir=ck", "ckpt.every=2",
-                       extra_args=("--metrics", "m.jsonl", "--resume", self.path("ck", "step-00000004")))
+                       extra_args=("--metrics", "m.jsonl", "--resume", self.path("ck", "step-00000004"),
+                                   "--discard-newer"))
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(self.path("m.jsonl")) as f:
             after = f.read().splitlines()
@@ -326,6 +252,9 @@ class TrainRobustness(RobustnessCase):
         self.wait_for(p, "step      2/")
         ranks = self.ranks_of(p, cfg)
         self.assertEqual(len(ranks), 2, ranks)
+        with open(f"/proc/{ranks[1]}/environ", "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        stopped = int(env[b"OMPI_COMM_WORLD_RANK"])
         os.kill(ranks[1], signal.SIGSTOP)
         try:
             rc, out = self.finish(p, timeout=120)
@@ -338,8 +267,27 @@ class TrainRobustness(RobustnessCase):
                     pass
         self.assertNotEqual(rc, 0, out)
         self.assertIn("train.comm_timeout_s = 3", out)
-        self.assertIn("world rank", out)
+        self.assertIn(f"for world rank {stopped}", out)  # the peer that stopped, by name (issue 35)
         self.assertIn("ending the job", out)
+
+    # Issue 35: reading a live ckpt.dir while its run prunes it (ckpt.keep = 1,
+    # a checkpoint every step) takes the newest complete checkpoint, again if
+    # the one chosen vanishes before it is read.
+    def test_round2_live_ckpt_dir_read_while_pruned(self):
+        cfg = self.config(steps=100000)
+        p = self.start([TERA, "train", "-q", "-c", cfg, "--set", "ckpt.dir=ck", "--set", "ckpt.every=1",
+                        "--set", "ckpt.keep=1"])
+        self.wait_for(p, "checkpoint: ")
+        try:
+            for i in range(10):
+                r = self.tera("eval", "ck", "--data", CORPUS, "-q")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                r = self.tera("ckpt", "export", "ck", "--out", f"hf{i}/model.safetensors")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            rc, out = self.finish(p)
+        self.assertEqual(rc, 0, out)
 
     # Row 16: a number too large for 64 bits, a directory or a FIFO as --config.
     def test_row16_config_messages(self):
