@@ -9,6 +9,8 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdlib>
 #include <cstdio>
@@ -61,18 +63,115 @@ struct WatchdogPolicy {
   double timeout_s = 600;
 };
 
+// Roll call: MPI cannot say which member of a group has not reached a
+// collective, so a rank whose collective on a group of more than two times
+// out asks every other member over the group's roll-call communicator. A
+// rank answers while it waits (wait_all's poll loop answers the roll calls
+// of every group it belongs to) with the operation it waits in; a member
+// that does not answer within the grace is the one named: stopped, hung,
+// dead, or busy outside any wait.
+struct RollCall {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;                 // this rank in the group
+  std::vector<int> world_ranks;  // the members' world ranks
+};
+constexpr int kRollCallAsk = 1, kRollCallAnswer = 2;
+constexpr int kRollCallAnswerBytes = 128;
+
+// Every live communicator's roll call (main thread only: MPI_THREAD_FUNNELED),
+// and the operation this rank waits in now ("" outside wait_all).
+std::vector<const RollCall*>& roll_calls() {
+  static std::vector<const RollCall*> all;
+  return all;
+}
+std::string& waiting_in() {
+  static std::string op;
+  return op;
+}
+
+// Answers every roll call pending on any group of this rank.
+void answer_roll_calls() {
+  for (const RollCall* rc : roll_calls()) {
+    for (;;) {
+      int pending = 0;
+      MPI_Status st;
+      TERA_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kRollCallAsk, rc->comm, &pending, &st));
+      if (pending == 0) break;
+      char ask = 0;
+      TERA_MPI_CHECK(MPI_Recv(&ask, 1, MPI_CHAR, st.MPI_SOURCE, kRollCallAsk, rc->comm, MPI_STATUS_IGNORE));
+      char answer[kRollCallAnswerBytes] = {};
+      std::snprintf(answer, sizeof(answer), "%s", waiting_in().empty() ? "?" : waiting_in().c_str());
+      // Small enough to go eagerly: never waits for the asker.
+      TERA_MPI_CHECK(MPI_Send(answer, kRollCallAnswerBytes, MPI_CHAR, st.MPI_SOURCE, kRollCallAnswer, rc->comm));
+    }
+  }
+}
+
+// Asks every other member of `rc` what it waits in, for up to `grace`
+// seconds (answering others' roll calls meanwhile); returns who did not
+// answer, as "world rank 4" / "world ranks 4, 6" with what the others said,
+// or "" when every member answered.
+std::string roll_call(const RollCall& rc, double grace) {
+  const int n = static_cast<int>(rc.world_ranks.size());
+  std::vector<MPI_Request> asks, answers;
+  std::vector<int> member;
+  std::vector<std::array<char, kRollCallAnswerBytes>> said(static_cast<size_t>(n));
+  char ask = 0;
+  for (int r = 0; r < n; ++r) {
+    if (r == rc.rank) continue;
+    asks.emplace_back();
+    answers.emplace_back();
+    member.push_back(r);
+    TERA_MPI_CHECK(MPI_Isend(&ask, 1, MPI_CHAR, r, kRollCallAsk, rc.comm, &asks.back()));
+    TERA_MPI_CHECK(MPI_Irecv(said[static_cast<size_t>(r)].data(), kRollCallAnswerBytes, MPI_CHAR, r, kRollCallAnswer,
+                             rc.comm, &answers.back()));
+  }
+  const double t0 = now_seconds();
+  std::vector<int> got(answers.size(), 0);
+  for (;;) {
+    answer_roll_calls();
+    bool all = true;
+    for (size_t i = 0; i < answers.size(); ++i) {
+      if (got[i] == 0) TERA_MPI_CHECK(MPI_Test(&answers[i], &got[i], MPI_STATUS_IGNORE));
+      all = all && got[i] != 0;
+    }
+    if (all || now_seconds() - t0 > grace) break;
+    usleep(1000);
+  }
+  std::string silent, others;
+  int n_silent = 0;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const int w = rc.world_ranks[static_cast<size_t>(member[i])];
+    if (got[i] == 0) {
+      silent += (silent.empty() ? "" : ", ") + std::to_string(w);
+      ++n_silent;
+    } else {
+      said[static_cast<size_t>(member[i])].back() = '\0';
+      others += fmt::format("{}world rank {} waits in {}", others.empty() ? "" : "; ", w,
+                            said[static_cast<size_t>(member[i])].data());
+    }
+  }
+  // The requests still pending go with the job (the caller ends it).
+  if (n_silent == 0) return "";
+  return fmt::format("world rank{} {}, which did not answer a roll call of the group within {:.1f} s{}",
+                     n_silent > 1 ? "s" : "", silent, grace, others.empty() ? "" : " (" + others + ")");
+}
+
 // What a wait is for, so that a wait that times out can say what hung.
 struct WaitContext {
   std::shared_ptr<const WatchdogPolicy> policy;
   std::string group;    // "dp (world ranks 1, 3)"
   int world_rank = 0;
-  int peer = -1;        // world rank waited for (point-to-point, ring neighbour); -1: any of the group
+  int peer = -1;        // world rank waited for (point-to-point, a pair's other rank); -1: any of the group
+  std::shared_ptr<const RollCall> roll;  // the group's roll call, for peer = -1
 };
 
 [[noreturn]] void report_hang(const WaitContext& c, const std::string& op, double waited) {
   char host[256] = "?";
   gethostname(host, sizeof(host) - 1);
-  const std::string peer = c.peer >= 0 ? fmt::format("world rank {}", c.peer) : "one of the other ranks of the group";
+  std::string peer = c.peer >= 0 ? fmt::format("world rank {}", c.peer) : "";
+  if (peer.empty() && c.roll != nullptr) peer = roll_call(*c.roll, std::clamp(c.policy->timeout_s / 2, 0.5, 5.0));
+  if (peer.empty()) peer = "one of the other ranks of the group (every member answered a roll call: one is much slower)";
   std::fprintf(stderr,
                "tera: error: rank %d (host %s, pid %d): %s has waited %.0f s for %s, past train.comm_timeout_s = "
                "%g; group %s. That rank is stopped, hung or dead (or much slower); ending the job\n",
@@ -91,16 +190,23 @@ void wait_all(int n, MPI_Request* reqs, const WaitContext& c, const std::string&
   TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
   if (done != 0) return;
   double t0 = now_seconds(), last = t0;
+  waiting_in() = op;
   for (;;) {
     TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
-    if (done != 0) return;
+    if (done != 0) {
+      waiting_in().clear();
+      return;
+    }
     // Polls are 200 us apart: a longer gap is time this rank itself was stopped, not time waited for others.
     const double now = now_seconds();
     if (now - last > 1.0) t0 += now - last;
     last = now;
     const double waited = now - t0;
     if (waited > c.policy->timeout_s) report_hang(c, op, waited);
-    if (waited > 0.5) usleep(200);
+    if (waited > 0.5) {
+      answer_roll_calls();
+      usleep(200);
+    }
   }
 }
 
@@ -211,7 +317,7 @@ class RingReduceScatter final : public Request::Impl {
   size_t block_bytes_ = 0;
   bool aliased_ = false, done_ = false;
   int step_ = 0;
-  WaitContext ctx_;  // peer: the left neighbour (world rank)
+  WaitContext ctx_;  // peer: the other rank of a pair; a larger ring asks the roll call
   std::unique_ptr<uint8_t[]> scratch_;  // two running sums (p > 2), the aliased last block
   MPI_Request reqs_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
 };
@@ -236,10 +342,20 @@ class MpiComm final : public Communicator {
     for (int r : world_ranks_) members += (members.empty() ? "" : ", ") + std::to_string(r);
     group_ = fmt::format("{} (world ranks {})", name_, members);
     // Collectives built from point-to-point messages get their own context,
-    // so their tags never meet the caller's send/recv.
+    // so their tags never meet the caller's send/recv; the roll call too.
     TERA_MPI_CHECK(MPI_Comm_dup(comm_, &coll_comm_));
+    auto roll = std::make_shared<RollCall>();
+    TERA_MPI_CHECK(MPI_Comm_dup(comm_, &roll->comm));
+    roll->rank = rank_;
+    roll->world_ranks = world_ranks_;
+    roll_ = roll;
+    roll_calls().push_back(roll_.get());
   }
   ~MpiComm() override {
+    auto& all = roll_calls();
+    all.erase(std::remove(all.begin(), all.end(), roll_.get()), all.end());
+    MPI_Comm rc = roll_->comm;
+    MPI_Comm_free(&rc);
     MPI_Comm_free(&coll_comm_);
     if (owned_) MPI_Comm_free(&comm_);
   }
@@ -259,7 +375,7 @@ class MpiComm final : public Communicator {
     // A tag per operation: several may be in flight between the same ranks.
     const int tag = static_cast<int>(coll_seq_++ % 32768);
     auto r = std::make_shared<RingReduceScatter>(send, recv, as_int(recv_count), mpi_type(t), mpi_op(op), coll_comm_, tag,
-                                                 context((rank_ + size_ - 1) % size_));
+                                                 context(size_ == 2 ? 1 - rank_ : -1));
     r->label = label("reduce_scatter", size_ * recv_count * comm_type_bytes(t));
     count_ring((size_ - 1) * recv_count * comm_type_bytes(t));
     return Request(r);
@@ -311,7 +427,7 @@ class MpiComm final : public Communicator {
   WaitContext context(int peer) const {
     if (peer < 0 && size_ == 2) peer = 1 - rank_;  // a pair's collective waits for the other one
     return WaitContext{policy_, group_, world_ranks_[static_cast<size_t>(rank_)],
-                       peer >= 0 ? world_ranks_[static_cast<size_t>(peer)] : -1};
+                       peer >= 0 ? world_ranks_[static_cast<size_t>(peer)] : -1, roll_};
   }
   MPI_Comm comm_;
   MPI_Comm coll_comm_ = MPI_COMM_NULL;
@@ -322,6 +438,7 @@ class MpiComm final : public Communicator {
   std::vector<int> world_ranks_;
   std::string group_;
   int rank_ = 0, size_ = 1;
+  std::shared_ptr<RollCall> roll_;  // registered in roll_calls() while this communicator lives
 };
 
 class MpiWorld final : public CommWorld {

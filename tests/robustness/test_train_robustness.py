@@ -244,21 +244,24 @@ class TrainRobustness(RobustnessCase):
         rc, out = self.finish(p)
         self.assertEqual(rc, 0, out)
 
-    # Row 12: a stopped rank no longer leaves the others spinning forever.
-    def test_row12_stopped_rank_ends_the_job_with_a_message(self):
-        cfg = self.config(steps=100000)
-        p = self.start(MPIRUN + ["-n", "2", TERA, "train", "-c", cfg, "--set", "train.comm_timeout_s=3",
-                                 "--set", "out.dir=wout"], env=MPI_ENV)
+    # Row 12: a stopped rank no longer leaves the others spinning forever, and
+    # the message names it: a pair's collective waits for the other rank; in
+    # a group of three the others find it by a roll call (issue 35).
+    def stop_a_rank(self, n):
+        cfg = self.config(steps=100000, name=f"run{n}.toml")
+        sets = ["--set", "train.comm_timeout_s=3", "--set", f"out.dir=wout{n}", "--set", f"parallel.dp={n}",
+                "--set", f"train.global_batch={2 * n}"]
+        p = self.start(MPIRUN + ["-n", str(n), TERA, "train", "-c", cfg] + sets, env=MPI_ENV)
         self.wait_for(p, "step      2/")
         ranks = self.ranks_of(p, cfg)
-        self.assertEqual(len(ranks), 2, ranks)
-        with open(f"/proc/{ranks[1]}/environ", "rb") as f:
+        self.assertEqual(len(ranks), n, ranks)
+        with open(f"/proc/{ranks[-1]}/environ", "rb") as f:
             env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
         stopped = int(env[b"OMPI_COMM_WORLD_RANK"])
-        os.kill(ranks[1], signal.SIGSTOP)
+        os.kill(ranks[-1], signal.SIGSTOP)
         try:
             rc, out = self.finish(p, timeout=120)
-            out = out[-3000:]
+            out = out[-4000:]
         finally:
             for pid in ranks:
                 try:
@@ -267,8 +270,20 @@ class TrainRobustness(RobustnessCase):
                     pass
         self.assertNotEqual(rc, 0, out)
         self.assertIn("train.comm_timeout_s = 3", out)
-        self.assertIn(f"for world rank {stopped}", out)  # the peer that stopped, by name (issue 35)
         self.assertIn("ending the job", out)
+        return stopped, out
+
+    def test_row12_stopped_rank_ends_the_job_with_a_message(self):
+        stopped, out = self.stop_a_rank(2)
+        self.assertIn(f"for world rank {stopped}", out)  # the peer that stopped, by name
+
+    def test_row12_stopped_rank_of_three_named_by_roll_call(self):
+        stopped, out = self.stop_a_rank(3)
+        self.assertIn(f"for world rank {stopped}, which did not answer a roll call of the group", out)
+        # Only the stopped rank is blamed.
+        for r in range(3):
+            if r != stopped:
+                self.assertNotIn(f"for world rank {r},", out)
 
     # Issue 35: reading a live ckpt.dir while its run prunes it (ckpt.keep = 1,
     # a checkpoint every step) takes the newest complete checkpoint, again if
