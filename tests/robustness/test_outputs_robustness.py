@@ -86,6 +86,13 @@ class OutputsRobustness(RobustnessCase):
         self.assert_refused(r, ["--trace", "is the same file as", "--model"])
         r = self.tera(*base, "--sweep", "weak", "--from", "8", "--to", "16", "--plot", cluster)
         self.assert_refused(r, ["--plot", "is the same file as", "--cluster"])
+        # The same file by another name: a hard link, a symlink.
+        os.link(model, self.path("hard.toml"))
+        os.symlink(cluster, self.path("soft.toml"))
+        r = self.tera(*base, "--layout", "tp=1,pp=1,dp=8", "--trace", self.path("hard.toml"))
+        self.assert_refused(r, ["--trace", "is the same file as", "--model"])
+        r = self.tera(*base, "--sweep", "weak", "--from", "8", "--to", "16", "--plot", self.path("soft.toml"))
+        self.assert_refused(r, ["--plot", "is the same file as", "--cluster"])
         for p, snap in before.items():
             self.assert_unchanged(snap, p)
 
@@ -136,6 +143,16 @@ class OutputsRobustness(RobustnessCase):
                            extra_args=("--resume", "auto", "--change-schedule", "--metrics", "fifo")))
         self.assertEqual([json.loads(l)["step"] for l in reader.join().decode().splitlines()], [5, 6])
         self.assertEqual(sorted(n for n in os.listdir(self.dir) if ".tmp." in n), [], "no temporaries left")
+        # ckpt export's --out through a link to a file: the target replaced, the link kept.
+        self.ok(self.train(cfg, "out.dir=e"))
+        os.makedirs(self.path("hf"))
+        self.write(os.path.join("hf", "real.safetensors"), "old bytes\n")
+        os.symlink("real.safetensors", self.path("hf", "model.safetensors"))
+        self.ok(self.tera("ckpt", "export", "e/final", "--out", "hf/model.safetensors", "--force"))
+        self.assertTrue(os.path.islink(self.path("hf", "model.safetensors")))
+        with open(self.path("hf", "real.safetensors"), "rb") as f:
+            self.assertNotEqual(f.read(), b"old bytes\n")
+        self.ok(self.tera("ckpt", "inspect", "hf/model.safetensors"))
 
     # Row 3: resuming an earlier checkpoint of a ckpt.dir that holds later ones.
     def test_row03_resume_before_later_checkpoints_refused(self):
