@@ -121,6 +121,20 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmBf16,
 // The cast the bf16 linear layers round their activations with: exactly
 // the reference rounding (nearest even) on ties, subnormals, the largest
 // finite values (which round to infinity), infinities and NaNs.
+// db = db0 + the column sums of dy[N, O], within fp32's bound of a sum of
+// N + 1 terms (each column against fp64).
+void expect_column_sums(const std::vector<float>& db, const std::vector<float>& db0, const std::vector<float>& dy,
+                        int64_t N, int64_t O) {
+  for (int64_t o = 0; o < O; ++o) {
+    double ref = db0[static_cast<size_t>(o)], mag = std::abs(ref);
+    for (int64_t n = 0; n < N; ++n) {
+      ref += dy[static_cast<size_t>(n * O + o)];
+      mag += std::abs(dy[static_cast<size_t>(n * O + o)]);
+    }
+    ASSERT_LE(std::abs(db[static_cast<size_t>(o)] - ref), static_cast<double>(N + 1) * kU32 * mag) << "db(" << o << ")";
+  }
+}
+
 TEST(CastToBf16, RoundsToNearestEvenLikeTheReference) {
   std::vector<float> x = {0.0f, -0.0f, 1.0f, 1.00390625f /* tie: stays 1 */, 1.01171875f /* tie: rounds up */,
                           -3.14159f, 1e-40f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::infinity(),
@@ -206,14 +220,7 @@ TEST(LinearBf16, ForwardAndBackwardMatchFp64WithinTheDerivedBound) {
   };
   check_product(dx, dx0, N, I, O, at(dy, O), at(w, I), "dx");     // dx[N,I] = dx0 + dy[N,O] @ w[O,I]
   check_product(dW, dW0, O, I, N, at_t(dy, O), at(x, I), "dW");   // dW[O,I] = dW0 + dy^T @ x[N,I]
-  for (int64_t o = 0; o < O; ++o) {
-    double ref = db0[static_cast<size_t>(o)], mag = std::abs(ref);
-    for (int64_t n = 0; n < N; ++n) {
-      ref += dy[static_cast<size_t>(n * O + o)];
-      mag += std::abs(dy[static_cast<size_t>(n * O + o)]);
-    }
-    ASSERT_LE(std::abs(db[static_cast<size_t>(o)] - ref), static_cast<double>(N + 1) * kU32 * mag) << "db(" << o << ")";
-  }
+  expect_column_sums(db, db0, dy, N, O);
   // Without accumulate_dx, dx is overwritten; a null dx and db are skipped.
   std::vector<float> dx2(dx0.size(), 1e30f), dW2 = dW0;
   cpu::linear_backward_bf16(dx2.data(), dW2.data(), nullptr, dy.data(), xb.data(), wb.data(), N, I, O, false,
@@ -266,14 +273,7 @@ TEST(CastToBf16, AndColumnSumsInOnePass) {
   cpu::cast_to_bf16_and_add_column_sums(got.data(), db.data(), dy.data(), N, O);
   cpu::cast_to_bf16(want.data(), dy.data(), N * O);
   EXPECT_EQ(got, want);
-  for (int64_t o = 0; o < O; ++o) {
-    double ref = db0[static_cast<size_t>(o)], mag = std::abs(ref);
-    for (int64_t n = 0; n < N; ++n) {
-      ref += dy[static_cast<size_t>(n * O + o)];
-      mag += std::abs(dy[static_cast<size_t>(n * O + o)]);
-    }
-    ASSERT_LE(std::abs(db[static_cast<size_t>(o)] - ref), static_cast<double>(N + 1) * kU32 * mag) << "db(" << o << ")";
-  }
+  expect_column_sums(db, db0, dy, N, O);
 }
 
 TEST(GemmBf16Path, IsReported) { EXPECT_NE(std::string(cpu::gemm_bf16_path()).size(), 0u); }

@@ -70,12 +70,8 @@ void flash_attention_forward_f32(float* out, float* lse, const float* qkv, int64
             tile_mac_f32(acc, hs, S, kTile, V, W, M, hs, N);
           }
           for (int64_t r = 0; r < M; ++r) {
-            const float inv = 1.0f / l[r];
-            float* y = out + (b * T_ + t0 + r) * C + h * hs;
-            const float* a = acc + r * hs;
-#pragma omp simd
-            for (int64_t i = 0; i < hs; ++i) y[i] = a[i] * inv;
-            lse[(b * H + h) * T_ + t0 + r] = m[r] + std::log(l[r]);
+            finish_row(out + (b * T_ + t0 + r) * C + h * hs, acc + r * hs, hs, m[r], l[r],
+                       &lse[(b * H + h) * T_ + t0 + r]);
           }
         }
       }

@@ -147,12 +147,8 @@ void flash_attention_forward_bf16(float* out, float* lse, const uint16_t* qkv, i
             }
             transpose32(back, hs, accT, kTile, hs, M);  // back[M, hs]
             for (int64_t r = 0; r < M; ++r) {
-              const float inv = 1.0f / l[r];
-              float* y = out + (b * T_ + t0 + r) * C + h * hs;
-              const float* a = back + r * hs;
-#pragma omp simd
-              for (int64_t i = 0; i < hs; ++i) y[i] = a[i] * inv;
-              lse[(b * H + h) * T_ + t0 + r] = m[r] + std::log(l[r]);
+              finish_row(out + (b * T_ + t0 + r) * C + h * hs, back + r * hs, hs, m[r], l[r],
+                         &lse[(b * H + h) * T_ + t0 + r]);
             }
           }
         }

@@ -90,6 +90,16 @@ inline void online_softmax_columns(float* st, int64_t ld, int64_t N, int64_t M, 
   }
 }
 
+// The end of a query row in the forward: y = a / l (the accumulated P V
+// over the row's softmax sum), and the row's log-sum-exp m + log l, which
+// the backward recomputes P from.
+inline void finish_row(float* y, const float* a, int64_t hs, float m, float l, float* lse) {
+  const float inv = 1.0f / l;
+#pragma omp simd
+  for (int64_t i = 0; i < hs; ++i) y[i] = a[i] * inv;
+  *lse = m + std::log(l);
+}
+
 // s[0, valid): raw scores q.k, dp[0, valid): dy.v; become P = exp(scale q.k
 // - lse) and dS = P (dP - D) scale, and both zero on [valid, N).
 // (A full row of kFlashTile causal keys takes loops of a fixed length.)
