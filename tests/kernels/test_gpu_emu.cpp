@@ -64,14 +64,19 @@ struct Device {
   explicit Device(int warp) : owned(make_gpu_emu_backend(GpuEmuOptions{.warp = warp})), be(*owned) {
     ctx.stream = &gpu_emu_compute_stream(be);
   }
+  ~Device() {
+    for (void* p : allocated) be.release(p);
+  }
   std::unique_ptr<Backend> owned;
   const Backend& be;
   struct {
     emu::Stream* stream = nullptr;
   } ctx;
+  std::vector<void*> allocated;  // released with the device (LeakSanitizer)
   template <typename T>
   T* alloc(int64_t n) {
-    return static_cast<T*>(be.alloc(n * static_cast<int64_t>(sizeof(T))));
+    allocated.push_back(be.alloc(n * static_cast<int64_t>(sizeof(T))));
+    return static_cast<T*>(allocated.back());
   }
   template <typename T>
   std::vector<T> host(const T* d, int64_t n) {
@@ -90,7 +95,6 @@ TEST_P(GpuEmu, BarrierOrdersSharedMemory) {
   const auto h = d.host(out, 3 * 256);
   for (int b = 0; b < 3; ++b)
     for (int t = 0; t < 256; ++t) ASSERT_EQ(h[b * 256 + t], 255 - t);
-  d.be.release(out);
 }
 
 TEST_P(GpuEmu, WarpReductionsSeeEveryLane) {
@@ -103,7 +107,6 @@ TEST_P(GpuEmu, WarpReductionsSeeEveryLane) {
     const int warp_last = (t / ws + 1) * ws - 1;
     ASSERT_EQ(h[t], (ws * (ws - 1) / 2) * 10000 + warp_last) << "thread " << t;
   }
-  d.be.release(out);
 }
 
 TEST_P(GpuEmu, BlockSumIsExactOnIntegers) {
@@ -115,7 +118,6 @@ TEST_P(GpuEmu, BlockSumIsExactOnIntegers) {
     EXPECT_EQ(h[0], threads * (threads + 1) / 2.0);
     EXPECT_EQ(h[1], h[0]);
   }
-  d.be.release(out);
 }
 
 // The stream runs kernels on a worker thread, which a forked child would

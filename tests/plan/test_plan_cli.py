@@ -140,7 +140,8 @@ class PlanCli(unittest.TestCase):
             out = os.path.join(d, "local.toml")
             r = run("calibrate", "--out", out, "--seconds", "0.02")
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn("mpi_measured = false", open(out).read())
+            with open(out) as f:
+                self.assertIn("mpi_measured = false", f.read())
             p = run("plan", "--model", "gpt2-124m", "--cluster", out, "--gpus", "1", "--global-batch", "8",
                     "--seq", "256", "--precision", "fp32", "--json")
             self.assertEqual(p.returncode, 0, p.stderr)
