@@ -139,6 +139,10 @@ class MegatronCli(unittest.TestCase):
         self.assertEqual(len(a), 6)
         self.assertEqual(a, b)  # every loss and val_loss, bit for bit
         self.assertTrue(any(v is not None for _, _, v in a))
+        # eval --data takes the prefix too (the checkpoint's tokenizer checks its ids).
+        r = run("eval", "--ckpt", self.path("on_megatron/final"), "--data", self.prefix, "--batches", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.strip().splitlines()[-1].startswith("val_loss="), r.stdout)
 
     def test_blend_trains_and_resumes_at_the_same_window(self):
         other = self.path("other")
