@@ -11,9 +11,11 @@
 //   pointers int64  [S]  byte offset of each sequence in the .bin
 //   doc_idx  int64  [D]  sequence index where each document starts; the first
 //                        is 0 and the last is S (so D - 1 documents)
-// A sequence is one document with its end-of-document token appended
-// (preprocess_data --append-eod), so the .bin read front to back is the same
-// token stream tera's shards hold: document, end-of-text, document, ...
+// Megatron's GPT preprocessing stores each document as one sequence with its
+// end-of-document token appended (preprocess_data --append-eod; with
+// sentence splitting a document spans several sequences, the token after
+// the last), so the .bin read front to back is the same token stream tera's
+// shards hold: document, end-of-text, document, end-of-text, ...
 // tera reads only indices whose sequences lie back to back from byte 0 of the
 // .bin and fill it exactly (what Megatron's writer and merge produce); float
 // dtypes are refused, token ids are checked when the .bin is opened.
