@@ -21,6 +21,8 @@
 #include "core/format.h"
 #include "data/bpe_trainer.h"
 #include "data/corpus_encode.h"
+#include "data/megatron_dataset.h"
+#include "data/megatron_index.h"
 #include "data/shard_dataset.h"
 #include "data/shard_manifest.h"
 #include "data/token_shard.h"
@@ -144,13 +146,50 @@ struct EncodeArgs {
   int64_t shard_tokens = int64_t{1} << 25;
   int threads = default_threads();
   bool force = false;
+  std::string format = "shards";  // or "megatron"
 };
+
+// --format megatron: --out is a prefix; PREFIX.bin and PREFIX.idx are written
+// (each atomically), one document per input file.
+int run_encode_megatron(const EncodeArgs& a, const BpeTokenizer& tok, const std::vector<std::string>& files) {
+  if (a.val_fraction != 0) {
+    return fail("--val-fraction: a Megatron dataset holds one split; encode the val text to a prefix of its own");
+  }
+  const std::string bin = megatron_bin(a.out), idx = megatron_idx(a.out);
+  std::vector<InputPath> inputs = inputs_named(files, "--input");
+  if (a.tokenizer != "bytes") inputs.push_back({a.tokenizer, "--tokenizer"});
+  for (const std::string& path : {bin, idx}) {
+    if (Status s = check_output_file(path, "--out", a.force); !s) return fail(s.message());
+  }
+  if (Status s = refuse_overlapping_paths({{bin, "--out", {}}, {idx, "--out", {}}}, inputs); !s) {
+    return fail(s.message());
+  }
+  EncodeOptions opts;
+  opts.threads = a.threads;
+  const auto t0 = Clock::now();
+  Expected<EncodeStats> st = Status::error("not encoded");
+  {
+    ProgressBar bar("encode", true);
+    st = encode_to_megatron(files, tok, a.out, opts, [&](int64_t d, int64_t t) { bar.update(d, t); });
+  }
+  if (!st) return fail(st.error());
+  const double secs = seconds_since(t0);
+  const int64_t bytes = st->bytes[0];
+  fmt::print("megatron: {} tokens ({}), {} documents, {} bytes ({:.2f} bytes/token) into {} and {}\n", st->tokens[0],
+             tok.vocab_size() <= 65536 ? "uint16" : "int32", st->documents[0], bytes,
+             st->tokens[0] > 0 ? static_cast<double>(bytes) / static_cast<double>(st->tokens[0]) : 0.0, bin, idx);
+  fmt::print("encoded {} file{} ({:.1f} MB) in {:.1f} s ({:.1f} MB/s, {} thread{}) into {}\n", files.size(),
+             files.size() == 1 ? "" : "s", bytes / 1e6, secs, secs > 0 ? bytes / 1e6 / secs : 0.0, a.threads,
+             a.threads == 1 ? "" : "s", a.out);
+  return kExitOk;
+}
 
 int run_encode(const EncodeArgs& a) {
   auto tok = open_tokenizer(a.tokenizer);
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
+  if (a.format == "megatron") return run_encode_megatron(a, *tok, *files);
   // The shard directory is rewritten (old shards removed): no input may live
   // in it, or a re-encode would read its own earlier output.
   std::vector<InputPath> inputs = inputs_named(*files, "--input");
@@ -306,7 +345,38 @@ int run_stats(const StatsArgs& a) {
     }
     return kExitOk;
   }
-  if (a.tokenizer.empty()) return fail("--tokenizer is required for text input (or pass one token-shard directory)");
+  if (a.inputs.size() == 1 && is_megatron_prefix(a.inputs[0])) {
+    // Every token read and checked, as training reads them; with --tokenizer, ids must lie in its vocabulary.
+    Expected<BpeTokenizer> tok = Status::error("no tokenizer");
+    if (!a.tokenizer.empty()) {
+      tok = open_tokenizer(a.tokenizer);
+      if (!tok) return fail("--tokenizer: " + tok.error());
+    }
+    const int64_t limit = tok ? tok->vocab_size() : int64_t{INT32_MAX};
+    auto ds = MegatronDataset::open(a.inputs[0], limit,
+                                    tok ? fmt::format("the {}-token vocabulary of --tokenizer", limit) : "int32");
+    if (!ds) return fail(ds.error());
+    const MegatronIndex& ix = (*ds)->index();
+    fmt::print("{}: Megatron indexed dataset (verified): {} tokens of {}, {} sequences, {} documents, largest id {}\n",
+               a.inputs[0], ix.total_tokens, megatron_dtype_name(ix.dtype), ix.sequences, ix.documents(),
+               (*ds)->vocab() - 1);
+    if (tok && tok->eot() >= 0) {
+      // Document boundaries: sequences closed by the tokenizer's end-of-text (Megatron's --append-eod).
+      uint64_t closed = 0;
+      int64_t at = 0;
+      for (uint64_t i = 0; i < ix.sequences; ++i) {
+        at += ix.length(i);
+        int32_t last = -1;
+        if (ix.length(i) > 0) (*ds)->read(at - 1, 1, &last);
+        closed += last == tok->eot() ? 1 : 0;
+      }
+      fmt::print("{} of {} sequences end with the end-of-text token {}\n", closed, ix.sequences, tok->eot());
+    }
+    return kExitOk;
+  }
+  if (a.tokenizer.empty()) {
+    return fail("--tokenizer is required for text input (or pass one token-shard directory or Megatron prefix)");
+  }
   auto tok = open_tokenizer(a.tokenizer);
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
@@ -370,7 +440,12 @@ Command add_tokenize_command(CLI::App& parent) {
       ->capture_default_str()
       ->check(int_in(1, int64_t{1} << 30));
   en->add_option("-j,--threads", ea->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));
-  en->add_flag("--force", ea->force, "Replace the shards of an existing --out directory");
+  en->add_flag("--force", ea->force, "Replace the shards of an existing --out directory (or the .bin/.idx)");
+  en->add_option("--format", ea->format,
+                 "shards: a token-shard directory; megatron: --out is a prefix, PREFIX.bin + PREFIX.idx "
+                 "(Megatron-LM's indexed dataset, one document per file)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"shards", "megatron"}));
 
   auto da = std::make_shared<DecodeArgs>();
   auto* de = sub->add_subcommand("decode", "Decode token shards back into text");
@@ -384,7 +459,9 @@ Command add_tokenize_command(CLI::App& parent) {
 
   auto sa = std::make_shared<StatsArgs>();
   auto* st = sub->add_subcommand("stats", "Token counts and compression (bytes per token)");
-  st->add_option("-i,--input", sa->inputs, "A shard directory, or text files / directories")->required();
+  st->add_option("-i,--input", sa->inputs,
+                 "A shard directory, a Megatron .bin/.idx prefix, or text files / directories")
+      ->required();
   st->add_option("-t,--tokenizer", sa->tokenizer, "Tokenizer for text input");
   st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));
 

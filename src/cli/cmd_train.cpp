@@ -173,7 +173,7 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
   print_out(fmt::format("model: {} layers, hidden {}, {} heads, seq {}, vocab {} (padded {}) = {} parameters\n",
              cfg.model.layers, cfg.model.hidden, cfg.model.heads, cfg.model.seq_len, cfg.model.vocab,
              spec.padded_vocab(), human_count(static_cast<double>(spec.num_params()))));
-  print_out(fmt::format("data: train {}, val {}\n", tr.train_data().describe(), tr.val_data().describe()));
+  print_out(fmt::format("data: train {}, val {}\n", tr.train_description(), tr.val_data().describe()));
   print_out(fmt::format("layout: {} ranks = {}, ZeRO-{}{}{}, {} threads per rank{}{}\n", comm.size(), g.layout.to_string(),
              cfg.parallel.zero, cfg.parallel.sequence_parallel ? ", sequence parallel" : "",
              g.layout.pp > 1 ? fmt::format(", {} schedule{}", schedule_kind_name(cfg.parallel.schedule),

@@ -23,7 +23,7 @@ namespace {
 
 constexpr uint64_t kMaxConfigBytes = 16u << 20;  // a run config is a few hundred bytes
 
-enum class Kind { integer, number, number32, string, boolean, integer_array };  // number32: stored as a float
+enum class Kind { integer, number, number32, string, boolean, integer_array, blend };  // number32: stored as a float
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -33,6 +33,7 @@ const char* kind_name(Kind k) {
     case Kind::string: return "a string";
     case Kind::boolean: return "true or false";
     case Kind::integer_array: return "an array of integers";
+    case Kind::blend: return "an array of [weight, \"prefix\"] pairs";
   }
   return "?";
 }
@@ -149,6 +150,14 @@ std::vector<Field> schema() {
       {"data.val", Kind::string, str([](R c) -> std::string& { return c.data.val; })},
       {"data.val_fraction", Kind::number, f64([](R c) -> double& { return c.data.val_fraction; })},
       {"data.tokenizer", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer; })},
+      {"data.blend", Kind::blend,
+       [](R c, const toml::node& n) {
+         c.data.blend.clear();
+         for (const auto& e : *n.as_array()) {
+           const toml::array& pair = *e.as_array();
+           c.data.blend.push_back({pair[0].value<double>().value(), pair[1].value<std::string>().value()});
+         }
+       }},
       {"parallel.tp", Kind::integer, i32("parallel.tp", [](R c) -> int& { return c.parallel.tp; })},
       {"parallel.pp", Kind::integer, i32("parallel.pp", [](R c) -> int& { return c.parallel.pp; })},
       {"parallel.dp", Kind::integer, i32("parallel.dp", [](R c) -> int& { return c.parallel.dp; })},
@@ -214,6 +223,16 @@ bool kind_matches(Kind k, const toml::node& n) {
     case Kind::number32: return n.is_integer() || n.is_floating_point();
     case Kind::string: return n.is_string();
     case Kind::boolean: return n.is_boolean();
+    case Kind::blend:
+      if (!n.is_array()) return false;
+      for (const auto& e : *n.as_array()) {
+        const toml::array* pair = e.as_array();
+        if (pair == nullptr || pair->size() != 2 || !((*pair)[0].is_integer() || (*pair)[0].is_floating_point()) ||
+            !(*pair)[1].is_string()) {
+          return false;
+        }
+      }
+      return true;
     case Kind::integer_array:
       if (!n.is_array()) return false;
       for (const auto& e : *n.as_array()) {
@@ -359,7 +378,24 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
     return err("train.recompute = \"selective\" is modelled by the planner only; this runtime recomputes \"none\" or "
                "\"full\" blocks");
   }
-  if (c.data.train.empty()) {
+  if (!c.data.blend.empty()) {
+    if (!c.data.train.empty()) {
+      return err("data.train and data.blend are both set; give one (data.blend = [[0.3, \"A\"], [0.7, \"B\"]] "
+                 "trains on Megatron prefixes A and B in those shares)");
+    }
+    if (c.data.val.empty()) {
+      return err("data.blend needs a data.val (the blend's validation data: a shard directory, a Megatron prefix or "
+                 "a text file)");
+    }
+    for (size_t i = 0; i < c.data.blend.size(); ++i) {
+      const auto& [w, prefix] = c.data.blend[i];
+      if (!(w > 0) || !std::isfinite(w)) {
+        return err(fmt::format("data.blend[{}]: weight {} of \"{}\" is not positive; every weight must be > 0", i, w,
+                               prefix));
+      }
+      if (prefix.empty()) return err(fmt::format("data.blend[{}]: the prefix is empty", i));
+    }
+  } else if (c.data.train.empty()) {
     return err("data.train is missing; set it to a text file or a token-shard directory, "
                "e.g. data.train = \"corpus.txt\"");
   }
@@ -372,9 +408,19 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
                                     std::pair{"data.tokenizer", c.data.tokenizer}}) {
       if (path.empty() || (std::string_view(key) == "data.tokenizer" && path == "bytes")) continue;
       std::error_code ec;
-      if (!fs::is_regular_file(path, ec) && !fs::is_directory(path, ec)) {
+      // A Megatron dataset is named by its prefix: PREFIX.idx (and .bin) exist.
+      if (!fs::is_regular_file(path, ec) && !fs::is_directory(path, ec) && !fs::is_regular_file(path + ".idx", ec)) {
         return err(fmt::format("{} = \"{}\": no such file or directory; check the path (relative paths are from the "
                                "current directory)", key, path));
+      }
+    }
+    for (size_t i = 0; i < c.data.blend.size(); ++i) {
+      const std::string& prefix = c.data.blend[i].second;
+      std::error_code ec;
+      if (!fs::is_regular_file(prefix + ".idx", ec)) {
+        return err(fmt::format("data.blend[{}] = \"{}\": no Megatron dataset there ({}.idx does not exist); a blend "
+                               "names .bin/.idx prefixes (tera tokenize encode --format megatron)",
+                               i, prefix, prefix));
       }
     }
   }
@@ -514,6 +560,13 @@ std::string run_config_to_toml(const RunConfig& c) {
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);
   if (!c.data.tokenizer.empty()) s += "tokenizer = " + q(c.data.tokenizer) + "\n";
+  if (!c.data.blend.empty()) {
+    s += "blend = [";
+    for (size_t i = 0; i < c.data.blend.size(); ++i) {
+      s += fmt::format("{}[{}, {}]", i > 0 ? ", " : "", c.data.blend[i].first, q(c.data.blend[i].second));
+    }
+    s += "]\n";
+  }
   s += fmt::format("\n[parallel]\ntp = {}\npp = {}\ndp = {}\nzero = {}\nsequence_parallel = {}\nschedule = \"{}\"\nvpp = {}\n",
                    c.parallel.tp, c.parallel.pp, c.parallel.dp, c.parallel.zero, c.parallel.sequence_parallel,
                    schedule_kind_name(c.parallel.schedule), c.parallel.vpp);

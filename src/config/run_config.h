@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/parallel_layout.h"
@@ -45,6 +46,9 @@ struct DataConfig {
   std::string val;            // optional; when empty: the shards' val split, else the tail of train
   double val_fraction = 0.1;  // share of train held out when val is empty and there is no val split
   std::string tokenizer;      // tokenizer for a text train file (empty: bytes are tokens)
+  // Megatron's --data-path 0.3 A 0.7 B: [weight, prefix] pairs, weights > 0
+  // (normalised); set instead of train (data/blend_loader.h).
+  std::vector<std::pair<double, std::string>> blend;
 };
 
 // The run's layout (core/parallel_layout.h) as the config sets it: the

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "data/megatron_index.h"
 #include "data/token_shard.h"
 #include "data/tokenizer_file.h"
 
@@ -14,7 +15,8 @@ namespace tera {
 namespace fs = std::filesystem;
 
 Expected<EncodeStats> encode_corpus(const std::vector<std::string>& files, const BpeTokenizer& tok,
-                                    const EncodeOptions& opts, const TokenSink& sink, const ByteProgress& progress) {
+                                    const EncodeOptions& opts, const TokenSink& sink, const ByteProgress& progress,
+                                    const DocumentEnd& document_end) {
   if (!(opts.val_fraction >= 0 && opts.val_fraction < 1)) {
     return Status::error(fmt::format("val fraction {} must lie in [0, 1)", opts.val_fraction));
   }
@@ -38,6 +40,7 @@ Expected<EncodeStats> encode_corpus(const std::vector<std::string>& files, const
             ++st.tokens[p];
             TERA_RETURN_IF_ERROR(sink(p, &eot, 1));
           }
+          if (document_end) TERA_RETURN_IF_ERROR(document_end(p));
         }
         return ok_status();
       },
@@ -129,6 +132,23 @@ Expected<ShardManifest> encode_to_shards(const std::vector<std::string>& files, 
     if (ours && keep.count(name) == 0) fs::remove(entry.path(), ec);
   }
   return m;
+}
+
+Expected<EncodeStats> encode_to_megatron(const std::vector<std::string>& files, const BpeTokenizer& tok,
+                                         const std::string& prefix, const EncodeOptions& opts,
+                                         const ByteProgress& progress) {
+  if (opts.val_fraction != 0) return Status::error("a Megatron dataset holds one split; encode the val text separately");
+  auto w = MegatronWriter::create(prefix, tok.vocab_size());
+  if (!w) return w.status();
+  auto st = encode_corpus(
+      files, tok, opts, [&](int, const int32_t* t, size_t n) { return w->add(t, n); }, progress,
+      [&](int) {
+        w->end_document();
+        return ok_status();
+      });
+  if (!st) return st.status();
+  TERA_RETURN_IF_ERROR(w->finish());
+  return st;
 }
 
 }  // namespace tera

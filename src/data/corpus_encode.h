@@ -30,16 +30,26 @@ struct EncodeStats {
 
 // sink(part, tokens, n) receives each split's stream in order (part 0 train, 1 val).
 using TokenSink = std::function<Status(int part, const int32_t* tokens, size_t n)>;
+// document_end(part) is called after each document's last token (its end-of-text included).
+using DocumentEnd = std::function<Status(int part)>;
 
 Expected<EncodeStats> encode_corpus(const std::vector<std::string>& files, const BpeTokenizer& tok,
                                     const EncodeOptions& opts, const TokenSink& sink,
-                                    const ByteProgress& progress = {});
+                                    const ByteProgress& progress = {}, const DocumentEnd& document_end = {});
 
 // Writes a shard directory: tokenizer.json, train-NNNNN.tok (and val-NNNNN.tok),
 // then manifest.json; shard files of an earlier encode that the new manifest
 // does not list are removed afterwards.
 Expected<ShardManifest> encode_to_shards(const std::vector<std::string>& files, const BpeTokenizer& tok,
                                          const std::string& out_dir, const EncodeOptions& opts,
+                                         const ByteProgress& progress = {});
+
+// Writes a Megatron indexed dataset, PREFIX.bin and PREFIX.idx (megatron_index.h):
+// one sequence per input file, its end-of-text appended when the tokenizer has
+// one, so the .bin holds exactly the token stream encode_to_shards writes to
+// its train split. opts.val_fraction must be 0 (one split per prefix).
+Expected<EncodeStats> encode_to_megatron(const std::vector<std::string>& files, const BpeTokenizer& tok,
+                                         const std::string& prefix, const EncodeOptions& opts,
                                          const ByteProgress& progress = {});
 
 }  // namespace tera

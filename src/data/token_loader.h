@@ -42,7 +42,22 @@ struct LoaderState {
   bool operator==(const LoaderState&) const = default;
 };
 
-class TokenLoader {
+// What the trainer draws samples from: one dataset's TokenLoader, or a blend
+// of several (blend_loader.h). Stateless: a sample depends only on its global
+// index, so the checkpointed position is LoaderState::next_sample.
+class SampleLoader {
+ public:
+  virtual ~SampleLoader() = default;
+  // tokens[count, T] and targets[count, T] (inputs shifted by one) for global
+  // samples [first, first + count).
+  virtual void fill(int64_t first, int64_t count, int32_t* tokens, int32_t* targets) const = 0;
+  virtual LoaderState state(int64_t next_sample) const = 0;
+  // next_sample of a saved state, after checking it was saved for this data,
+  // seed and seq_len; `what` names the checkpoint in errors.
+  virtual Expected<int64_t> resume(const LoaderState& s, const std::string& what) const = 0;
+};
+
+class TokenLoader final : public SampleLoader {
  public:
   // `what` names the data in errors (e.g. data.train = "corpus/").
   static Expected<std::unique_ptr<TokenLoader>> create(const TokenDataset& data, int64_t seq_len, uint64_t seed,
@@ -55,14 +70,9 @@ class TokenLoader {
   };
   Location locate(int64_t sample) const;
 
-  // tokens[count, T] and targets[count, T] (inputs shifted by one) for global
-  // samples [first, first + count).
-  void fill(int64_t first, int64_t count, int32_t* tokens, int32_t* targets) const;
-
-  LoaderState state(int64_t next_sample) const;
-  // next_sample of a saved state, after checking it was saved for this data,
-  // seed and seq_len; `what` names the checkpoint in errors.
-  Expected<int64_t> resume(const LoaderState& s, const std::string& what) const;
+  void fill(int64_t first, int64_t count, int32_t* tokens, int32_t* targets) const override;
+  LoaderState state(int64_t next_sample) const override;
+  Expected<int64_t> resume(const LoaderState& s, const std::string& what) const override;
 
  private:
   TokenLoader(const TokenDataset& d, int64_t T, uint64_t seed) : data_(d), T_(T), seed_(seed) {}

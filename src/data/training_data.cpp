@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "core/file_util.h"
+#include "data/blend_loader.h"
 #include "data/corpus_encode.h"
+#include "data/megatron_dataset.h"
 #include "data/shard_dataset.h"
 #include "data/shard_manifest.h"
 #include "data/tokenizer_file.h"
@@ -58,7 +60,7 @@ Expected<BpeTokenizer> choose_tokenizer(const TrainingDataOptions& dc) {
     }
     return tok;
   }
-  if (dc.tokenizer.empty()) return BpeTokenizer::bytes();
+  if (dc.tokenizer.empty()) return BpeTokenizer::bytes();  // a Megatron prefix: checked in open_megatron
   auto tok = open_tokenizer(dc.tokenizer);
   if (!tok) return Status::error("data.tokenizer: " + tok.error());
   return tok;
@@ -103,10 +105,31 @@ Expected<std::unique_ptr<TokenDataset>> open_shards(const std::string& dir, cons
   return std::unique_ptr<TokenDataset>(std::move(*ds));
 }
 
+// A Megatron .bin/.idx prefix. Its ids must lie below the tokenizer's
+// vocabulary when data.tokenizer names one, else below model.vocab, and a
+// prefix with ids >= 256 needs data.tokenizer (a checkpoint records the run's
+// tokenizer; "bytes" would be a wrong one).
+Expected<std::unique_ptr<TokenDataset>> open_megatron(const std::string& prefix, const std::string& key,
+                                                      const BpeTokenizer& tok, int64_t model_vocab) {
+  const bool bytes = tok.is_bytes();
+  const int64_t limit = bytes ? model_vocab : tok.vocab_size();
+  const std::string limit_what = bytes ? fmt::format("model.vocab = {}", model_vocab)
+                                       : fmt::format("the {}-token vocabulary of data.tokenizer", tok.vocab_size());
+  auto ds = MegatronDataset::open(prefix, limit, limit_what);
+  if (!ds) return Status::error(keyed(key, prefix) + ": " + ds.error());
+  if (bytes && (*ds)->vocab() > 256) {
+    return Status::error(fmt::format("{}: a Megatron dataset names no tokenizer, and its ids reach {}; set "
+                                     "data.tokenizer to the tokenizer it was encoded with",
+                                     keyed(key, prefix), (*ds)->vocab() - 1));
+  }
+  return std::unique_ptr<TokenDataset>(std::move(*ds));
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<TokenDataset>> open_eval_data(const std::string& path, const BpeTokenizer& tok,
                                                        const std::string& key) {
+  if (is_megatron_prefix(path)) return open_megatron(path, key, tok, tok.vocab_size());
   if (is_dir(path)) {
     auto m = read_manifest(path);
     if (!m) return Status::error(keyed(key, path) + ": " + m.error());
@@ -122,12 +145,77 @@ Expected<std::unique_ptr<TokenDataset>> open_eval_data(const std::string& path, 
   return std::move((*parts)[0]);
 }
 
+namespace {
+
+// data.blend: each prefix opened as a Megatron dataset, the blend's loader over them, data.val for validation.
+Expected<TrainingData> open_blend(const TrainingDataOptions& dc, const BpeTokenizer& tok) {
+  TrainingData d;
+  std::vector<BlendSource> sources;
+  int64_t need = tok.is_bytes() ? 0 : tok.vocab_size();
+  for (size_t i = 0; i < dc.blend.size(); ++i) {
+    const auto& [weight, prefix] = dc.blend[i];
+    const std::string key = fmt::format("data.blend[{}]", i);
+    if (!is_megatron_prefix(prefix)) {
+      return Status::error(fmt::format("{}: {} = \"{}\": {}.idx does not exist; a blend names Megatron .bin/.idx "
+                                       "prefixes (tera tokenize encode --format megatron)",
+                                       dc.source, key, prefix, prefix));
+    }
+    auto ds = open_megatron(prefix, key, tok, dc.vocab);
+    if (!ds) return ds.status();
+    TERA_RETURN_IF_ERROR(check_dataset_fits(**ds, dc.seq_len, keyed(key, prefix)));
+    need = std::max(need, (*ds)->vocab());
+    sources.push_back(BlendSource{weight, std::move(*ds), keyed(key, prefix)});
+  }
+  auto va = open_eval_data(dc.val, tok, "data.val");
+  if (!va) return va.status();
+  d.val = std::move(*va);
+  TERA_RETURN_IF_ERROR(check_dataset_fits(*d.val, dc.seq_len, keyed("data.val", dc.val)));
+  if (dc.vocab < need) {
+    return Status::error(fmt::format("{}: model.vocab = {} is smaller than the blend's vocabulary ({} tokens); set "
+                                     "model.vocab >= {}",
+                                     dc.source, dc.vocab, need, need));
+  }
+  auto loader = BlendLoader::create(std::move(sources), dc.seq_len, dc.seed);
+  if (!loader) return Status::error(dc.source + ": " + loader.error());
+  std::string desc = "blend of";
+  for (size_t i = 0; i < (*loader)->shares().size(); ++i) {
+    desc += fmt::format("{} {:.4f} x {}", i > 0 ? "," : "", (*loader)->shares()[i], (*loader)->source(i).describe());
+  }
+  d.train_description = desc;
+  d.sampler = std::move(*loader);
+  d.tokenizer = tokenizer_reference(tok);
+  return d;
+}
+
+}  // namespace
+
 Expected<TrainingData> open_training_data(const TrainingDataOptions& dc) {
   TrainingData d;
   auto tok = choose_tokenizer(dc);
   if (!tok) return Status::error(dc.source + ": " + tok.error());
+  if (!dc.blend.empty()) {
+    if (dc.val.empty()) return Status::error(dc.source + ": data.blend needs a data.val");
+    return open_blend(dc, *tok);
+  }
   std::string val_what = keyed("data.val", dc.val);
-  if (is_dir(dc.train)) {
+  if (is_megatron_prefix(dc.train)) {
+    // As a shard directory without a val split: data.val, else the held-out tail.
+    auto all = open_megatron(dc.train, "data.train", *tok, dc.vocab);
+    if (!all) return all.status();
+    if (!dc.val.empty()) {
+      auto va = open_eval_data(dc.val, *tok, "data.val");
+      if (!va) return va.status();
+      d.train = std::move(*all);
+      d.val = std::move(*va);
+    } else {
+      std::shared_ptr<const TokenDataset> base(std::move(*all));
+      const int64_t n = base->num_tokens();
+      const int64_t cut = n - static_cast<int64_t>(static_cast<double>(n) * dc.val_fraction);
+      d.train = std::make_unique<SliceDataset>(base, 0, cut, base->describe() + " [head]");
+      d.val = std::make_unique<SliceDataset>(base, cut, n, base->describe() + " [held-out tail]");
+      val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
+    }
+  } else if (is_dir(dc.train)) {
     auto all = open_shards(dc.train, "data.train", "train", *tok);
     if (!all) return all.status();
     auto m = read_manifest(dc.train);
@@ -182,16 +270,19 @@ Expected<TrainingData> open_training_data(const TrainingDataOptions& dc) {
   const int64_t T = dc.seq_len;
   TERA_RETURN_IF_ERROR(check_dataset_fits(*d.train, T, keyed("data.train", dc.train)));
   TERA_RETURN_IF_ERROR(check_dataset_fits(*d.val, T, val_what));
-  if (dc.vocab < d.train->vocab()) {
+  // The tokenizer's vocabulary, not only the ids present (a Megatron dataset's vocab() is its largest id + 1).
+  const int64_t need = std::max(d.train->vocab(), tok->is_bytes() ? int64_t{0} : tok->vocab_size());
+  if (dc.vocab < need) {
     return Status::error(dc.source + ": model.vocab = " + std::to_string(dc.vocab) +
-                         " is smaller than the data's vocabulary (" + std::to_string(d.train->vocab()) +
-                         (tok->is_bytes() ? " byte tokens" : " tokens") +
-                         "); set model.vocab >= " + std::to_string(d.train->vocab()));
+                         " is smaller than the data's vocabulary (" + std::to_string(need) +
+                         (tok->is_bytes() ? " byte tokens" : " tokens") + "); set model.vocab >= " +
+                         std::to_string(need));
   }
   auto loader = TokenLoader::create(*d.train, T, dc.seed, keyed("data.train", dc.train));
   if (!loader) return loader.status();
   d.sampler = std::move(*loader);
   d.tokenizer = tokenizer_reference(*tok);
+  d.train_description = d.train->describe();
   return d;
 }
 

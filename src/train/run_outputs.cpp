@@ -42,13 +42,17 @@ Status check_run_paths(const RunConfig& cfg, const std::string& config, const st
                                        cfg.source, key, dir, key));
     }
   }
-  const std::vector<InputPath> inputs = {
+  std::vector<InputPath> inputs = {
       {config, "--config"},
       {cfg.data.train, "data.train"},
       {cfg.data.val, "data.val"},
       {cfg.data.tokenizer == "bytes" ? "" : cfg.data.tokenizer, "data.tokenizer"},
       {cfg.ckpt.init, "ckpt.init"},
   };
+  for (const auto& [weight, prefix] : cfg.data.blend) {
+    inputs.push_back({prefix + ".bin", "data.blend"});
+    inputs.push_back({prefix + ".idx", "data.blend"});
+  }
   const std::vector<OutputPath> outputs = {
       {metrics, "--metrics", {}},
       {trace, "--trace", {}},

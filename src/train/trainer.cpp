@@ -33,6 +33,7 @@ TrainingDataOptions training_data_options(const RunConfig& cfg) {
   o.val = cfg.data.val;
   o.val_fraction = cfg.data.val_fraction;
   o.tokenizer = cfg.data.tokenizer;
+  o.blend = cfg.data.blend;
   o.seq_len = cfg.model.seq_len;
   o.vocab = cfg.model.vocab;
   o.seed = cfg.train.seed;

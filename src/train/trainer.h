@@ -131,7 +131,8 @@ class Trainer {
   bool is_first_rank() const { return groups().rank == 0; }
   MemoryReport memory() const;  // this rank
   const Backend& backend() const { return be_; }
-  const TokenDataset& train_data() const { return *data_.train; }
+  const TokenDataset& train_data() const { return *data_.train; }  // not with data.blend (no single stream)
+  const std::string& train_description() const { return data_.train_description; }
   const TokenDataset& val_data() const { return *data_.val; }
 
  private:

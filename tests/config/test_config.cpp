@@ -52,6 +52,24 @@ TEST(Config, OverridesApplyWithTypes) {
   EXPECT_EQ(r->out.dir, "x");
 }
 
+TEST(Config, BlendIsParsedAndChecked) {
+  std::string blend = kGood;
+  blend.replace(blend.find("train = \"corpus.txt\""), 20, "blend = [[0.3, \"A\"], [7, \"B\"]]\nval = \"v.txt\"");
+  auto r = parse_run_config(blend, "cfg.toml", {}, false);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(r->data.blend.size(), 2u);
+  EXPECT_EQ(r->data.blend[0], (std::pair<double, std::string>{0.3, "A"}));
+  EXPECT_EQ(r->data.blend[1], (std::pair<double, std::string>{7.0, "B"}));
+  auto again = parse_run_config(run_config_to_toml(*r), "saved.toml", {}, false);  // as a checkpoint stores it
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->data.blend, r->data.blend);
+  expect_error(blend, {"data.blend=[[0, \"A\"]]"}, {"cfg.toml", "data.blend[0]", "not positive"});
+  expect_error(blend, {"data.blend=[[1, \"A\"], [-2, \"B\"]]"}, {"data.blend[1]", "not positive"});
+  expect_error(blend, {"data.blend=[[\"A\", 1]]"}, {"data.blend", "[weight, \"prefix\"] pairs"});
+  expect_error(blend, {"data.train=x.txt"}, {"data.train and data.blend are both set"});
+  expect_error(blend, {"data.val="}, {"data.blend needs a data.val"});
+}
+
 TEST(Config, UnknownKeySuggestsTheNearest) {
   expect_error(kGood, {"train.stpes=3"}, {"cfg.toml", "unknown key 'train.stpes'", "did you mean 'train.steps'"});
   expect_error(std::string(kGood) + "[trian]\nsteps = 1\n", {}, {"unknown key 'trian.steps'"});
