@@ -198,46 +198,41 @@ Expected<TrainingData> open_training_data(const TrainingDataOptions& dc) {
     return open_blend(dc, *tok);
   }
   std::string val_what = keyed("data.val", dc.val);
-  if (is_megatron_prefix(dc.train)) {
-    // As a shard directory without a val split: data.val, else the held-out tail.
-    auto all = open_megatron(dc.train, "data.train", *tok, dc.vocab);
-    if (!all) return all.status();
+  // Token data already opened (shards, a Megatron prefix): its validation
+  // data is data.val when given, else its held-out tail.
+  auto take_val_or_tail = [&](std::unique_ptr<TokenDataset> all) -> Status {
     if (!dc.val.empty()) {
       auto va = open_eval_data(dc.val, *tok, "data.val");
       if (!va) return va.status();
-      d.train = std::move(*all);
+      d.train = std::move(all);
       d.val = std::move(*va);
-    } else {
-      std::shared_ptr<const TokenDataset> base(std::move(*all));
-      const int64_t n = base->num_tokens();
-      const int64_t cut = n - static_cast<int64_t>(static_cast<double>(n) * dc.val_fraction);
-      d.train = std::make_unique<SliceDataset>(base, 0, cut, base->describe() + " [head]");
-      d.val = std::make_unique<SliceDataset>(base, cut, n, base->describe() + " [held-out tail]");
-      val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
+      return ok_status();
     }
+    std::shared_ptr<const TokenDataset> base(std::move(all));
+    const int64_t n = base->num_tokens();
+    const int64_t cut = n - static_cast<int64_t>(static_cast<double>(n) * dc.val_fraction);
+    d.train = std::make_unique<SliceDataset>(base, 0, cut, base->describe() + " [head]");
+    d.val = std::make_unique<SliceDataset>(base, cut, n, base->describe() + " [held-out tail]");
+    val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
+    return ok_status();
+  };
+  if (is_megatron_prefix(dc.train)) {
+    auto all = open_megatron(dc.train, "data.train", *tok, dc.vocab);
+    if (!all) return all.status();
+    TERA_RETURN_IF_ERROR(take_val_or_tail(std::move(*all)));
   } else if (is_dir(dc.train)) {
     auto all = open_shards(dc.train, "data.train", "train", *tok);
     if (!all) return all.status();
     auto m = read_manifest(dc.train);
     if (!m) return m.status();
-    if (!dc.val.empty()) {
-      auto va = open_eval_data(dc.val, *tok, "data.val");
-      if (!va) return va.status();
-      d.train = std::move(*all);
-      d.val = std::move(*va);
-    } else if (m->splits.count("val")) {
+    if (dc.val.empty() && m->splits.count("val")) {
       auto va = open_shards(dc.train, "data.train", "val", *tok);
       if (!va) return va.status();
       d.train = std::move(*all);
       d.val = std::move(*va);
       val_what = "the val split of " + keyed("data.train", dc.train);
     } else {
-      std::shared_ptr<const TokenDataset> base(std::move(*all));
-      const int64_t n = base->num_tokens();
-      const int64_t cut = n - static_cast<int64_t>(static_cast<double>(n) * dc.val_fraction);
-      d.train = std::make_unique<SliceDataset>(base, 0, cut, base->describe() + " [head]");
-      d.val = std::make_unique<SliceDataset>(base, cut, n, base->describe() + " [held-out tail]");
-      val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
+      TERA_RETURN_IF_ERROR(take_val_or_tail(std::move(*all)));
     }
   } else if (!dc.val.empty()) {
     if (tok->is_bytes()) {
