@@ -2,6 +2,8 @@
 #include "core/file_util.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #if defined(TERA_HAVE_ZLIB)
 #include <zlib.h>
@@ -184,6 +186,29 @@ Status check_regular_file(const std::string& path, const std::string& what, uint
     return Status::error(what + " " + path + ": " + std::to_string(size) + " bytes, more than the " +
                          std::to_string(max_bytes) + " a " + what + " may have; is this the right file?");
   }
+  return ok_status();
+}
+
+Status map_file_readonly(const std::string& path, void** map, size_t* bytes, const std::string& hint) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then refuses it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": not a regular file (a directory, device or FIFO)" + hint);
+  }
+  *bytes = static_cast<size_t>(st.st_size);
+  *map = nullptr;
+  if (*bytes > 0) {
+    void* m = ::mmap(nullptr, *bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      return Status::error(path + ": cannot map (" + std::strerror(errno) + ")");
+    }
+    *map = m;
+  }
+  ::close(fd);
   return ok_status();
 }
 

@@ -54,6 +54,11 @@ Expected<uint32_t> crc32_file(const std::string& path);
 // device (/dev/zero) or an oversized file is refused with a message naming
 // the path and what it is. `what` names the role ("tokenizer", "--config").
 Status check_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes);
+// Maps the regular file `path` read-only (*map, *bytes; an empty file maps
+// to nullptr; the caller munmaps). A directory, device or FIFO is refused
+// (opened without waiting for a FIFO's writer), `hint` appended to that
+// message ("; a token shard is a file").
+Status map_file_readonly(const std::string& path, void** map, size_t* bytes, const std::string& hint = "");
 // read_file, after check_regular_file.
 Expected<std::vector<uint8_t>> read_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes);
 // A path named inside `container` (a meta.json, a manifest), resolved

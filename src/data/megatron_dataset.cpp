@@ -15,41 +15,12 @@
 
 #include "core/check.h"
 #include "core/file_util.h"
+#include "core/unaligned.h"
 
 namespace tera {
 
 namespace {
 
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
-// Maps a regular file read-only; an empty file maps to nullptr.
-Status map_file(const std::string& path, void** map, size_t* bytes) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then refuses it).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": not a regular file (a directory, device or FIFO)");
-  }
-  *bytes = static_cast<size_t>(st.st_size);
-  *map = nullptr;
-  if (*bytes > 0) {
-    void* m = ::mmap(nullptr, *bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      ::close(fd);
-      return Status::error(path + ": cannot map (" + std::strerror(errno) + ")");
-    }
-    *map = m;
-  }
-  ::close(fd);
-  return ok_status();
-}
 
 // Calls f(token_type{}) with the C++ type of an integer dtype (the switch
 // is made once per call, not once per token).
@@ -73,7 +44,7 @@ template <typename T>
 uint64_t first_bad_token(const uint8_t* bin, uint64_t n, int64_t limit, int64_t* max_id) {
   int64_t hi = -1;
   for (uint64_t i = 0; i < n; ++i) {
-    const auto t = static_cast<int64_t>(load<T>(bin + sizeof(T) * i));
+    const auto t = static_cast<int64_t>(load_unaligned<T>(bin + sizeof(T) * i));
     if (t < 0 || t >= limit) {
       *max_id = hi;
       return i;
@@ -96,8 +67,8 @@ Expected<std::unique_ptr<MegatronDataset>> MegatronDataset::open(const std::stri
   auto ds = std::unique_ptr<MegatronDataset>(new MegatronDataset());
   ds->prefix_ = prefix;
   const std::string idx = megatron_idx(prefix), bin = megatron_bin(prefix);
-  TERA_RETURN_IF_ERROR(map_file(idx, &ds->idx_map_, &ds->idx_bytes_));
-  TERA_RETURN_IF_ERROR(map_file(bin, &ds->bin_map_, &ds->bin_bytes_));
+  TERA_RETURN_IF_ERROR(map_file_readonly(idx, &ds->idx_map_, &ds->idx_bytes_));
+  TERA_RETURN_IF_ERROR(map_file_readonly(bin, &ds->bin_map_, &ds->bin_bytes_));
   auto ix = parse_megatron_index(static_cast<const uint8_t*>(ds->idx_map_), ds->idx_bytes_, idx, ds->bin_bytes_);
   if (!ix) return Status::error(fmt::format("{} ({}: {} bytes)", ix.error(), bin, ds->bin_bytes_));  // ds unmaps
   ds->index_ = *ix;
@@ -110,7 +81,7 @@ Expected<std::unique_ptr<MegatronDataset>> MegatronDataset::open(const std::stri
   });
   if (bad < ix->total_tokens) {
     int64_t t = 0;
-    with_token_type(ix->dtype, [&](auto type) { t = load<decltype(type)>(b + sizeof(type) * bad); });
+    with_token_type(ix->dtype, [&](auto type) { t = load_unaligned<decltype(type)>(b + sizeof(type) * bad); });
     return Status::error(fmt::format("{}: token {} (of {}) is id {}, {}; re-encode the data or fix {}", bin, bad,
                                      ix->total_tokens, t,
                                      t < 0 ? std::string("negative")
@@ -135,7 +106,7 @@ void MegatronDataset::read(int64_t offset, int64_t n, int32_t* out) const {
   with_token_type(index_.dtype, [&](auto type) {
     using T = decltype(type);
     const uint8_t* p = b + sizeof(T) * static_cast<size_t>(offset);
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(load<T>(p + sizeof(T) * static_cast<size_t>(i)));
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(load_unaligned<T>(p + sizeof(T) * static_cast<size_t>(i)));
   });
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/unaligned.h"
 
 namespace tera {
 
@@ -16,12 +17,6 @@ static_assert(std::endian::native == std::endian::little, "Megatron indices are 
 
 namespace {
 
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
 template <typename T>
 void put(std::vector<uint8_t>& out, T v) {
   const auto* p = reinterpret_cast<const uint8_t*>(&v);
@@ -58,9 +53,9 @@ const char* megatron_dtype_name(MegatronDtype d) {
   return "?";
 }
 
-int32_t MegatronIndex::length(uint64_t i) const { return load<int32_t>(lengths + 4 * i); }
-int64_t MegatronIndex::pointer(uint64_t i) const { return load<int64_t>(pointers + 8 * i); }
-int64_t MegatronIndex::document_start(uint64_t i) const { return load<int64_t>(doc_idx + 8 * i); }
+int32_t MegatronIndex::length(uint64_t i) const { return load_unaligned<int32_t>(lengths + 4 * i); }
+int64_t MegatronIndex::pointer(uint64_t i) const { return load_unaligned<int64_t>(pointers + 8 * i); }
+int64_t MegatronIndex::document_start(uint64_t i) const { return load_unaligned<int64_t>(doc_idx + 8 * i); }
 
 Expected<MegatronIndex> parse_megatron_index(const uint8_t* data, size_t size, const std::string& what,
                                              uint64_t bin_bytes) {
@@ -72,7 +67,7 @@ Expected<MegatronIndex> parse_megatron_index(const uint8_t* data, size_t size, c
   if (std::memcmp(data, kMegatronMagic, sizeof(kMegatronMagic)) != 0) {
     return err("magic: not a Megatron indexed-dataset index (expected \"MMIDIDX\\0\\0\")");
   }
-  const auto version = load<uint64_t>(data + 9);
+  const auto version = load_unaligned<uint64_t>(data + 9);
   if (version != kMegatronVersion) {
     return err(fmt::format("version: {} is not supported (this tera reads version {})", version, kMegatronVersion));
   }
@@ -84,8 +79,8 @@ Expected<MegatronIndex> parse_megatron_index(const uint8_t* data, size_t size, c
     return err(fmt::format("dtype: {} (code {}) holds no token ids; tera reads integer dtypes only",
                            megatron_dtype_name(ix.dtype), code));
   }
-  ix.sequences = load<uint64_t>(data + 18);
-  ix.doc_entries = load<uint64_t>(data + 26);
+  ix.sequences = load_unaligned<uint64_t>(data + 18);
+  ix.doc_entries = load_unaligned<uint64_t>(data + 26);
   // Sizes in uint64 with the counts bounded first, so nothing overflows.
   const uint64_t room = size - kMegatronHeaderBytes;
   if (ix.sequences > room / 12 || ix.doc_entries > room / 8 ||

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/file_util.h"
+#include "core/unaligned.h"
 
 namespace tera {
 
@@ -26,16 +27,6 @@ namespace {
 
 constexpr char kMagic[8] = {'T', 'E', 'R', 'A', 'T', 'O', 'K', 'S'};
 
-template <typename T>
-T load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-template <typename T>
-void store(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
 
 }  // namespace
 
@@ -45,18 +36,18 @@ Expected<ShardHeader> parse_shard(const uint8_t* data, size_t size, const std::s
     return err(fmt::format("truncated: {} bytes, shorter than the {}-byte shard header", size, kShardHeaderBytes));
   }
   if (std::memcmp(data, kMagic, sizeof(kMagic)) != 0) return err("not a tera token shard (wrong magic)");
-  if (crc32_of(data, 60) != load<uint32_t>(data + 60)) return err("header checksum mismatch; the header is corrupt");
-  const auto version = load<uint32_t>(data + 8);
+  if (crc32_of(data, 60) != load_unaligned<uint32_t>(data + 60)) return err("header checksum mismatch; the header is corrupt");
+  const auto version = load_unaligned<uint32_t>(data + 8);
   if (version != kShardVersion) {
     return err(fmt::format("unsupported shard version {} (this tera reads version {})", version, kShardVersion));
   }
   ShardHeader h;
-  h.token_bytes = load<uint32_t>(data + 12);
-  h.num_tokens = load<uint64_t>(data + 16);
-  h.vocab_size = load<uint64_t>(data + 24);
-  h.tokenizer_fingerprint = load<uint64_t>(data + 32);
-  h.payload_crc32 = load<uint32_t>(data + 40);
-  h.eot = load<int32_t>(data + 44);
+  h.token_bytes = load_unaligned<uint32_t>(data + 12);
+  h.num_tokens = load_unaligned<uint64_t>(data + 16);
+  h.vocab_size = load_unaligned<uint64_t>(data + 24);
+  h.tokenizer_fingerprint = load_unaligned<uint64_t>(data + 32);
+  h.payload_crc32 = load_unaligned<uint32_t>(data + 40);
+  h.eot = load_unaligned<int32_t>(data + 44);
   for (size_t i = 48; i < 60; ++i) {
     if (data[i] != 0) return err("reserved header bytes are not zero");
   }
@@ -82,7 +73,7 @@ Expected<ShardHeader> parse_shard(const uint8_t* data, size_t size, const std::s
   }
   const uint64_t n = h.num_tokens;
   for (uint64_t i = 0; i < n; ++i) {
-    const uint64_t t = h.token_bytes == 2 ? load<uint16_t>(p + 2 * i) : load<uint32_t>(p + 4 * i);
+    const uint64_t t = h.token_bytes == 2 ? load_unaligned<uint16_t>(p + 2 * i) : load_unaligned<uint32_t>(p + 4 * i);
     if (t >= h.vocab_size) {
       return err(fmt::format("token id {} at position {} is >= the vocabulary size {}", t, i, h.vocab_size));
     }
@@ -102,9 +93,9 @@ Expected<uint32_t> write_shard(const std::string& path, const int32_t* tokens, i
       const int32_t t = tokens[b + i];
       TERA_ASSERT(t >= 0 && t < vocab, "token id out of range while writing a shard");
       if (tb == 2) {
-        store(buf.data() + 2 * i, static_cast<uint16_t>(t));
+        store_unaligned(buf.data() + 2 * i, static_cast<uint16_t>(t));
       } else {
-        store(buf.data() + 4 * i, static_cast<uint32_t>(t));
+        store_unaligned(buf.data() + 4 * i, static_cast<uint32_t>(t));
       }
     }
     return static_cast<size_t>(m) * tb;
@@ -116,14 +107,14 @@ Expected<uint32_t> write_shard(const std::string& path, const int32_t* tokens, i
   }
   uint8_t h[kShardHeaderBytes] = {};
   std::memcpy(h, kMagic, sizeof(kMagic));
-  store(h + 8, kShardVersion);
-  store(h + 12, tb);
-  store(h + 16, static_cast<uint64_t>(n));
-  store(h + 24, static_cast<uint64_t>(vocab));
-  store(h + 32, fingerprint);
-  store(h + 40, crc);
-  store(h + 44, eot);
-  store(h + 60, crc32_of(h, 60));
+  store_unaligned(h + 8, kShardVersion);
+  store_unaligned(h + 12, tb);
+  store_unaligned(h + 16, static_cast<uint64_t>(n));
+  store_unaligned(h + 24, static_cast<uint64_t>(vocab));
+  store_unaligned(h + 32, fingerprint);
+  store_unaligned(h + 40, crc);
+  store_unaligned(h + 44, eot);
+  store_unaligned(h + 60, crc32_of(h, 60));
   auto f = AtomicFile::create(path);
   if (!f) return f.status();
   TERA_RETURN_IF_ERROR(f->write(h, sizeof(h)));
@@ -133,23 +124,14 @@ Expected<uint32_t> write_shard(const std::string& path, const int32_t* tokens, i
 }
 
 Expected<TokenShard> TokenShard::open(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat then refuses it).
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::error(path + ": not a regular file (a directory, device or FIFO); a token shard is a file");
-  }
-  const auto bytes = static_cast<size_t>(st.st_size);
+  void* m = nullptr;
+  size_t bytes = 0;
+  TERA_RETURN_IF_ERROR(map_file_readonly(path, &m, &bytes, "; a token shard is a file"));
   if (bytes < kShardHeaderBytes) {
-    ::close(fd);
+    if (m != nullptr) ::munmap(m, bytes);
     return Status::error(
         fmt::format("{}: truncated: {} bytes, shorter than the {}-byte shard header", path, bytes, kShardHeaderBytes));
   }
-  void* m = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (m == MAP_FAILED) return Status::error(path + ": cannot map (" + std::strerror(errno) + ")");
   TokenShard s;
   s.path_ = path;
   s.map_ = m;
@@ -187,9 +169,9 @@ void TokenShard::read(int64_t offset, int64_t n, int32_t* out) const {
   TERA_ASSERT(offset >= 0 && n >= 0 && offset + n <= size(), "shard read out of range");
   const uint8_t* p = static_cast<const uint8_t*>(map_) + kShardHeaderBytes;
   if (header_.token_bytes == 2) {
-    for (int64_t i = 0; i < n; ++i) out[i] = load<uint16_t>(p + 2 * (offset + i));
+    for (int64_t i = 0; i < n; ++i) out[i] = load_unaligned<uint16_t>(p + 2 * (offset + i));
   } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(load<uint32_t>(p + 4 * (offset + i)));
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(load_unaligned<uint32_t>(p + 4 * (offset + i)));
   }
 }
 
