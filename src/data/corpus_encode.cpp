@@ -27,10 +27,18 @@ Expected<EncodeStats> encode_corpus(const std::vector<std::string>& files, const
   co.threads = opts.threads;
   co.chunk_bytes = opts.chunk_bytes;
   co.hold_out = opts.val_fraction;
+  co.split_at_spaces = tok.splits_at_spaces();
+  const int32_t bos = tok.bos();
+  bool starts[2] = {true, true};  // the next chunk of the part begins a document
   const Status s = process_text_chunks(
       files, co, [&](TextChunk& c, int thread) { tok.encode(c.text, c.tokens, caches[static_cast<size_t>(thread)]); },
       [&](TextChunk& c) -> Status {
         const int p = c.part;
+        if (starts[p] && bos >= 0) {  // a tokenizer.json's template: its token before each document
+          ++st.tokens[p];
+          TERA_RETURN_IF_ERROR(sink(p, &bos, 1));
+        }
+        starts[p] = c.last;
         st.bytes[p] += static_cast<int64_t>(c.text.size());
         st.tokens[p] += static_cast<int64_t>(c.tokens.size());
         TERA_RETURN_IF_ERROR(sink(p, c.tokens.data(), c.tokens.size()));

@@ -1,5 +1,7 @@
-// Encoding a corpus: each input file is one document, closed by the
-// end-of-text token when the tokenizer has one; with a val fraction, each
+// Encoding a corpus: each input file is one document, opened by the
+// beginning-of-text token when the tokenizer has one (a tokenizer.json
+// template's, as Llama 3's <|begin_of_text|>) and closed by the end-of-text
+// token when it has one; with a val fraction, each
 // file's tail (cut at a safe pre-token boundary) goes to the "val" split as
 // its own document. Chunks are encoded in parallel and delivered in order, so
 // the tokens do not depend on the thread count.

@@ -19,8 +19,11 @@ namespace {
 
 constexpr const char* kSpecialsAreStructureKey = "tera_special_tokens_are_not_text";
 
-// Vocabulary ids above this are refused (a vocabulary is dense up to its largest id).
+// Vocabulary ids above this are refused; and a vocabulary is dense up to its
+// largest id but for at most kMaxUnusedIds holes, so a small file cannot make
+// the reader allocate for ids nothing names.
 constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+constexpr int64_t kMaxUnusedIds = 65536;
 
 class Reader {
  public:
@@ -45,6 +48,7 @@ class Reader {
 };
 
 struct Parsed {
+  int64_t id_limit = 0;  // ids must lie below: the tokens named + kMaxUnusedIds
   std::vector<std::string> tokens;
   std::vector<uint8_t> filled;
   std::vector<int32_t> specials;
@@ -55,6 +59,10 @@ struct Parsed {
 
 Status place(Parsed& p, int64_t id, std::string bytes, const Reader& r, const std::string& field) {
   if (id < 0 || id > kMaxTokenId) return r.err(field, fmt::format("id {} is outside [0, {}]", id, kMaxTokenId));
+  if (id >= p.id_limit) {
+    return r.err(field, fmt::format("id {} would leave more than {} ids unused (the file names {} tokens); a "
+                                    "vocabulary's ids are dense", id, kMaxUnusedIds, p.id_limit - kMaxUnusedIds));
+  }
   const auto i = static_cast<size_t>(id);
   if (i >= p.tokens.size()) {
     p.tokens.resize(i + 1);
@@ -293,6 +301,10 @@ Expected<BpeTokenizer> parse_hf_tokenizer(std::string_view text, const std::stri
   const Reader r(what);
   if (!j.is_object()) return r.err("(top level)", "must be an object");
   Parsed p;
+  const auto count = [&](const json& o, const char* key) -> int64_t {
+    return o.is_object() && o.contains(key) && (o[key].is_object() || o[key].is_array()) ? static_cast<int64_t>(o[key].size()) : 0;
+  };
+  p.id_limit = count(j.value("model", json()), "vocab") + count(j, "added_tokens") + kMaxUnusedIds;
   // Hugging Face finds every added token in the text. tera's own writer marks
   // a tokenizer whose special tokens are structure only (GPT-2's files, as
   // OpenAI's encoder reads them) with this key, which other readers ignore.

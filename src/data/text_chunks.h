@@ -30,6 +30,9 @@ struct ChunkOptions {
   // boundary near it, else a UTF-8 character boundary; never empty when the
   // fraction asks for data), delivered as part 1.
   double hold_out = 0;
+  // False: a file's head (and its tail) is one chunk, for a tokenizer whose
+  // added tokens hold a space (BpeTokenizer::splits_at_spaces).
+  bool split_at_spaces = true;
 };
 
 // Expands files and directories (recursively; sorted by path; entries whose

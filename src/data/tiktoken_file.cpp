@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <unordered_map>
 
@@ -11,6 +12,7 @@ namespace tera {
 namespace {
 
 constexpr int64_t kMaxRank = (int64_t{1} << 24) - 1;
+constexpr int64_t kMaxUnusedIds = 65536;  // as tokenizer.json's reader: ids are dense but for this many holes
 
 int base64_value(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -115,6 +117,8 @@ Expected<BpeTokenizer> parse_tiktoken(std::string_view text, Pretokenizer patter
                                       const std::vector<TiktokenSpecial>& specials, const std::string& what) {
   std::vector<std::string> tokens;
   std::vector<uint8_t> used;
+  const int64_t id_limit = static_cast<int64_t>(std::count(text.begin(), text.end(), '\n') + 1 + specials.size()) +
+                           kMaxUnusedIds;
   size_t pos = 0, line_no = 0;
   std::string bytes;
   while (pos < text.size()) {
@@ -130,8 +134,9 @@ Expected<BpeTokenizer> parse_tiktoken(std::string_view text, Pretokenizer patter
     if (!split_line(line, l) || !decode_base64(l.token, bytes) || !parse_int(l.rank, rank)) {
       return Status::error(fmt::format("{}:{}: expected \"BASE64 RANK\" (a tiktoken rank file)", what, line_no));
     }
-    if (rank < 0 || rank > kMaxRank) {
-      return Status::error(fmt::format("{}:{}: rank {} is outside [0, {}]", what, line_no, rank, kMaxRank));
+    if (rank < 0 || rank > kMaxRank || rank >= id_limit) {
+      return Status::error(fmt::format("{}:{}: rank {} is outside [0, {}] (ranks are dense but for at most {} unused)",
+                                       what, line_no, rank, std::min(kMaxRank, id_limit - 1), kMaxUnusedIds));
     }
     const auto r = static_cast<size_t>(rank);
     if (r >= tokens.size()) {
@@ -147,6 +152,10 @@ Expected<BpeTokenizer> parse_tiktoken(std::string_view text, Pretokenizer patter
   for (const TiktokenSpecial& s : specials) {
     const auto id = static_cast<size_t>(s.id);
     if (s.text.empty()) return Status::error(what + ": a special token's text is empty");
+    if (s.id < 0 || s.id >= id_limit) {
+      return Status::error(fmt::format("{}: special token {} has id {}, more than {} past the file's ranks", what,
+                                       s.text, s.id, kMaxUnusedIds));
+    }
     if (id < used.size() && used[id]) {
       return Status::error(fmt::format("{}: special token {} has id {}, which is a rank of the file; give it an id "
                                        "the file does not use", what, s.text, s.id));

@@ -223,6 +223,14 @@ Expected<BpeTokenizer> open_tokenizer(const TokenizerSpec& spec) {
   return parse_tokenizer_json(*text, spec.path);
 }
 
+bool gpt2_files_can_hold(const BpeTokenizer& tok) {
+  if (!tok.rules().is_default()) return false;
+  for (const int32_t s : tok.specials()) {
+    if (tok.token(s) != kEndOfText) return false;
+  }
+  return true;
+}
+
 Status save_gpt2_tokenizer(const BpeTokenizer& tok, const std::string& vocab_path, const std::string& merges_path) {
   // vocab.json: printable token text -> id; the special token is written as
   // its text, which must not also be an ordinary token's printable form.

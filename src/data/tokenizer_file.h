@@ -33,6 +33,10 @@ Status save_tokenizer(const BpeTokenizer& tok, const std::string& path);  // tok
 Expected<BpeTokenizer> parse_gpt2_tokenizer(std::string_view vocab_json, std::string_view merges_txt,
                                             const std::string& vocab_what, const std::string& merges_what);
 
+// True when GPT-2's vocab.json + merges.txt say what tok does: GPT-2's
+// pattern and rules, no unused ids, <|endoftext|> its only special token.
+bool gpt2_files_can_hold(const BpeTokenizer& tok);
+
 // Writes GPT-2's vocab.json + merges.txt (each atomically), readable by
 // parse_gpt2_tokenizer into the same tokenizer (same ids, merges, fingerprint).
 // Fails for a special token other than <|endoftext|>.
