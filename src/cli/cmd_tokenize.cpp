@@ -341,8 +341,11 @@ int run_convert(const ConvertArgs& a) {
     return fail(s.message());
   }
   if (Status s = save_tokenizer(*tok, a.out); !s) return fail(s.message());
-  fmt::print("wrote {}: {} tokens, {} merges, {} pre-tokenizer, {} special token(s){}{}\n", a.out, tok->vocab_size(),
-             tok->merges().size(), pretokenizer_name(tok->rules().pretokenizer), tok->specials().size(),
+  int64_t unused = 0;
+  for (const int32_t s : tok->specials()) unused += tok->token(s).empty() ? 1 : 0;
+  fmt::print("wrote {}: {} ids ({} unused), {} merges, {} pre-tokenizer, {} special token(s){}{}\n", a.out,
+             tok->vocab_size(), unused, tok->merges().size(), pretokenizer_name(tok->rules().pretokenizer),
+             static_cast<int64_t>(tok->specials().size()) - unused,
              tok->rules().whole_piece_first ? ", whole pieces first (ignore_merges)" : "",
              tok->bos() >= 0 ? fmt::format(", {} before each document", tok->token(tok->bos())) : "");
   return kExitOk;
