@@ -228,7 +228,7 @@ void BpeTokenizer::merge_piece(std::string_view piece, EncodeCache& c) const {
 }
 
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out, EncodeCache& c) const {
-  if (piece.size() == 1 || merges_.empty()) {
+  if (piece.size() == 1 || (merges_.empty() && whole_.empty())) {
     for (char ch : piece) out.push_back(byte_id_[static_cast<uint8_t>(ch)]);
     return;
   }

@@ -98,6 +98,24 @@ TEST(Tiktoken, EncodesAsTiktokensMergeLoop) {
   EXPECT_EQ(ids, (std::vector<int32_t>{ranks.at("a"), eot, ranks.at("b")}));
 }
 
+// A token no merge reaches ("abc" without "ab" or "bc") is still the piece's
+// encoding: tiktoken, and tokenizer.json's ignore_merges, look the piece up first.
+TEST(Tiktoken, APieceThatIsATokenIsTakenWhole) {
+  std::string file;
+  for (int b = 0; b < 256; ++b) file += base64(std::string(1, static_cast<char>(b))) + " " + std::to_string(b) + "\n";
+  file += base64("abc") + " 256\n";
+  auto tok = parse_tiktoken(file, Pretokenizer::gpt2, {}, "r");
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  EXPECT_TRUE(tok->merges().empty());
+  EXPECT_EQ(tok->encode("abc abcd"), (std::vector<int32_t>{256, ' ', 'a', 'b', 'c', 'd'}));
+  // The same vocabulary as a tokenizer.json without ignore_merges: the merges alone decide.
+  json j = json::parse(tokenizer_to_json(*tok));
+  j["model"]["ignore_merges"] = false;
+  auto merged_only = parse_hf_tokenizer(j.dump(), "t.json");
+  ASSERT_TRUE(merged_only.ok()) << merged_only.error();
+  EXPECT_EQ(merged_only->encode("abc"), (std::vector<int32_t>{'a', 'b', 'c'}));
+}
+
 TEST(Tiktoken, MalformedFilesAreRefusedByLine) {
   const auto refused = [](std::string_view text, const std::vector<TiktokenSpecial>& sp, const std::string& needle) {
     auto t = parse_tiktoken(text, Pretokenizer::gpt2, sp, "r.tiktoken");
