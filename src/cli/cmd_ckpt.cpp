@@ -298,7 +298,7 @@ int import_tera_source(const CkptArgs& a, const ModelSource& source) {
   std::vector<InputPath> inputs = source_inputs(*src, a.file);
   inputs.push_back({a.tokenizer == "bytes" ? "" : a.tokenizer, "--tokenizer"});
   if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return bad_input(s.message());
-  auto tok = a.tokenizer.empty() ? source_tokenizer(*src) : open_tokenizer(args_spec(a.tokenizer_flags, a.tokenizer));
+  auto tok = a.tokenizer.empty() ? source_tokenizer(*src) : open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return bad_input("tokenizer: " + tok.error());
   if (tok->vocab_size() > src->model().vocab) {
     return bad_input(fmt::format("tokenizer: {} tokens, more than the model's vocab {}", tok->vocab_size(),
@@ -360,7 +360,7 @@ int run_import(const CkptArgs& a) {
                    ? beside.string()
                    : "bytes";
   }
-  auto tok = open_tokenizer(args_spec(a.tokenizer_flags, tok_spec));
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, tok_spec));
   if (!tok) {
     return bad_input("tokenizer: " + tok.error() +
                      (a.tokenizer.empty() ? "; pass --tokenizer FILE|DIR, or --tokenizer bytes to import without one" : ""));

@@ -187,7 +187,7 @@ int run_encode_megatron(const EncodeArgs& a, const BpeTokenizer& tok, const std:
 }
 
 int run_encode(const EncodeArgs& a) {
-  auto tok = open_tokenizer(args_spec(a.tokenizer_flags, a.tokenizer));
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
@@ -334,7 +334,7 @@ struct ConvertArgs {
 // Any tokenizer tera reads, written as a Hugging Face tokenizer.json (a
 // tiktoken rank file with its pattern and special tokens, GPT-2's pair).
 int run_convert(const ConvertArgs& a) {
-  auto tok = open_tokenizer(args_spec(a.tokenizer_flags, a.tokenizer));
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return fail("--tokenizer: " + tok.error());
   if (Status s = check_output_file(a.out, "--out", a.force); !s) return fail(s.message());
   if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}}, {{a.tokenizer, "--tokenizer"}}); !s) {
@@ -379,7 +379,7 @@ int run_stats(const StatsArgs& a) {
     // Every token read and checked, as training reads them; with --tokenizer, ids must lie in its vocabulary.
     Expected<BpeTokenizer> tok = Status::error("no tokenizer");
     if (!a.tokenizer.empty()) {
-      tok = open_tokenizer(args_spec(a.tokenizer_flags, a.tokenizer));
+      tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
       if (!tok) return fail("--tokenizer: " + tok.error());
     }
     const int64_t limit = tok ? tok->vocab_size() : int64_t{INT32_MAX};
@@ -407,7 +407,7 @@ int run_stats(const StatsArgs& a) {
   if (a.tokenizer.empty()) {
     return fail("--tokenizer is required for text input (or pass one token-shard directory or Megatron prefix)");
   }
-  auto tok = open_tokenizer(args_spec(a.tokenizer_flags, a.tokenizer));
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());

@@ -26,7 +26,7 @@ inline void add_tokenizer_flags(CLI::App* app, TokenizerFlags& f) {
                   "A special token of a tiktoken rank file, TEXT=ID (repeatable), e.g. --special '<|endoftext|>=100257'");
 }
 
-inline TokenizerSpec args_spec(const TokenizerFlags& f, const std::string& path) {
+inline TokenizerSpec tokenizer_spec(const TokenizerFlags& f, const std::string& path) {
   std::string list;
   for (const auto& s : f.specials) list += (list.empty() ? "" : ",") + s;
   return TokenizerSpec{path, f.pattern, list};
