@@ -96,6 +96,10 @@ Status validate_model_config(const ModelConfig& c) {
       return Status::error("model.arch = \"llama\": rotary embeddings rotate pairs, so the head size hidden / heads = " +
                            std::to_string(c.head_size()) + " must be even; choose model.heads so it is");
     }
+    if (c.head_size() > 1024) {  // kernels/gpu/kernels/llama.cuh: kRopeMaxPairs
+      return Status::error("model.arch = \"llama\": the head size hidden / heads = " + std::to_string(c.head_size()) +
+                           " is above 1024, the most the rotary kernels tabulate; choose more model.heads");
+    }
     if (!(c.rope_theta > 1 && c.rope_theta <= 1e12)) {
       return Status::error(fmt::format("model.rope_theta = {} must lie in (1, 1e12] (Llama 2: 10000, Llama 3: 500000)",
                                        c.rope_theta));

@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "core/check.h"
 #include "kernels/gpu/dialect.h"
 #include "kernels/gpu/kernels/adamw.cuh"
 #include "kernels/gpu/kernels/attention.cuh"
@@ -231,6 +232,7 @@ inline void swiglu_backward_bf16(DeviceContext& c, float* dgate, float* dup, con
 
 inline void rope(DeviceContext& c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p, double sign) {
   const int64_t n = N * (H + KV) * (hs / 2);
+  TERA_ASSERT(hs / 2 <= kRopeMaxPairs, "rope: a head size above 1024 has more pairs than rope_k's table (validate_model_config refuses it)");
   if (n > 0) {
     TERA_LAUNCH(c, rope_k, grid_x(blocks_for(n)), kThreads, 0, qkv, N, T, H, KV, hs, p, sign);
   }
