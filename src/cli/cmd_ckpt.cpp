@@ -173,10 +173,15 @@ int inspect_one(const std::string& dir) {
   const ModelConfig& m = c.model;
   fmt::print("{}: {} v{}\n", dir, kCheckpointFormat, kCheckpointVersion);
   fmt::print("  step {} ({} samples consumed)\n", c.step, c.consumed_samples);
-  fmt::print("  model: {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}, ffn {}{}\n", arch_name(m.arch), m.layers,
+  const ModelConfig::RopeScaling& rs = m.rope_scaling;
+  fmt::print("  model: {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}, ffn {}{}{}\n", arch_name(m.arch), m.layers,
              m.hidden, m.heads,
              m.kv() != m.heads ? fmt::format(" ({} kv)", m.kv()) : "", m.seq_len, m.vocab, m.ffn(),
-             m.mlp == MlpKind::gated ? ", gated MLP" : "");
+             m.mlp == MlpKind::gated ? ", gated MLP" : "",
+             m.arch == Arch::llama && rs.llama3
+                 ? fmt::format(", rope_scaling llama3 (factor {}, low {}, high {}, original {})", rs.factor,
+                               rs.low_freq_factor, rs.high_freq_factor, rs.original_max_positions)
+                 : "");
   fmt::print("  written by layout: {}\n", c.layout.dump());
   fmt::print("  tokenizer: {}\n", c.tokenizer == "bytes" ? "bytes" : fmt::format("BPE ({} bytes of tokenizer JSON)", c.tokenizer.size()));
   fmt::print("  lr schedule: {}\n  loader: {}\n  rng: {}\n", c.lr_schedule.dump(), c.loader.dump(), c.rng.dump());

@@ -17,7 +17,8 @@
            the first-order effect of the bf16 rounding, J (w_bf16 - w),
            computed by forward-mode differentiation of the PyTorch forward
            (the remainder is checked to be second order);
-  4. the import is the bf16 weights exactly, and ckpt.init from the index
+  4. the import is the bf16 weights exactly (generate from the index prints
+     what the import prints), and ckpt.init from the index
      trains 3 steps and exports again (sharded, bf16), which imports;
      a run without the scaling is refused naming rope_scaling;
   5. an index naming a missing shard, or a tensor twice, or a shard outside
@@ -117,6 +118,7 @@ def body(work):
     train = [TERA, "train", "-q", "-c", CONFIG, "--set", f"data.train={CORPUS}"] + backend
     run(train + ROPE + ["--set", f"out.dir={work}/run", "--set", f"ckpt.dir={work}/ckpt", "--set", "train.steps=6"])
     step = os.path.join(work, "ckpt", "step-00000006")
+    run([TERA, "ckpt", "inspect", step], must_say=["rope_scaling llama3 (factor 8, low 1, high 8, original 256)"])
     r = run([TERA, "ckpt", "export", step, "--out", f"{work}/hf/model.safetensors", "--dtype", "bf16",
              "--max-shard-size", "64KB"], must_say=["shards", "model.safetensors.index.json", "bf16"])
     index, P, cfg = check_export(f"{work}/hf", "export")
@@ -159,6 +161,10 @@ def body(work):
     back, _ = read_safetensors(f"{work}/back/model.safetensors")
     check(set(back) == set(P) and all(torch.equal(back[n], P[n].float()) for n in P), "import: each weight is the bf16 value, exactly")
     run([TERA, "ckpt", "inspect", index], must_say=["Hugging Face Llama", "shards"])
+    gen_backend = ["--backend", BACKEND] if BACKEND else []
+    a = run([TERA, "generate", "--ckpt", index, "--prompt", "The ", "--tokens", "8", "--seed", "3"] + gen_backend)
+    b = run([TERA, "generate", "--ckpt", f"{work}/imported", "--prompt", "The ", "--tokens", "8", "--seed", "3"] + gen_backend)
+    check(a.stdout == b.stdout and a.stdout.strip() != "", "generate from the index prints what its import prints")
     run(train + ROPE + ["--set", f"out.dir={work}/init", "--set", f"ckpt.dir={work}/init_ckpt", "--set", "train.steps=3",
                         "--set", f"ckpt.init={index}"])
     run([TERA, "ckpt", "export", f"{work}/init/final", "--out", f"{work}/hf2/model.safetensors", "--dtype", "bf16",
