@@ -383,6 +383,14 @@ std::string model_config_diff(const ModelConfig& ckpt, const ModelConfig& run) {
   cmp("tie_embeddings", ckpt.tied(), run.tied());
   if (ckpt.arch == Arch::llama) {
     cmp("rope_theta", ckpt.rope_theta, run.rope_theta);
+    cmp("rope_scaling", std::string(ckpt.rope_scaling.llama3 ? "\"llama3\"" : "\"none\""),
+        std::string(run.rope_scaling.llama3 ? "\"llama3\"" : "\"none\""));
+    if (ckpt.rope_scaling.llama3 && run.rope_scaling.llama3) {
+      cmp("rope_factor", ckpt.rope_scaling.factor, run.rope_scaling.factor);
+      cmp("rope_low_freq_factor", ckpt.rope_scaling.low_freq_factor, run.rope_scaling.low_freq_factor);
+      cmp("rope_high_freq_factor", ckpt.rope_scaling.high_freq_factor, run.rope_scaling.high_freq_factor);
+      cmp("rope_original_seq_len", ckpt.rope_scaling.original_max_positions, run.rope_scaling.original_max_positions);
+    }
     cmp("norm_eps", ckpt.norm_eps, run.norm_eps);
   }
   return out;

@@ -11,6 +11,8 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
+#include "ckpt/safetensors_index.h"
+#include "core/bf16.h"
 #include "core/file_util.h"
 
 namespace tera {
@@ -155,8 +157,27 @@ Expected<std::vector<GlobalTensor>> read_global_weights(const std::string& path,
   return reader->read_all();
 }
 
-Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
-                      int64_t eot) {
+Expected<std::vector<std::string>> write_hf_weights(const std::vector<StTensorRef>& f32, const std::string& path,
+                                                    const HfExportOptions& opt) {
+  std::error_code ec;
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
+  if (!opt.bf16) return write_safetensors_sharded(path, f32, {{"format", "pt"}}, opt.max_shard_bytes);
+  std::vector<std::vector<uint16_t>> rounded;  // [tensor][numel]
+  rounded.reserve(f32.size());
+  std::vector<StTensorRef> refs;
+  for (const StTensorRef& t : f32) {
+    TERA_ASSERT(t.dtype == "F32", t.name);
+    const auto* src = static_cast<const float*>(t.data);
+    rounded.emplace_back(t.bytes / sizeof(float));
+    for (size_t i = 0; i < rounded.back().size(); ++i) rounded.back()[i] = bf16_nearest(src[i]);
+    refs.push_back({t.name, "BF16", t.shape, rounded.back().data(), rounded.back().size() * sizeof(uint16_t)});
+  }
+  return write_safetensors_sharded(path, refs, {{"format", "pt"}}, opt.max_shard_bytes);
+}
+
+Expected<std::vector<std::string>> export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model,
+                                                  const std::string& path, const HfExportOptions& opt) {
+  const int64_t eot = opt.eot;
   if (model.arch != Arch::gpt2 || model.mlp != MlpKind::standard || model.kv() != model.heads) {
     return Status::error("Hugging Face GPT-2 has no gated MLP or grouped-query attention; this model cannot be exported "
                          "as GPT-2");
@@ -174,10 +195,8 @@ Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfi
       refs.push_back({hf, "F32", t.shape, t.data.data(), t.data.size() * sizeof(float)});
     }
   }
-  std::error_code ec;
-  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
-  auto crc = write_safetensors(path, refs, {{"format", "pt"}});
-  if (!crc) return crc.status();
+  auto written = write_hf_weights(refs, path, opt);
+  if (!written) return written.status();
   json cfg = {{"architectures", {"GPT2LMHeadModel"}},
                     {"model_type", "gpt2"},
                     {"vocab_size", model.vocab},
@@ -193,12 +212,13 @@ Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfi
                     {"embd_pdrop", 0.0},
                     {"attn_pdrop", 0.0},
                     {"tie_word_embeddings", model.tied()},
-                    {"torch_dtype", "float32"}};
+                    {"torch_dtype", opt.bf16 ? "bfloat16" : "float32"}};
   // GPT2Config defaults both to 50256 (GPT-2's <|endoftext|>): state the
   // model's own, or none (a byte-level model has no end-of-text token).
   cfg["bos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
   cfg["eos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
-  return write_config_beside(path, cfg.dump(2) + "\n");
+  TERA_RETURN_IF_ERROR(write_config_beside(path, cfg.dump(2) + "\n"));
+  return written;
 }
 
 Status write_config_beside(const std::string& weights_path, const std::string& json_text) {

@@ -52,12 +52,24 @@ Status read_hf_or_tera_tensor(const SafetensorsFile& file, const ParamInfo& para
 // The Hugging Face name of a tera parameter and whether it is stored transposed.
 std::pair<std::string, bool> hf_gpt2_name(const std::string& tera_name);
 
-// Writes `weights` (a GPT-2 shaped model) as a safetensors file with Hugging
-// Face names and layouts, plus config.json (GPT2Config) beside it. Fails for
-// shapes GPT-2 cannot express (gated MLP, grouped-query attention). `eot`:
-// the tokenizer's end-of-text id, written as bos/eos_token_id (-1: none).
-Status export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
-                      int64_t eot = -1);
+// How an export writes its weights (both layouts).
+struct HfExportOptions {
+  int64_t eot = -1;     // the tokenizer's end-of-text id, written as bos/eos_token_id (-1: none)
+  bool bf16 = false;    // BF16 tensors, rounded to nearest even (torch_dtype "bfloat16"); else F32
+  uint64_t max_shard_bytes = 5'000'000'000;  // above it: shards + index (safetensors_index.h), as Hugging Face
+};
+
+// The fp32 tensors `f32` written as `path` or its shards (safetensors_index.h)
+// in the dtype `opt` asks; returns the files written (an index last).
+Expected<std::vector<std::string>> write_hf_weights(const std::vector<StTensorRef>& f32, const std::string& path,
+                                                    const HfExportOptions& opt);
+
+// Writes `weights` (a GPT-2 shaped model) as a safetensors file (or shards)
+// with Hugging Face names and layouts, plus config.json (GPT2Config) beside
+// it. Fails for shapes GPT-2 cannot express (gated MLP, grouped-query
+// attention). Returns the weight files written.
+Expected<std::vector<std::string>> export_hf_gpt2(const std::vector<GlobalTensor>& weights, const ModelConfig& model,
+                                                  const std::string& path, const HfExportOptions& opt = {});
 
 // Writes config.json beside the weights file `weights_path`, atomically.
 Status write_config_beside(const std::string& weights_path, const std::string& json_text);

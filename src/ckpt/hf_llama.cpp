@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/model_checkpoint.h"
 #include "core/file_util.h"
 
 namespace tera {
@@ -131,10 +132,16 @@ Expected<ModelConfig> infer_hf_llama_config(const SafetensorsFile& file) {
     return Status::error(fmt::format("{}: hidden_act = {}; tera's Llama MLP is SwiGLU (\"silu\")", cfg_path,
                                      j["hidden_act"].dump()));
   }
+  ModelConfig::RopeScaling scaling;  // none unless config.json has Llama 3.1's
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    return Status::error(fmt::format("{}: rope_scaling = {}; tera's rotary embedding has no scaling (Llama 2 and 3 "
-                                     "have none; Llama 3.1's 'llama3' scaling is not implemented)",
-                                     cfg_path, j["rope_scaling"].dump()));
+    const json& r = j["rope_scaling"];
+    const bool plain = r.is_object() && ((r.contains("rope_type") && r["rope_type"] == "default") ||
+                                         (!r.contains("rope_type") && r.contains("type") && r["type"] == "default"));
+    if (!plain) {
+      auto s = rope_scaling_from_json(r, cfg_path + ": rope_scaling");
+      if (!s) return s.status();
+      scaling = *s;
+    }
   }
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (j.contains(key) && j[key] == true) {
@@ -170,6 +177,7 @@ Expected<ModelConfig> infer_hf_llama_config(const SafetensorsFile& file) {
   m.kv_heads = *kv;
   m.seq_len = *positions;
   m.rope_theta = *theta;
+  m.rope_scaling = scaling;
   m.norm_eps = *eps;
   if (m.heads % m.kv_heads != 0) {
     return Status::error(fmt::format("{}: num_key_value_heads = {} must divide num_attention_heads = {} (each key/value "
@@ -241,8 +249,8 @@ Status check_hf_llama_tensors(const SafetensorsFile& file, const ModelSpec& spec
   return ok_status();
 }
 
-Status export_hf_llama(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
-                       int64_t eot) {
+Expected<std::vector<std::string>> export_hf_llama(const std::vector<GlobalTensor>& weights, const ModelConfig& model,
+                                                   const std::string& path, const HfExportOptions& opt) {
   if (model.arch != Arch::llama) return Status::error("export_hf_llama: not a Llama model (model.arch)");
   const int64_t C = model.hidden, hs = model.head_size();
   std::vector<StTensorRef> refs;
@@ -261,10 +269,8 @@ Status export_hf_llama(const std::vector<GlobalTensor>& weights, const ModelConf
       src += rows[i] * C;
     }
   }
-  std::error_code ec;
-  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path(), ec);
-  auto crc = write_safetensors(path, refs, {{"format", "pt"}});
-  if (!crc) return crc.status();
+  auto written = write_hf_weights(refs, path, opt);
+  if (!written) return written.status();
   json cfg = {{"architectures", {"LlamaForCausalLM"}},
               {"model_type", "llama"},
               {"vocab_size", model.vocab},
@@ -278,15 +284,16 @@ Status export_hf_llama(const std::vector<GlobalTensor>& weights, const ModelConf
               {"max_position_embeddings", model.seq_len},
               {"rms_norm_eps", model.norm_eps},
               {"rope_theta", model.rope_theta},
-              {"rope_scaling", nullptr},
+              {"rope_scaling", rope_scaling_to_json(model.rope_scaling)},
               {"attention_bias", false},
               {"mlp_bias", false},
               {"attention_dropout", 0.0},
               {"tie_word_embeddings", model.tied()},
-              {"torch_dtype", "float32"}};
-  cfg["bos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
-  cfg["eos_token_id"] = eot >= 0 ? json(eot) : json(nullptr);
-  return write_config_beside(path, cfg.dump(2) + "\n");
+              {"torch_dtype", opt.bf16 ? "bfloat16" : "float32"}};
+  cfg["bos_token_id"] = opt.eot >= 0 ? json(opt.eot) : json(nullptr);
+  cfg["eos_token_id"] = opt.eot >= 0 ? json(opt.eot) : json(nullptr);
+  TERA_RETURN_IF_ERROR(write_config_beside(path, cfg.dump(2) + "\n"));
+  return written;
 }
 
 }  // namespace tera

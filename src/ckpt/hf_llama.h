@@ -17,9 +17,12 @@
 // The rotary embedding is the rotate-half form Hugging Face's weights are laid
 // out for (kernels/cpu/rope.cpp), so q_proj and k_proj need no permutation.
 // config.json (LlamaConfig) must be beside the file: heads, key/value heads,
-// rope_theta and rms_norm_eps are not in the tensors. Import reads F32, BF16
-// and F16 tensors into fp32; it reads one file (a model sharded over several
-// safetensors files with an index.json is not read).
+// rope_theta, rope_scaling and rms_norm_eps are not in the tensors. Import
+// reads F32, BF16 and F16 tensors into fp32 (exactly), from one file or from
+// the shards a model.safetensors.index.json names (SafetensorsFile::open).
+// rope_scaling: null, or Llama 3.1's {"rope_type": "llama3", factor,
+// low_freq_factor, high_freq_factor, original_max_position_embeddings}
+// (core/rope_params.h); another rope_type is refused by name.
 #pragma once
 
 #include <string>
@@ -46,7 +49,8 @@ Status read_hf_llama_tensor(const SafetensorsFile& file, const ModelConfig& mode
 // The model of a Hugging Face Llama file: config.json beside it (LlamaConfig)
 // checked against the tensors (layers, hidden, vocab, MLP width, key/value
 // heads, a tied or separate lm_head); a field that disagrees, or one tera
-// cannot run (rope_scaling, biases, another activation), names the field.
+// cannot run (a rope_scaling other than llama3, biases, another
+// activation), names the field.
 // seq_len is max_position_embeddings.
 Expected<ModelConfig> infer_hf_llama_config(const SafetensorsFile& file);
 
@@ -54,9 +58,10 @@ Expected<ModelConfig> infer_hf_llama_config(const SafetensorsFile& file);
 // inv_freq buffer, or an lm_head equal to the embedding of a tied model).
 Status check_hf_llama_tensors(const SafetensorsFile& file, const ModelSpec& spec);
 
-// Writes `weights` (a Llama model) as safetensors with Hugging Face names and
-// config.json (LlamaConfig) beside it. `eot`: bos/eos_token_id (-1: none).
-Status export_hf_llama(const std::vector<GlobalTensor>& weights, const ModelConfig& model, const std::string& path,
-                       int64_t eot = -1);
+// Writes `weights` (a Llama model) as safetensors (or shards, in the dtype
+// `opt` asks) with Hugging Face names and config.json (LlamaConfig, with
+// rope_scaling) beside it. Returns the weight files written.
+Expected<std::vector<std::string>> export_hf_llama(const std::vector<GlobalTensor>& weights, const ModelConfig& model,
+                                                   const std::string& path, const HfExportOptions& opt = {});
 
 }  // namespace tera

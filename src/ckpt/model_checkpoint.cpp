@@ -21,6 +21,15 @@ namespace {
 constexpr uint64_t kMaxMetaBytes = uint64_t{1} << 30;
 }  // namespace
 
+json rope_scaling_to_json(const ModelConfig::RopeScaling& s) {
+  if (!s.llama3) return nullptr;
+  return json{{"rope_type", "llama3"},
+              {"factor", s.factor},
+              {"low_freq_factor", s.low_freq_factor},
+              {"high_freq_factor", s.high_freq_factor},
+              {"original_max_position_embeddings", s.original_max_positions}};
+}
+
 json model_config_to_json(const ModelConfig& m) {
   return json{{"layers", m.layers},   {"hidden", m.hidden},         {"heads", m.heads},
               {"seq_len", m.seq_len}, {"vocab", m.vocab},           {"ffn_hidden", m.ffn()},
@@ -29,7 +38,38 @@ json model_config_to_json(const ModelConfig& m) {
               {"arch", arch_name(m.arch)},
               {"tie_embeddings", m.tied()},
               {"rope_theta", m.rope_theta},
-              {"norm_eps", m.norm_eps}};
+              {"norm_eps", m.norm_eps},
+              {"rope_scaling", rope_scaling_to_json(m.rope_scaling)}};
+}
+
+Expected<ModelConfig::RopeScaling> rope_scaling_from_json(const json& j, const std::string& what) {
+  if (!j.is_object()) return Status::error(what + ": must be an object {rope_type, factor, ...} or null");
+  const json* type = j.contains("rope_type") ? &j["rope_type"] : j.contains("type") ? &j["type"] : nullptr;
+  if (type == nullptr || !type->is_string()) return Status::error(what + ": rope_type is missing or not a string");
+  if (*type != "llama3") {
+    return Status::error(fmt::format("{}: rope_type = {}; tera implements \"llama3\" (Llama 3.1) scaling only", what,
+                                     type->dump()));
+  }
+  ModelConfig::RopeScaling s;
+  s.llama3 = true;
+  auto number = [&](const char* key, double* out) -> Status {
+    if (!j.contains(key) || !j[key].is_number()) {
+      return Status::error(fmt::format("{}: {} is missing or not a number (rope_type \"llama3\" needs factor, "
+                                       "low_freq_factor, high_freq_factor, original_max_position_embeddings)",
+                                       what, key));
+    }
+    *out = j[key].get<double>();
+    return ok_status();
+  };
+  TERA_RETURN_IF_ERROR(number("factor", &s.factor));
+  TERA_RETURN_IF_ERROR(number("low_freq_factor", &s.low_freq_factor));
+  TERA_RETURN_IF_ERROR(number("high_freq_factor", &s.high_freq_factor));
+  const char* orig = "original_max_position_embeddings";
+  if (!j.contains(orig) || !j[orig].is_number_integer()) {
+    return Status::error(fmt::format("{}: {} is missing or not an integer (the context length before scaling)", what, orig));
+  }
+  s.original_max_positions = j[orig].get<int64_t>();
+  return s;
 }
 
 Expected<ModelConfig> model_config_from_json(const json& j, const std::string& what) {
@@ -71,6 +111,12 @@ Expected<ModelConfig> model_config_from_json(const json& j, const std::string& w
     if (!j.contains(k)) continue;
     if (!j[k].is_number()) return Status::error(what + ": model." + k + " must be a number");
     (std::string(k) == "rope_theta" ? m.rope_theta : m.norm_eps) = j[k].get<double>();
+  }
+  // Optional: absent (or null) in files written before rope scaling: none.
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    auto s = rope_scaling_from_json(j["rope_scaling"], what + ": model.rope_scaling");
+    if (!s) return s.status();
+    m.rope_scaling = *s;
   }
   if (j.contains("attention")) {  // absent in files written before flash attention: the default
     if (!j["attention"].is_string()) return Status::error(what + ": model.attention must be a string");

@@ -31,6 +31,13 @@ struct CheckpointMeta {
 
 nlohmann::json model_config_to_json(const ModelConfig& m);
 Expected<ModelConfig> model_config_from_json(const nlohmann::json& j, const std::string& what);
+// Llama 3.1's rope_scaling object as Hugging Face's config.json and tera's
+// meta.json spell it: {rope_type: "llama3", factor, low_freq_factor,
+// high_freq_factor, original_max_position_embeddings} (the older key "type"
+// is accepted for rope_type). Another rope_type is refused by name; the
+// values are checked by validate_model_config. `what` names the field.
+Expected<ModelConfig::RopeScaling> rope_scaling_from_json(const nlohmann::json& j, const std::string& what);
+nlohmann::json rope_scaling_to_json(const ModelConfig::RopeScaling& s);  // null when off
 
 // A logical global tensor to save.
 struct NamedTensor {

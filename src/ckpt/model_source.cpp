@@ -36,10 +36,7 @@ Status refuse_known_non_weights(const std::string& path) {
   const fs::path p(path);
   const std::string name = p.filename().string(), parent = p.has_parent_path() ? p.parent_path().string() : ".";
   std::string what;
-  if (name.size() > 11 && name.compare(name.size() - 11, 11, ".index.json") == 0) {
-    what = "the index of a model sharded over several safetensors files; tera reads one .safetensors file (merge the "
-           "shards into one first)";
-  } else if (name == "latest" && !list_checkpoints(parent).empty()) {
+  if (name == "latest" && !list_checkpoints(parent).empty()) {
     what = "a ckpt.dir's pointer to its newest checkpoint; pass the ckpt.dir itself (" + parent + ")";
   } else if (name == "meta.json") {
     what = "a checkpoint's metadata; pass the directory that holds it (" + parent + ")";

@@ -6,6 +6,8 @@
 //   model_dir        a tera-model directory: out.dir/final, ckpt import's
 //                    output (ckpt/model_checkpoint.h)
 //   safetensors      a .safetensors file with Hugging Face GPT-2 or Llama names,
+//                    or a model.safetensors.index.json and the shards it names
+//                    (ckpt/safetensors_index.h),
 //                    or tera names (its config from config.json beside it, or
 //                    --heads for GPT-2; its
 //                    tokenizer from vocab.json + merges.txt beside it, else bytes)

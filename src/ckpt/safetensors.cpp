@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/safetensors_index.h"
+#include "core/bf16.h"
 #include "core/file_util.h"
 
 namespace tera {
@@ -153,6 +155,10 @@ Status parse_safetensors(const uint8_t* data, size_t size, const std::string& wh
 }
 
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  return is_safetensors_index_path(path) ? open_sharded(path) : open_one(path);
+}
+
+Expected<SafetensorsFile> SafetensorsFile::open_one(const std::string& path) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; only a regular file is read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return Status::error(path + ": cannot open (" + std::strerror(errno) + ")");
@@ -167,20 +173,21 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   }
   SafetensorsFile f;
   f.path_ = path;
-  f.size_ = static_cast<size_t>(st.st_size);
-  if (f.size_ > 0) {
+  f.maps_.push_back({path, nullptr, static_cast<size_t>(st.st_size)});
+  Mapping& m = f.maps_.back();
+  if (m.size > 0) {
     // Populated up front: every byte is read anyway, and one bulk read is
     // cheaper than a page fault per 4 KiB (measured: checkpoint load 12 s ->
     // 8 s for 1.4 GB on a 2-core VM, bench/ckpt_bench.py).
-    f.map_ = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    if (f.map_ == MAP_FAILED) {
-      f.map_ = nullptr;
+    m.map = mmap(nullptr, m.size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (m.map == MAP_FAILED) {
+      m.map = nullptr;
       ::close(fd);
       return Status::error(path + ": mmap failed (" + std::strerror(errno) + ")");
     }
   }
   ::close(fd);
-  TERA_RETURN_IF_ERROR(parse_safetensors(static_cast<const uint8_t*>(f.map_), f.size_, path, &f.tensors_, &f.metadata_));
+  TERA_RETURN_IF_ERROR(parse_safetensors(static_cast<const uint8_t*>(m.map), m.size, path, &f.tensors_, &f.metadata_));
   return f;
 }
 
@@ -188,20 +195,39 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& o) noexcept { *this = std::mo
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& o) noexcept {
   if (this != &o) {
-    if (map_ != nullptr) munmap(map_, size_);
+    unmap();
     path_ = std::move(o.path_);
-    map_ = o.map_;
-    size_ = o.size_;
+    maps_ = std::move(o.maps_);
     tensors_ = std::move(o.tensors_);
     metadata_ = std::move(o.metadata_);
-    o.map_ = nullptr;
-    o.size_ = 0;
+    o.maps_.clear();
   }
   return *this;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (map_ != nullptr) munmap(map_, size_);
+SafetensorsFile::~SafetensorsFile() { unmap(); }
+
+void SafetensorsFile::unmap() {
+  for (Mapping& m : maps_) {
+    if (m.map != nullptr) munmap(m.map, m.size);
+  }
+  maps_.clear();
+}
+
+const std::string& SafetensorsFile::path_of(const StTensorRef& t) const {
+  const auto* p = static_cast<const uint8_t*>(t.data);
+  for (const Mapping& m : maps_) {
+    const auto* b = static_cast<const uint8_t*>(m.map);
+    if (b != nullptr && p >= b && p <= b + m.size) return m.path;
+  }
+  return path_;
+}
+
+std::vector<std::string> SafetensorsFile::shard_paths() const {
+  std::vector<std::string> out;
+  if (!is_safetensors_index_path(path_)) return out;
+  for (const Mapping& m : maps_) out.push_back(m.path);
+  return out;
 }
 
 const StTensorRef* SafetensorsFile::find(const std::string& name) const {
@@ -211,16 +237,13 @@ const StTensorRef* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
-uint32_t SafetensorsFile::crc32() const { return crc32_of(map_, size_); }
+uint32_t SafetensorsFile::crc32() const {
+  uint32_t crc = 0;
+  for (const Mapping& m : maps_) crc = crc32_of(m.map, m.size, crc);
+  return crc;
+}
 
 namespace {
-
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = uint32_t{h} << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 // IEEE half to float (subnormals, infinities and NaN included).
 float f16_to_float(uint16_t h) {
@@ -248,10 +271,10 @@ Status read_tensor_f32(const SafetensorsFile& file, const StTensorRef& t, float*
     for (size_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, sizeof h);  // little-endian on every host tera builds for
-      out[i] = bf ? bf16_to_float(h) : f16_to_float(h);
+      out[i] = bf ? bf16_widen(h) : f16_to_float(h);
     }
   } else {
-    return Status::error(file.path() + ": '" + t.name + "' is " + t.dtype + "; tera imports F32, BF16 or F16 weights");
+    return Status::error(file.path_of(t) + ": '" + t.name + "' is " + t.dtype + "; tera imports F32, BF16 or F16 weights");
   }
   // A model with nan or inf weights is damaged: refused by name, never trained on.
   int64_t bad = 0, first = -1;
@@ -262,7 +285,7 @@ Status read_tensor_f32(const SafetensorsFile& file, const StTensorRef& t, float*
   if (bad > 0) {
     return Status::error(fmt::format("{}: tensor '{}' holds {} non-finite value{} (the first, element {}, is {}); the "
                                      "file is damaged or was saved from a diverged run",
-                                     file.path(), t.name, bad, bad == 1 ? "" : "s", first, out[first]));
+                                     file.path_of(t), t.name, bad, bad == 1 ? "" : "s", first, out[first]));
   }
   return ok_status();
 }

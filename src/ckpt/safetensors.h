@@ -30,7 +30,10 @@ int64_t safetensors_dtype_bytes(const std::string& dtype);  // 0 if unknown
 Expected<uint32_t> write_safetensors(const std::string& path, const std::vector<StTensorRef>& tensors,
                                      const std::map<std::string, std::string>& metadata = {});
 
-// A validated, memory-mapped safetensors file.
+// A validated, memory-mapped safetensors model: one file, or (open of a
+// "*.index.json" path) the shards a Hugging Face index names, read as one
+// (ckpt/safetensors_index.h: every shard exists, every tensor is in exactly
+// the shard the index names). path() is the file or the index.
 class SafetensorsFile {
  public:
   static Expected<SafetensorsFile> open(const std::string& path);
@@ -42,14 +45,25 @@ class SafetensorsFile {
   const StTensorRef* find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
-  // CRC-32 of the whole file (reads every byte).
+  // The file holding t (its shard for an index), for messages.
+  const std::string& path_of(const StTensorRef& t) const;
+  // Sharded: the shards' paths in the index's order; one file: empty.
+  std::vector<std::string> shard_paths() const;
+  // CRC-32 of the whole file, or of the shards one after another (reads every byte).
   uint32_t crc32() const;
 
  private:
+  struct Mapping {
+    std::string path;
+    void* map = nullptr;
+    size_t size = 0;
+  };
   SafetensorsFile() = default;
+  static Expected<SafetensorsFile> open_one(const std::string& path);
+  static Expected<SafetensorsFile> open_sharded(const std::string& index_path);  // safetensors_index.cpp
+  void unmap();
   std::string path_;
-  void* map_ = nullptr;
-  size_t size_ = 0;
+  std::vector<Mapping> maps_;
   std::vector<StTensorRef> tensors_;
   std::map<std::string, std::string> metadata_;
 };

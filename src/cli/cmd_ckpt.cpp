@@ -6,7 +6,10 @@
 //                                         tensors; a ckpt.dir lists its checkpoints
 //   export SOURCE --out FILE.safetensors  Hugging Face GPT-2 or Llama names (by
 //                                         model.arch) + config.json
-//                                         (+ vocab.json, merges.txt for a BPE tokenizer)
+//                                         (+ vocab.json, merges.txt for a BPE tokenizer);
+//                                         above --max-shard-size (5GB) as shards
+//                                         FILE-0000i-of-0000N.safetensors + FILE.safetensors.index.json;
+//                                         --dtype bf16: rounded to nearest even
 //   import SOURCE --out DIR               a tera-model directory (weights and the
 //                                         tokenizer) for ckpt.init, generate, eval
 //   reshard SOURCE --layout tp=..,pp=.. --out ROOT
@@ -17,6 +20,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -27,6 +32,7 @@
 #include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
+#include "ckpt/safetensors_index.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/output_paths.h"
@@ -54,6 +60,8 @@ struct CkptArgs {
   std::string tokenizer;  // import: "bytes", a tokenizer file or directory (default: tokenizer.json or vocab.json beside the file)
   TokenizerFlags tokenizer_flags;  // import: --pattern, --special (a tiktoken --tokenizer)
   bool force = false;     // replace an existing --out
+  std::string dtype = "fp32";            // export: fp32 or bf16
+  std::string max_shard_size = "5GB";    // export: shards above this (Hugging Face's default)
 };
 
 int bad_input(const std::string& msg) {
@@ -86,6 +94,30 @@ ExportPaths export_paths(const std::string& out) {
           (parent / "tokenizer.json").string()};
 }
 
+// The weight files an earlier export to `out` may have left: out itself, its
+// index and its shards (STEM-NNNNN-of-NNNNN.safetensors).
+std::vector<std::string> earlier_export_weights(const std::string& out) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const std::string& p : {out, out + ".index.json"}) {
+    if (fs::exists(p, ec)) found.push_back(p);
+  }
+  const fs::path dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
+  std::string stem = fs::path(out).filename().string();
+  if (stem.size() > 12 && stem.compare(stem.size() - 12, 12, ".safetensors") == 0) stem.resize(stem.size() - 12);
+  const std::string prefix = stem + "-";
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    // STEM-00001-of-00002.safetensors: the prefix, 5 digits, "-of-", 5 digits, the suffix.
+    if (name.size() != prefix.size() + 26 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    bool shard = rest.compare(5, 4, "-of-") == 0 && rest.compare(14, 12, ".safetensors") == 0;
+    for (size_t i : {0, 1, 2, 3, 4, 9, 10, 11, 12, 13}) shard = shard && std::isdigit(static_cast<unsigned char>(rest[i]));
+    if (shard) found.push_back(e.path().string());
+  }
+  return found;
+}
+
 // What reading a source reads: the source itself, the config.json and
 // GPT-2 tokenizer files beside a safetensors file, a tokenizer it names.
 std::vector<InputPath> source_inputs(const ModelSourceReader& src, const std::string& given) {
@@ -115,7 +147,10 @@ int inspect_weights(const ModelSource& source, int64_t heads) {
                                                      src->file()->metadata().at("format") == "tera"
                                                  ? "tera"
                                              : is_hf_llama_file(*src->file()) ? "Hugging Face Llama"
-                                                                              : "Hugging Face GPT-2");
+                                                                              : "Hugging Face GPT-2") +
+                                 (src->file()->shard_paths().empty()
+                                      ? std::string()
+                                      : fmt::format(", {} shards", src->file()->shard_paths().size()));
   fmt::print("{}: {}, {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}\n", source.given, what,
              arch_name(model.arch), model.layers, model.hidden, model.heads,
              model.kv() != model.heads ? fmt::format(" ({} kv)", model.kv()) : "", model.seq_len, model.vocab);
@@ -141,10 +176,15 @@ int inspect_one(const std::string& dir) {
   const ModelConfig& m = c.model;
   fmt::print("{}: {} v{}\n", dir, kCheckpointFormat, kCheckpointVersion);
   fmt::print("  step {} ({} samples consumed)\n", c.step, c.consumed_samples);
-  fmt::print("  model: {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}, ffn {}{}\n", arch_name(m.arch), m.layers,
+  const ModelConfig::RopeScaling& rs = m.rope_scaling;
+  fmt::print("  model: {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}, ffn {}{}{}\n", arch_name(m.arch), m.layers,
              m.hidden, m.heads,
              m.kv() != m.heads ? fmt::format(" ({} kv)", m.kv()) : "", m.seq_len, m.vocab, m.ffn(),
-             m.mlp == MlpKind::gated ? ", gated MLP" : "");
+             m.mlp == MlpKind::gated ? ", gated MLP" : "",
+             m.arch == Arch::llama && rs.llama3
+                 ? fmt::format(", rope_scaling llama3 (factor {}, low {}, high {}, original {})", rs.factor,
+                               rs.low_freq_factor, rs.high_freq_factor, rs.original_max_positions)
+                 : "");
   fmt::print("  written by layout: {}\n", c.layout.dump());
   fmt::print("  tokenizer: {}\n", c.tokenizer == "bytes" ? "bytes" : fmt::format("BPE ({} bytes of tokenizer JSON)", c.tokenizer.size()));
   fmt::print("  lr schedule: {}\n  loader: {}\n  rng: {}\n", c.lr_schedule.dump(), c.loader.dump(), c.rng.dump());
@@ -222,9 +262,25 @@ int run_export(const CkptArgs& a) {
   }
   // Outputs first: the weights file and the files beside it; none inside the
   // checkpoint it reads (a later checkpoint of the run replaces that directory).
+  if (a.dtype != "fp32" && a.dtype != "bf16") {
+    return bad_input("--dtype " + a.dtype + ": write 'fp32' (the master weights exactly) or 'bf16' (rounded to nearest "
+                     "even, half the bytes)");
+  }
+  auto max_shard = parse_shard_size(a.max_shard_size, "--max-shard-size");
+  if (!max_shard) return bad_input(max_shard.error());
+  if (is_safetensors_index_path(a.out)) {
+    return bad_input("--out " + a.out + ": name the weights file (e.g. model.safetensors); when the model is larger "
+                     "than --max-shard-size its shards and model.safetensors.index.json are written beside that name");
+  }
   const ExportPaths side = export_paths(a.out);
   const CreatedDirsGuard created(parent_dir(a.out));
   if (Status s = check_output_file(a.out, "--out", a.force, /*create_parent=*/true); !s) return bad_input(s.message());
+  const std::vector<std::string> earlier = earlier_export_weights(a.out);
+  for (const std::string& p : earlier) {
+    if (Status s = refuse_existing(p, "--out " + a.out + " writes its shards beside it", a.force); !s) {
+      return bad_input(s.message());
+    }
+  }
   for (const std::string& p : {side.config, side.vocab, side.merges, side.tokenizer}) {
     if (Status s = refuse_existing(p, "--out " + a.out + " writes beside it", a.force); !s) return bad_input(s.message());
   }
@@ -251,10 +307,22 @@ int run_export(const CkptArgs& a) {
   auto weights = src->read_all();
   if (!weights) return bad_input(weights.error());
   const bool llama = model.arch == Arch::llama;
-  if (Status s = llama ? export_hf_llama(*weights, model, a.out, tok->eot()) : export_hf_gpt2(*weights, model, a.out, tok->eot());
-      !s) {
-    print_error(s.message());
+  HfExportOptions opt;
+  opt.eot = tok->eot();
+  opt.bf16 = a.dtype == "bf16";
+  opt.max_shard_bytes = *max_shard;
+  auto written = llama ? export_hf_llama(*weights, model, a.out, opt) : export_hf_gpt2(*weights, model, a.out, opt);
+  if (!written) {
+    print_error(written.error());
     return kExitFailure;
+  }
+  // An earlier export's weight files that this one did not rewrite (--force):
+  // a reader of the directory must not find two models in it.
+  std::string stale_note;
+  for (const std::string& p : earlier) {
+    if (std::find(written->begin(), written->end(), p) != written->end()) continue;
+    std::error_code ec;
+    if (fs::remove(p, ec)) stale_note += "; removed the earlier export's " + fs::path(p).filename().string();
   }
   std::string tok_note = "byte-level model: no tokenizer files";
   if (!tok->is_bytes()) {
@@ -285,8 +353,12 @@ int run_export(const CkptArgs& a) {
       if (fs::remove(p, ec)) tok_note += "; removed the earlier export's " + fs::path(p).filename().string();
     }
   }
-  fmt::print("exported {} tensors to {} (Hugging Face {} names; config.json beside it; {})\n", weights->size(), a.out,
-             llama ? "Llama" : "GPT-2", tok_note);
+  const std::string where = written->size() == 1
+                                ? a.out
+                                : fmt::format("{} shards of at most {} tensor bytes, read through {}",
+                                              written->size() - 1, *max_shard, written->back());
+  fmt::print("exported {} tensors to {} (Hugging Face {} names, {}; config.json beside it; {}{})\n", weights->size(),
+             where, llama ? "Llama" : "GPT-2", opt.bf16 ? "bf16" : "fp32", tok_note, stale_note);
   return kExitOk;
 }
 
@@ -517,7 +589,7 @@ Command add_ckpt_command(CLI::App& parent) {
                                                  "or list the checkpoints of a ckpt.dir");
   const std::string source_help =
       "Model source: a training checkpoint (ckpt.dir/step-N), a ckpt.dir (its latest valid checkpoint), a tera-model "
-      "directory (out.dir/final) or a .safetensors file";
+      "directory (out.dir/final), a .safetensors file or a sharded model's model.safetensors.index.json";
   inspect->add_option("source", args->dir, source_help + " (a ckpt.dir: its checkpoints listed)")->required();
   inspect->add_option("--heads", args->heads, "Attention heads of a .safetensors SOURCE without config.json beside it")
       ->check(int_in(1, 1 << 20));
@@ -528,7 +600,12 @@ Command add_ckpt_command(CLI::App& parent) {
       ->check(int_in(1, 1 << 20));
   exp->add_option("-o,--out", args->out, "Output .safetensors file")->required();
   exp->add_option("--format", args->format, "Output format (safetensors)");
-  exp->add_flag("--force", args->force, "Replace an existing --out (and the config.json, vocab.json, merges.txt beside it)");
+  exp->add_option("--dtype", args->dtype, "Tensor dtype: fp32 (default, exact) or bf16 (rounded to nearest even)");
+  exp->add_option("--max-shard-size", args->max_shard_size,
+                  "Largest shard (tensor bytes; 5GB = 5*10^9 as Hugging Face, or KiB/MiB/GiB): a larger model is "
+                  "written as shards OUT-STEM-0000i-of-0000N.safetensors + OUT.index.json (default 5GB)");
+  exp->add_flag("--force", args->force, "Replace an existing --out (and the config.json, vocab.json, merges.txt, "
+                                        "index and shards beside it)");
   auto* imp = sub->add_subcommand("import", "Read a GPT-2 or Llama safetensors file (Hugging Face or tera names), or any other "
                                             "model source, into a tera-model directory, for ckpt.init, generate and eval");
   imp->add_option("source", args->file, source_help + " (Hugging Face GPT-2 or Llama, or tera names)")->required();

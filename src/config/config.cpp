@@ -97,6 +97,23 @@ std::vector<Field> schema() {
        }},
       {"model.rope_theta", Kind::number, f64([](R c) -> double& { return c.model.rope_theta; })},
       {"model.norm_eps", Kind::number, f64([](R c) -> double& { return c.model.norm_eps; })},
+      {"model.rope_scaling", Kind::string,
+       [](R c, const toml::node& n) {
+         const std::string& v = n.as_string()->get();
+         if (v == "llama3" || v == "none") {
+           c.model.rope_scaling.llama3 = v == "llama3";
+         } else {
+           c.rope_scaling_error = "model.rope_scaling = \"" + v +
+                                  "\" is not a known scaling; choose \"llama3\" (Llama 3.1) or \"none\"";
+         }
+       }},
+      {"model.rope_factor", Kind::number, f64([](R c) -> double& { return c.model.rope_scaling.factor; })},
+      {"model.rope_low_freq_factor", Kind::number,
+       f64([](R c) -> double& { return c.model.rope_scaling.low_freq_factor; })},
+      {"model.rope_high_freq_factor", Kind::number,
+       f64([](R c) -> double& { return c.model.rope_scaling.high_freq_factor; })},
+      {"model.rope_original_seq_len", Kind::integer,
+       i64([](R c) -> int64_t& { return c.model.rope_scaling.original_max_positions; })},
       {"model.tie_embeddings", Kind::boolean,
        [](R c, const toml::node& n) { c.model.tie_embeddings = n.value<bool>().value() ? 1 : 0; }},
       {"model.attention", Kind::string,
@@ -341,6 +358,7 @@ Status apply_override(toml::table& root, const std::string& kv) {
 Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   auto err = [&](const std::string& msg) { return Status::error(src + ": " + msg); };
   if (!c.mlp_error.empty()) return err(c.mlp_error);
+  if (!c.rope_scaling_error.empty()) return err(c.rope_scaling_error);
   if (!c.arch_error.empty()) return err(c.arch_error);
   if (!c.attention_error.empty()) return err(c.attention_error);
   if (Status s = validate_model_config(c.model); !s) return err(s.message());
@@ -495,13 +513,25 @@ Expected<RunConfig> parse_run_config(const std::string& text, const std::string&
   // Llama-only keys on another architecture would be ignored without a word.
   if (cfg.model.arch != Arch::llama && cfg.arch_error.empty()) {
     auto model = root["model"];
-    for (const char* key : {"rope_theta", "norm_eps"}) {
+    for (const char* key : {"rope_theta", "norm_eps", "rope_scaling", "rope_factor", "rope_low_freq_factor",
+                            "rope_high_freq_factor", "rope_original_seq_len"}) {
       if (model && model.as_table() && model.as_table()->contains(key)) {
         return Status::error(fmt::format("{}: model.{} applies to model.arch = \"llama\" only (this model is \"{}\", "
                                          "which has {}); remove it or set model.arch = \"llama\"",
                                          source, key, arch_name(cfg.model.arch),
-                                         std::string_view(key) == "rope_theta" ? "learned positions"
-                                                                                : "LayerNorm with epsilon 1e-5"));
+                                         std::string_view(key) == "norm_eps" ? "LayerNorm with epsilon 1e-5"
+                                                                              : "learned positions"));
+      }
+    }
+  }
+  // The scaling's numbers without the scaling would be ignored without a word.
+  if (cfg.model.arch == Arch::llama && !cfg.model.rope_scaling.llama3) {
+    auto model = root["model"];
+    for (const char* key : {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_seq_len"}) {
+      if (model && model.as_table() && model.as_table()->contains(key)) {
+        return Status::error(fmt::format("{}: model.{} applies to model.rope_scaling = \"llama3\" only; add that key "
+                                         "or remove this one",
+                                         source, key));
       }
     }
   }
@@ -547,6 +577,12 @@ std::string run_config_to_toml(const RunConfig& c) {
   if (c.model.mlp != MlpKind::standard) s += fmt::format("mlp = \"{}\"\n", mlp_kind_name(c.model.mlp));
   s += fmt::format("arch = \"{}\"\n", arch_name(c.model.arch));
   if (c.model.arch == Arch::llama) s += fmt::format("rope_theta = {}\nnorm_eps = {}\n", c.model.rope_theta, c.model.norm_eps);
+  if (c.model.arch == Arch::llama && c.model.rope_scaling.llama3) {
+    const auto& r = c.model.rope_scaling;
+    s += fmt::format("rope_scaling = \"llama3\"\nrope_factor = {}\nrope_low_freq_factor = {}\nrope_high_freq_factor = {}\n"
+                     "rope_original_seq_len = {}\n",
+                     r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_positions);
+  }
   if (c.model.tie_embeddings >= 0) s += fmt::format("tie_embeddings = {}\n", c.model.tie_embeddings == 1);
   s += fmt::format("attention = \"{}\"\n", attention_kind_name(c.model.attention));
   const TrainConfig& t = c.train;

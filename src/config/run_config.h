@@ -91,6 +91,7 @@ struct RunConfig {
   std::string mlp_error;             // model.mlp
   std::string attention_error;       // model.attention
   std::string arch_error;            // model.arch
+  std::string rope_scaling_error;    // model.rope_scaling
   std::string recompute_name_error;  // train.recompute
   std::string precision_error;       // train.precision
   std::string schedule_error;        // parallel.schedule

@@ -409,7 +409,7 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   // operands; naive attention stays fp32.
   float* qkv = staged(a.qkv, a.qkv_bf16, ws_.dwide);
   linear_fwd(qkv, norm_output(a.ln1, a.ln1_bf16, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, Ql_, ws_.cast);
-  if (llama_) be_.rope_forward(qkv, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
+  if (llama_) be_.rope_forward(qkv, N, T, Hl_, KVl_, hs_, spec_.config().rope());
   keep_bf16(a.qkv_bf16, qkv, N * Ql_);
   if (a.qkv_bf16 != nullptr) {
     float* atty = ws_.dnarrow;  // [N, Cl] fp32, then kept in bf16
@@ -524,7 +524,7 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
     be_.attention_backward(dwide, dnarrow, a.qkv, a.probs, B, T, Hl_, KVl_, hs_);
   }
   // The rotary embedding is a rotation: its backward rotates d(q), d(k) back.
-  if (llama_) be_.rope_backward(dwide, N, T, Hl_, KVl_, hs_, static_cast<float>(spec_.config().rope_theta));
+  if (llama_) be_.rope_backward(dwide, N, T, Hl_, KVl_, hs_, spec_.config().rope());
   linear_bwd(dnarrow, g.qkv_w, g.qkv_b, dwide, norm_output(a.ln1, a.ln1_bf16, N), w.qkv_w, w.bf16(w.qkv_w), N, C, Ql_,
              false, ws_.cast);
   norm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(), x, w.ln1_g, a.ln1_mean, a.ln1_rstd, Nt);

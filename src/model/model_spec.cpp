@@ -13,6 +13,29 @@
 
 namespace tera {
 
+namespace {
+
+// Llama 3.1's scaling as Hugging Face's _validate_llama3_parameters checks it.
+Status validate_rope_scaling(const ModelConfig::RopeScaling& s) {
+  if (!s.llama3) return ok_status();
+  if (!(s.factor >= 1 && s.factor <= 1e6)) {
+    return Status::error(fmt::format("model.rope_factor = {} must lie in [1, 1e6] (Llama 3.1: 8; 1 is no scaling)", s.factor));
+  }
+  if (!(s.low_freq_factor > 0 && s.high_freq_factor > s.low_freq_factor && s.high_freq_factor <= 1e6)) {
+    return Status::error(fmt::format("model.rope_low_freq_factor = {} and model.rope_high_freq_factor = {} must satisfy "
+                                     "0 < low < high (Llama 3.1: 1 and 4)",
+                                     s.low_freq_factor, s.high_freq_factor));
+  }
+  if (s.original_max_positions < 1 || s.original_max_positions > (int64_t{1} << 30)) {
+    return Status::error(fmt::format("model.rope_original_seq_len = {} must be a positive context length (Llama 3.1: "
+                                     "8192, the context before scaling)",
+                                     s.original_max_positions));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
 Status validate_model_config(const ModelConfig& c) {
   auto positive = [](const char* key, int64_t v) -> Status {
     if (v <= 0) return Status::error(std::string("model.") + key + " = " + std::to_string(v) + " must be a positive integer");
@@ -73,10 +96,15 @@ Status validate_model_config(const ModelConfig& c) {
       return Status::error("model.arch = \"llama\": rotary embeddings rotate pairs, so the head size hidden / heads = " +
                            std::to_string(c.head_size()) + " must be even; choose model.heads so it is");
     }
+    if (c.head_size() > 1024) {  // kernels/gpu/kernels/llama.cuh: kRopeMaxPairs
+      return Status::error("model.arch = \"llama\": the head size hidden / heads = " + std::to_string(c.head_size()) +
+                           " is above 1024, the most the rotary kernels tabulate; choose more model.heads");
+    }
     if (!(c.rope_theta > 1 && c.rope_theta <= 1e12)) {
       return Status::error(fmt::format("model.rope_theta = {} must lie in (1, 1e12] (Llama 2: 10000, Llama 3: 500000)",
                                        c.rope_theta));
     }
+    TERA_RETURN_IF_ERROR(validate_rope_scaling(c.rope_scaling));
     if (!(c.norm_eps > 0) || !(c.norm_eps < 1)) {
       return Status::error(fmt::format("model.norm_eps = {} must be in (0, 1) (Llama: 1e-5 or 1e-6)", c.norm_eps));
     }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/parallel_layout.h"
+#include "core/rope_params.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/stage_plan.h"
@@ -55,6 +56,21 @@ struct ModelConfig {
   MlpKind mlp = MlpKind::standard;  // llama: gated (the config parser sets it)
   Arch arch = Arch::gpt2;
   double rope_theta = 10000;  // llama: rotary base (model.rope_theta)
+  // llama: Llama 3.1's "llama3" rope_scaling (model.rope_scaling = "llama3";
+  // core/rope_params.h has the formula). Off, the fields are not the model's.
+  struct RopeScaling {
+    bool llama3 = false;
+    double factor = 8;                      // model.rope_factor
+    double low_freq_factor = 1;             // model.rope_low_freq_factor
+    double high_freq_factor = 4;            // model.rope_high_freq_factor
+    int64_t original_max_positions = 8192;  // model.rope_original_seq_len
+    bool operator==(const RopeScaling& o) const {
+      return llama3 == o.llama3 && (!llama3 || (factor == o.factor && low_freq_factor == o.low_freq_factor &&
+                                                high_freq_factor == o.high_freq_factor &&
+                                                original_max_positions == o.original_max_positions));
+    }
+  };
+  RopeScaling rope_scaling{};
   double norm_eps = 1e-5;     // llama: RMSNorm epsilon (model.norm_eps; GPT-2's LayerNorm has its own 1e-5)
   // Input and output embeddings shared; unset: tied for GPT-2 (standard MLP),
   // untied for Llama and the gated-MLP shapes (model.tie_embeddings).
@@ -72,13 +88,26 @@ struct ModelConfig {
   int64_t mlp_matrices() const { return mlp == MlpKind::gated ? 3 : 2; }
   bool tied() const { return tie_embeddings < 0 ? (arch == Arch::gpt2 && mlp == MlpKind::standard) : tie_embeddings == 1; }
   bool biases() const { return arch == Arch::gpt2; }
+  // What the rotary kernels take: theta and, when on, the llama3 scaling.
+  RopeParams rope() const {
+    RopeParams p;
+    p.theta = rope_theta;
+    if (rope_scaling.llama3) {
+      p.factor = rope_scaling.factor;
+      p.low_freq_factor = rope_scaling.low_freq_factor;
+      p.high_freq_factor = rope_scaling.high_freq_factor;
+      p.original_max_positions = static_cast<double>(rope_scaling.original_max_positions);
+    }
+    return p;
+  }
   // Same model: ffn_hidden = 0 and ffn_hidden = 4 * hidden are the same model
   // (likewise kv_heads = 0 and kv_heads = heads).
   bool operator==(const ModelConfig& o) const {
     return layers == o.layers && hidden == o.hidden && heads == o.heads && seq_len == o.seq_len &&
            vocab == o.vocab && ffn() == o.ffn() && vocab_align == o.vocab_align && kv() == o.kv() && mlp == o.mlp &&
            arch == o.arch && tied() == o.tied() &&
-           (arch != Arch::llama || (rope_theta == o.rope_theta && norm_eps == o.norm_eps));
+           (arch != Arch::llama ||
+            (rope_theta == o.rope_theta && rope_scaling == o.rope_scaling && norm_eps == o.norm_eps));
   }
 };
 

@@ -37,6 +37,12 @@ Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& 
   if (m.kv() != m.heads) s += fmt::format("kv_heads = {}\n", m.kv());
   if (m.mlp != MlpKind::standard) s += fmt::format("mlp = \"{}\"\n", mlp_kind_name(m.mlp));
   if (m.arch == Arch::llama) s += fmt::format("rope_theta = {}\nnorm_eps = {}\n", m.rope_theta, m.norm_eps);
+  if (m.arch == Arch::llama && m.rope_scaling.llama3) {
+    const auto& r = m.rope_scaling;
+    s += fmt::format("rope_scaling = \"llama3\"\nrope_factor = {}\nrope_low_freq_factor = {}\nrope_high_freq_factor = {}\n"
+                     "rope_original_seq_len = {}\n",
+                     r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_positions);
+  }
   s += fmt::format("tie_embeddings = {}\n", w.untied_embeddings ? "false" : "true");
   s += fmt::format("attention = \"{}\"\n", cl.stack.flash_attention ? "flash" : "naive");
   s += fmt::format("\n[train]\nmicro_batch = {}\nglobal_batch = {}\nrecompute = \"{}\"\nprecision = \"{}\"\n",

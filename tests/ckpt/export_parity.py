@@ -1,16 +1,18 @@
 #!/usr/bin/python3
 """Hugging Face export parity (run with Debian's /usr/bin/python3 + python3-torch).
 
-usage: export_parity.py EXPORTED.safetensors TERA_LOGITS.safetensors
+usage: export_parity.py EXPORTED.safetensors|model.safetensors.index.json TERA_LOGITS.safetensors
 
-Reads the file `tera ckpt export` wrote and config.json beside it, runs the
+Reads the file (or the shards of the index) `tera ckpt export` wrote, F32 or
+BF16 (widened exactly to float64), and config.json beside it, runs the
 forward of the model config.json names, written out in PyTorch (float64), on
 tera's tokens and compares the logits with tera's: max |difference| <= 1e-4 *
 max |tera logit|. Two families:
   gpt2   GPT2LMHeadModel: Conv1D weights stored (in, out), the head tied to
          wte unless tie_word_embeddings = false (then lm_head.weight);
   llama  LlamaForCausalLM: RMSNorm, rotary embeddings (rotate-half, base
-         rope_theta), grouped-query attention (query head h reads key/value
+         rope_theta, Llama 3.1's rope_scaling "llama3" as transformers'
+         _compute_llama3_parameters), grouped-query attention (query head h reads key/value
          head h // (heads / kv_heads), transformers' repeat_kv), SwiGLU MLP,
          Linear weights (out, in), lm_head.weight unless tie_word_embeddings.
 """
@@ -58,19 +60,38 @@ def gpt2_lm_head_forward(P, cfg, tokens):
     return x @ (g("wte.weight") if tied else P["lm_head.weight"].double()).T
 
 
+def llama_inv_freq(cfg, hs):
+    """transformers' rotary frequencies: the default ones, or with rope_scaling
+    {"rope_type": "llama3", ...} _compute_llama3_parameters (float64 here)."""
+    inv_freq = 1.0 / cfg["rope_theta"] ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    scaling = cfg.get("rope_scaling")
+    if scaling is None:
+        return inv_freq
+    assert scaling.get("rope_type", scaling.get("type")) == "llama3", scaling
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    low_freq_wavelen, high_freq_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
 def llama_forward(P, cfg, tokens):
     """transformers' LlamaForCausalLM forward (eval mode, no cache), Linear: y = x @ W.T."""
     B, T = tokens.shape
     C, H, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
     KV = cfg.get("num_key_value_heads") or H
-    eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
+    eps = cfg["rms_norm_eps"]
     hs = C // H
     g = lambda n: P[n].double()
 
     def rms_norm(x, w):
         return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
-    inv_freq = 1.0 / theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs)
+    inv_freq = llama_inv_freq(cfg, hs)
     ang = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)  # [T, hs/2]
     cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
 

@@ -154,5 +154,42 @@ TEST(Config, RoundTripsThroughToml) {
   EXPECT_EQ(again->data.val, "v.txt");
 }
 
+// Llama 3.1's rope scaling: the keys set it, its numbers alone (or on GPT-2)
+// are refused naming the key, bad values name their key, and it survives the
+// TOML round trip as part of the model's identity.
+TEST(Config, Llama3RopeScaling) {
+  const std::vector<std::string> llama = {"model.arch=\"llama\"", "model.rope_scaling=\"llama3\""};
+  auto r = parse_run_config(kGood, "cfg.toml", llama, false);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_TRUE(r->model.rope_scaling.llama3);
+  EXPECT_EQ(r->model.rope().factor, 8);  // Llama 3.1's defaults
+  EXPECT_EQ(r->model.rope().high_freq_factor, 4);
+  EXPECT_EQ(r->model.rope().original_max_positions, 8192);
+  std::vector<std::string> custom = llama;
+  for (const char* kv : {"model.rope_factor=4", "model.rope_low_freq_factor=2", "model.rope_high_freq_factor=16",
+                         "model.rope_original_seq_len=512"}) {
+    custom.push_back(kv);
+  }
+  r = parse_run_config(kGood, "cfg.toml", custom, false);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->model.rope().factor, 4);
+  EXPECT_EQ(r->model.rope().low_freq_factor, 2);
+  EXPECT_EQ(r->model.rope().original_max_positions, 512);
+  auto again = parse_run_config(run_config_to_toml(*r), "emitted", {}, false);
+  ASSERT_TRUE(again.ok()) << again.error();
+  EXPECT_EQ(again->model, r->model);
+  ModelConfig other = r->model;
+  other.rope_scaling.factor = 2;
+  EXPECT_FALSE(other == r->model);  // the scaling is part of the model's identity
+  other.rope_scaling.llama3 = false;
+  EXPECT_EQ(other.rope().factor, 1);  // off: no scaling at all
+  expect_error(kGood, {"model.arch=\"llama\"", "model.rope_factor=8"}, {"model.rope_factor", "model.rope_scaling = \"llama3\""});
+  expect_error(kGood, {"model.rope_scaling=\"llama3\""}, {"model.rope_scaling", "llama"});
+  expect_error(kGood, {"model.arch=\"llama\"", "model.rope_scaling=\"yarn\""}, {"model.rope_scaling = \"yarn\"", "llama3"});
+  expect_error(kGood, {llama[0], llama[1], "model.rope_factor=0.5"}, {"model.rope_factor = 0.5"});
+  expect_error(kGood, {llama[0], llama[1], "model.rope_high_freq_factor=1"}, {"model.rope_high_freq_factor", "low < high"});
+  expect_error(kGood, {llama[0], llama[1], "model.rope_original_seq_len=0"}, {"model.rope_original_seq_len = 0"});
+}
+
 }  // namespace
 }  // namespace tera

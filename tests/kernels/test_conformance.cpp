@@ -330,8 +330,22 @@ TEST_P(Conformance, Swiglu) {
   expect_within(duf.host(), dup, tol_u, "swiglu dup fp32");
 }
 
-TEST_P(Conformance, RotaryEmbeddings) {
-  NEED_OPS(KernelOp::rope_forward, KernelOp::rope_backward);
+// Llama 3.1's frequency for pair i, written as Hugging Face writes it
+// (_compute_llama3_parameters: two torch.where passes over the bands), apart
+// from core/rope_params.h's rope_inv_freq, which every backend calls.
+double llama3_inv_freq_reference(double theta, int64_t i, int64_t hs, double factor, double low, double high, double old) {
+  const double inv = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(hs));
+  const double wavelen = 2 * M_PI / inv;
+  const double llama = wavelen > old / low ? inv / factor : inv;
+  const double smooth = (old / wavelen - low) / (high - low);
+  const bool medium = !(wavelen < old / high) && !(wavelen > old / low);
+  return medium ? (1 - smooth) * llama / factor + smooth * llama : llama;
+}
+
+// Checks the rotary op for one RopeParams; inv_freq(i) is the reference
+// frequency of pair i.
+template <typename InvFreq>
+void check_rope(const Backend& backend, const RopeParams& rope, InvFreq inv_freq, const char* what) {
   // Hugging Face's rotate-half convention, checked against the definition on
   // odd shapes (grouped k/v heads, T = 7 of a run of 2 sequences); the map is
   // a rotation: backward(forward(x)) = x, norms of each (i, h + i) pair are
@@ -339,10 +353,9 @@ TEST_P(Conformance, RotaryEmbeddings) {
   // gradient passes finite differences.
   Inputs in;
   const int64_t B = 2, T = 7, H = 3, KV = 1, hs = 6, half = hs / 2, N = B * T, W = (H + 2 * KV) * hs;
-  const float theta = 10000.0f;
   auto x = in.normal(N * W), R = in.normal(N * W);
   std::vector<double> y = x;
-  cpu::rope_forward<double>(y.data(), N, T, H, KV, hs, theta);
+  cpu::rope_forward<double>(y.data(), N, T, H, KV, hs, rope);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t pos = n % T;
     for (int64_t h = 0; h < H + 2 * KV; ++h) {
@@ -354,9 +367,9 @@ TEST_P(Conformance, RotaryEmbeddings) {
           ASSERT_EQ(yv[half + i], xv[half + i]);
           continue;
         }
-        const double a = static_cast<double>(pos) * std::pow(10000.0, -2.0 * static_cast<double>(i) / hs);
-        ASSERT_NEAR(yv[i], xv[i] * std::cos(a) - xv[half + i] * std::sin(a), 1e-13) << n << " " << h << " " << i;
-        ASSERT_NEAR(yv[half + i], xv[half + i] * std::cos(a) + xv[i] * std::sin(a), 1e-13);
+        const double a = static_cast<double>(pos) * inv_freq(i);
+        ASSERT_NEAR(yv[i], xv[i] * std::cos(a) - xv[half + i] * std::sin(a), 1e-13) << what << " " << n << " " << h << " " << i;
+        ASSERT_NEAR(yv[half + i], xv[half + i] * std::cos(a) + xv[i] * std::sin(a), 1e-13) << what;
         if (pos == 0) {
           ASSERT_EQ(yv[i], xv[i]);
         }
@@ -364,23 +377,51 @@ TEST_P(Conformance, RotaryEmbeddings) {
     }
   }
   std::vector<double> back = y;
-  cpu::rope_backward<double>(back.data(), N, T, H, KV, hs, theta);
+  cpu::rope_backward<double>(back.data(), N, T, H, KV, hs, rope);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(back[i], x[i], 1e-13);
   // d(R . rope(x))/dx = rope_backward(R).
   std::vector<double> g = R;
-  cpu::rope_backward<double>(g.data(), N, T, H, KV, hs, theta);
+  cpu::rope_backward<double>(g.data(), N, T, H, KV, hs, rope);
   auto loss = [&] {
     std::vector<double> z = x;
-    cpu::rope_forward<double>(z.data(), N, T, H, KV, hs, theta);
+    cpu::rope_forward<double>(z.data(), N, T, H, KV, hs, rope);
     return dot(z, R);
   };
-  fd_check(x, loss, g, "rope dx");
+  fd_check(x, loss, g, (std::string(what) + " rope dx").c_str());
   // fp32: one product of |x| <= 4 with sin/cos rounded once (2 eps) per term.
-  F32 xf(be(), x), gf(be(), R);
-  be().rope_forward(xf.p, N, T, H, KV, hs, theta);
-  expect_within(xf.host(), y, uniform_tol(y.size(), 4 * 4 * kEps32 * 2), "rope fwd fp32");
-  be().rope_backward(gf.p, N, T, H, KV, hs, theta);
-  expect_within(gf.host(), g, uniform_tol(g.size(), 4 * 4 * kEps32 * 2), "rope bwd fp32");
+  F32 xf(backend, x), gf(backend, R);
+  backend.rope_forward(xf.p, N, T, H, KV, hs, rope);
+  expect_within(xf.host(), y, uniform_tol(y.size(), 4 * 4 * kEps32 * 2), (std::string(what) + " rope fwd fp32").c_str());
+  backend.rope_backward(gf.p, N, T, H, KV, hs, rope);
+  expect_within(gf.host(), g, uniform_tol(g.size(), 4 * 4 * kEps32 * 2), (std::string(what) + " rope bwd fp32").c_str());
+}
+
+TEST_P(Conformance, RotaryEmbeddings) {
+  NEED_OPS(KernelOp::rope_forward, KernelOp::rope_backward);
+  RopeParams plain;
+  plain.theta = 10000;
+  check_rope(be(), plain, [](int64_t i) { return std::pow(10000.0, -2.0 * static_cast<double>(i) / 6); }, "unscaled");
+}
+
+TEST_P(Conformance, RotaryEmbeddingsLlama3Scaling) {
+  NEED_OPS(KernelOp::rope_forward, KernelOp::rope_backward);
+  // hs = 6: wavelengths 2 pi, 135 and 2917 positions; with an original
+  // context of 1024, low 1 and high 16 (bands below 64, above 1024) pair 0
+  // is kept, pair 1 smoothed and pair 2 divided by the factor: every band.
+  RopeParams p;
+  p.theta = 10000;
+  p.factor = 8;
+  p.low_freq_factor = 1;
+  p.high_freq_factor = 16;
+  p.original_max_positions = 1024;
+  auto ref = [](int64_t i) { return llama3_inv_freq_reference(10000, i, 6, 8, 1, 16, 1024); };
+  const double base[3] = {1, std::pow(10000.0, -1.0 / 3), std::pow(10000.0, -2.0 / 3)};
+  ASSERT_EQ(ref(0), base[0]);                                     // high frequency: kept
+  ASSERT_GT(ref(1), base[1] / 8);                                 // medium: between the two
+  ASSERT_LT(ref(1), base[1]);
+  ASSERT_NEAR(ref(2), base[2] / 8, 1e-18);                        // low frequency: divided
+  for (int64_t i = 0; i < 3; ++i) ASSERT_NEAR(rope_inv_freq(p, i, 6), ref(i), 1e-15 * ref(i)) << i;
+  check_rope(be(), p, ref, "llama3");
 }
 
 TEST_P(Conformance, Gelu) {

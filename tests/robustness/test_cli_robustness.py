@@ -455,7 +455,7 @@ class CliRobustness(RobustnessCase):
         ck = self.copy("bytes/ckpt", "ck")
         index = self.write("hf/model.safetensors.index.json", json.dumps({"weight_map": {}}))
         text = self.write("notes.txt", "These are my notes about the run.\n")
-        cases = [(index, ["sharded over several safetensors files"]),
+        cases = [(index, ["weight_map is empty", "names no tensor"]),
                  (os.path.join(ck, "latest"), ["pointer to its newest checkpoint", ck]),
                  (os.path.join(ck, "step-00000006", "meta.json"), ["checkpoint's metadata",
                                                                     os.path.join(ck, "step-00000006")]),

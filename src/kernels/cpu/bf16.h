@@ -1,28 +1,19 @@
 // bf16 values on the CPU: the upper 16 bits of the fp32 pattern, kept as
-// uint16_t. Rounding is to nearest, ties to even; a NaN keeps its upper half
-// with the quiet bit set. Without branches, so that loops over it vectorize.
+// uint16_t; the scalar rounding (nearest, ties to even) and widening are
+// core/bf16.h's.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "core/bf16.h"
+
 namespace tera::cpu {
 
-inline uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-inline float from_bf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+// core/bf16.h's: nearest-even rounding, exact widening.
+inline uint16_t to_bf16(float f) { return bf16_nearest(f); }
+inline float from_bf16(uint16_t b) { return bf16_widen(b); }
 
 // Element i of storage S (float, double, or bf16 as uint16_t) as arithmetic
 // type T, and a T stored into S (bf16: rounded to nearest even): lets one

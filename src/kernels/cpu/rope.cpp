@@ -1,7 +1,8 @@
 // Rotary position embeddings (Su et al. 2021) on the q and k heads of a qkv
 // buffer, in place, with Hugging Face Llama's rotate-half convention: a head
 // vector x of hs = 2h elements splits into halves x1 = x[0, h), x2 = x[h, 2h);
-// with angle a_i = pos * theta^(-2i/hs) for i in [0, h):
+// with angle a_i = pos * rope_inv_freq(rope, i, hs) for i in [0, h)
+// (core/rope_params.h: theta^(-2i/hs), Llama 3.1's scaling when factor != 1):
 //   out[i]     = x1[i] cos a_i - x2[i] sin a_i
 //   out[h + i] = x2[i] cos a_i + x1[i] sin a_i
 // The position of row n of a run of N = B*T flattened tokens is n mod T (each
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/rope_params.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace tera::cpu {
@@ -18,7 +20,7 @@ namespace tera::cpu {
 namespace {
 
 template <typename T>
-void rotate(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, double theta, double sign) {
+void rotate(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, const RopeParams& rope, double sign) {
   const int64_t half = hs / 2, width = (H + 2 * KV) * hs, heads = H + KV;  // q and k heads lead each row
 #pragma omp parallel
   {
@@ -27,7 +29,7 @@ void rotate(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, do
     for (int64_t n = 0; n < N; ++n) {
       const double pos = static_cast<double>(n % T_);
       for (int64_t i = 0; i < half; ++i) {
-        const double a = pos * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hs));
+        const double a = pos * rope_inv_freq(rope, i, hs);
         c[static_cast<size_t>(i)] = static_cast<T>(std::cos(a));
         s[static_cast<size_t>(i)] = static_cast<T>(sign * std::sin(a));
       }
@@ -48,18 +50,18 @@ void rotate(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, do
 }  // namespace
 
 template <typename T>
-void rope_forward(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, float theta) {
-  rotate(qkv, N, T_, H, KV, hs, static_cast<double>(theta), 1.0);
+void rope_forward(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, RopeParams rope) {
+  rotate(qkv, N, T_, H, KV, hs, rope, 1.0);
 }
 
 template <typename T>
-void rope_backward(T* dqkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, float theta) {
-  rotate(dqkv, N, T_, H, KV, hs, static_cast<double>(theta), -1.0);
+void rope_backward(T* dqkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, RopeParams rope) {
+  rotate(dqkv, N, T_, H, KV, hs, rope, -1.0);
 }
 
-template void rope_forward<float>(float*, int64_t, int64_t, int64_t, int64_t, int64_t, float);
-template void rope_forward<double>(double*, int64_t, int64_t, int64_t, int64_t, int64_t, float);
-template void rope_backward<float>(float*, int64_t, int64_t, int64_t, int64_t, int64_t, float);
-template void rope_backward<double>(double*, int64_t, int64_t, int64_t, int64_t, int64_t, float);
+template void rope_forward<float>(float*, int64_t, int64_t, int64_t, int64_t, int64_t, RopeParams);
+template void rope_forward<double>(double*, int64_t, int64_t, int64_t, int64_t, int64_t, RopeParams);
+template void rope_backward<float>(float*, int64_t, int64_t, int64_t, int64_t, int64_t, RopeParams);
+template void rope_backward<double>(double*, int64_t, int64_t, int64_t, int64_t, int64_t, RopeParams);
 
 }  // namespace tera::cpu
