@@ -112,9 +112,10 @@ Expected<bool> LineReader::next() {
   }
 }
 
-std::string parse_jsonl_line(std::string_view line, const std::vector<std::string>& keys,
-                             std::vector<JsonlDocument>& docs) {
-  docs.clear();
+namespace {
+
+std::string documents_of_line(std::string_view line, const std::vector<std::string>& keys,
+                              std::vector<JsonlDocument>& docs) {
   if (is_blank(line)) return {};
   nlohmann::json j;
   try {
@@ -137,6 +138,16 @@ std::string parse_jsonl_line(std::string_view line, const std::vector<std::strin
     if (!s.empty()) docs.push_back({static_cast<int>(k), std::move(s)});
   }
   return {};
+}
+
+}  // namespace
+
+std::string parse_jsonl_line(std::string_view line, const std::vector<std::string>& keys,
+                             std::vector<JsonlDocument>& docs) {
+  docs.clear();
+  std::string why = documents_of_line(line, keys, docs);
+  if (!why.empty()) docs.clear();  // a malformed line gives no document, not the keys before the bad one
+  return why;
 }
 
 }  // namespace tera

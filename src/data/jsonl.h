@@ -64,7 +64,8 @@ class LineReader {
 
 // The documents of one line: the values of keys, in key order, key index
 // beside each; "" values left out. A blank line gives none. The error (empty
-// when the line is fine) says what is wrong, without the file and line.
+// when the line is fine) says what is wrong, without the file and line; a
+// malformed line gives no document.
 struct JsonlDocument {
   int key = 0;
   std::string text;
