@@ -14,8 +14,6 @@ namespace tera {
 
 namespace {
 
-constexpr size_t kReadBlock = size_t{1} << 20;
-
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -69,13 +67,16 @@ Status check_json_keys(const std::vector<std::string>& keys) {
   return ok_status();
 }
 
-LineReader::LineReader(std::unique_ptr<ByteSource> src, std::string name, size_t max_line_bytes)
-    : src_(std::move(src)), name_(std::move(name)), max_(std::max<size_t>(max_line_bytes, 1)) {}
+LineReader::LineReader(std::unique_ptr<ByteSource> src, std::string name, size_t max_line_bytes, size_t read_block)
+    : src_(std::move(src)),
+      name_(std::move(name)),
+      max_(std::max<size_t>(max_line_bytes, 1)),
+      block_(std::max<size_t>(read_block, 1)) {}
 
 Status LineReader::fill() {
   const size_t old = buf_.size();
-  buf_.resize(old + kReadBlock);
-  auto got = src_->read(buf_.data() + old, kReadBlock);
+  buf_.resize(old + block_);
+  auto got = src_->read(buf_.data() + old, block_);
   buf_.resize(old + (got ? *got : 0));
   if (!got) return got.status();
   eof_ = *got == 0;
@@ -95,7 +96,7 @@ Expected<bool> LineReader::next() {
     }
     if (nl != nullptr || (eof_ && begin_ < buf_.size())) {
       const size_t next = nl != nullptr ? end + 1 : end;
-      if (end > begin_ && buf_[end - 1] == '\r') --end;
+      if (nl != nullptr && end > begin_ && buf_[end - 1] == '\r') --end;  // \r\n; a last lone \r stays
       line_ = std::string_view(buf_.data() + begin_, end - begin_);
       begin_ = next;
       ++number_;
@@ -105,7 +106,7 @@ Expected<bool> LineReader::next() {
     // No \n in the unreturned bytes: keep only them (shrinking the buffer
     // after a long line), then read on.
     buf_.erase(0, begin_);
-    if (buf_.capacity() > 4 * kReadBlock && buf_.size() < kReadBlock) buf_.shrink_to_fit();
+    if (buf_.capacity() > std::max<size_t>(4 * block_, 1 << 16) && buf_.size() < block_) buf_.shrink_to_fit();
     begin_ = 0;
     scanned = buf_.size();
     TERA_RETURN_IF_ERROR(fill());

@@ -42,7 +42,9 @@ Status check_json_keys(const std::vector<std::string>& keys);
 // last line without \n counts too). line() stays valid until the next next().
 class LineReader {
  public:
-  LineReader(std::unique_ptr<ByteSource> src, std::string name, size_t max_line_bytes);
+  // read_block: bytes asked of the source at a time (small in the fuzz target, so lines span reads).
+  LineReader(std::unique_ptr<ByteSource> src, std::string name, size_t max_line_bytes,
+             size_t read_block = size_t{1} << 20);
   // False at the end of the stream; an error names the file and line.
   Expected<bool> next();
   std::string_view line() const { return line_; }
@@ -54,7 +56,7 @@ class LineReader {
 
   std::unique_ptr<ByteSource> src_;
   std::string name_;
-  size_t max_;
+  size_t max_, block_;
   std::string buf_;   // bytes read and not yet returned start at begin_
   size_t begin_ = 0;  // of the unreturned bytes in buf_
   bool eof_ = false;

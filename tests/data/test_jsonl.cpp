@@ -42,10 +42,11 @@ std::string gzip(std::string_view data) {
 }
 
 // All lines of a source, or its error.
-Expected<std::vector<std::string>> read_lines(std::string_view data, size_t max_line = size_t{1} << 20) {
+Expected<std::vector<std::string>> read_lines(std::string_view data, size_t max_line = size_t{1} << 20,
+                                              size_t block = size_t{1} << 20) {
   auto src = open_memory_source(data, "mem.jsonl");
   if (!src) return src.status();
-  LineReader r(std::move(*src), "mem.jsonl", max_line);
+  LineReader r(std::move(*src), "mem.jsonl", max_line, block);
   std::vector<std::string> out;
   for (;;) {
     auto more = r.next();
@@ -63,6 +64,10 @@ TEST(LineReader, SplitsLinesWithLfOrCrlfAndKeepsALastLineWithoutNewline) {
   EXPECT_EQ(*read_lines("a\r\nb\n\nc"), (Lines{"a", "b", "", "c"}));
   EXPECT_EQ(*read_lines("a\n"), Lines{"a"});
   EXPECT_EQ(*read_lines("x\ry\r\n"), Lines{"x\ry"});  // a lone \r is no line end
+  EXPECT_EQ(*read_lines("a\r\nb\r"), (Lines{"a", "b\r"}));
+  for (size_t block : {1, 2, 3, 7}) {  // \r\n split across reads
+    EXPECT_EQ(*read_lines("ab\r\ncd\r\n\r\ne", 100, block), (Lines{"ab", "cd", "", "e"})) << block;
+  }
   // Lines across read blocks (1 MiB) come back whole.
   const std::string big(3'000'000, 'q');
   EXPECT_EQ(*read_lines("s\n" + big + "\r\nt", 4'000'000), (Lines{"s", big, "t"}));
