@@ -30,6 +30,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/output_paths.h"
+#include "cli/tokenizer_flags.h"
 #include "core/file_util.h"
 #include "core/format.h"
 #include "data/tokenizer_file.h"
@@ -50,7 +51,8 @@ struct CkptArgs {
   std::string format = "safetensors";
   std::string layout;  // reshard target
   int64_t heads = 0;   // a safetensors SOURCE without config.json
-  std::string tokenizer;  // import: "bytes", a tokenizer file or directory (default: vocab.json beside the file)
+  std::string tokenizer;  // import: "bytes", a tokenizer file or directory (default: tokenizer.json or vocab.json beside the file)
+  TokenizerFlags tokenizer_flags;  // import: --pattern, --special (a tiktoken --tokenizer)
   bool force = false;     // replace an existing --out
 };
 
@@ -75,12 +77,13 @@ Expected<ModelSourceReader> open_source(const std::string& path, int64_t heads) 
 
 // The files export writes beside --out (GPT-2's names, fixed by Hugging Face).
 struct ExportPaths {
-  std::string config, vocab, merges;
+  std::string config, vocab, merges, tokenizer;
 };
 
 ExportPaths export_paths(const std::string& out) {
   const fs::path parent = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
-  return {(parent / "config.json").string(), (parent / "vocab.json").string(), (parent / "merges.txt").string()};
+  return {(parent / "config.json").string(), (parent / "vocab.json").string(), (parent / "merges.txt").string(),
+          (parent / "tokenizer.json").string()};
 }
 
 // What reading a source reads: the source itself, the config.json and
@@ -89,7 +92,7 @@ std::vector<InputPath> source_inputs(const ModelSourceReader& src, const std::st
   std::vector<InputPath> in = {{given, "the source"}, {src.source().path, "the source"}};
   if (src.source().kind == ModelSourceKind::safetensors) {
     const ExportPaths beside = export_paths(src.source().path);
-    for (const std::string& p : {beside.config, beside.vocab, beside.merges}) in.push_back({p, "the source's"});
+    for (const std::string& p : {beside.config, beside.vocab, beside.merges, beside.tokenizer}) in.push_back({p, "the source's"});
   }
   in.push_back({tokenizer_reference_path(src.tokenizer(), src.tokenizer_base()), "the source's tokenizer"});
   return in;
@@ -222,7 +225,7 @@ int run_export(const CkptArgs& a) {
   const ExportPaths side = export_paths(a.out);
   const CreatedDirsGuard created(parent_dir(a.out));
   if (Status s = check_output_file(a.out, "--out", a.force, /*create_parent=*/true); !s) return bad_input(s.message());
-  for (const std::string& p : {side.config, side.vocab, side.merges}) {
+  for (const std::string& p : {side.config, side.vocab, side.merges, side.tokenizer}) {
     if (Status s = refuse_existing(p, "--out " + a.out + " writes beside it", a.force); !s) return bad_input(s.message());
   }
   if (is_within(a.out, a.dir) || same_file(a.out, a.dir)) {
@@ -236,7 +239,8 @@ int run_export(const CkptArgs& a) {
   }
   const std::string beside_what = "--out " + a.out + " writes beside it";
   if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}, {side.config, beside_what, {}},
-                                           {side.vocab, beside_what, {}}, {side.merges, beside_what, {}}},
+                                           {side.vocab, beside_what, {}}, {side.merges, beside_what, {}},
+                                           {side.tokenizer, beside_what, {}}},
                                           source_inputs(*src, a.dir));
       !s) {
     return bad_input(s.message());
@@ -254,15 +258,29 @@ int run_export(const CkptArgs& a) {
   }
   std::string tok_note = "byte-level model: no tokenizer files";
   if (!tok->is_bytes()) {
-    if (Status s = save_gpt2_tokenizer(*tok, side.vocab, side.merges); !s) {
+    // tokenizer.json always; GPT-2's pair too where it can say the same
+    // (GPT-2's pattern and rules, <|endoftext|> its only special token).
+    if (Status s = save_tokenizer(*tok, side.tokenizer); !s) {
       print_error("the weights were written but not the tokenizer: " + s.message());
       return kExitFailure;
     }
-    tok_note = fmt::format("tokenizer ({} tokens) as vocab.json + merges.txt", tok->vocab_size());
+    tok_note = fmt::format("tokenizer ({} tokens) as tokenizer.json", tok->vocab_size());
+    if (gpt2_files_can_hold(*tok)) {
+      if (Status s = save_gpt2_tokenizer(*tok, side.vocab, side.merges); !s) {
+        print_error("the weights were written but not the tokenizer: " + s.message());
+        return kExitFailure;
+      }
+      tok_note += " and vocab.json + merges.txt";
+    } else {
+      for (const std::string& p : {side.vocab, side.merges}) {
+        std::error_code ec;
+        if (fs::remove(p, ec)) tok_note += "; removed the earlier export's " + fs::path(p).filename().string();
+      }
+    }
   } else {
     // A byte-level export beside an older BPE export (--force): its tokenizer
     // files would be read back by import as this model's.
-    for (const std::string& p : {side.vocab, side.merges}) {
+    for (const std::string& p : {side.vocab, side.merges, side.tokenizer}) {
       std::error_code ec;
       if (fs::remove(p, ec)) tok_note += "; removed the earlier export's " + fs::path(p).filename().string();
     }
@@ -280,7 +298,7 @@ int import_tera_source(const CkptArgs& a, const ModelSource& source) {
   std::vector<InputPath> inputs = source_inputs(*src, a.file);
   inputs.push_back({a.tokenizer == "bytes" ? "" : a.tokenizer, "--tokenizer"});
   if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return bad_input(s.message());
-  auto tok = a.tokenizer.empty() ? source_tokenizer(*src) : open_tokenizer(a.tokenizer);
+  auto tok = a.tokenizer.empty() ? source_tokenizer(*src) : open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return bad_input("tokenizer: " + tok.error());
   if (tok->vocab_size() > src->model().vocab) {
     return bad_input(fmt::format("tokenizer: {} tokens, more than the model's vocab {}", tok->vocab_size(),
@@ -318,6 +336,7 @@ int run_import(const CkptArgs& a) {
                                            {beside.config, "the source's"},
                                            {beside.vocab, "the source's"},
                                            {beside.merges, "the source's"},
+                                           {beside.tokenizer, "the source's"},
                                            {a.tokenizer == "bytes" ? "" : a.tokenizer, "--tokenizer"}};
     if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return bad_input(s.message());
   }
@@ -336,9 +355,12 @@ int run_import(const CkptArgs& a) {
   const fs::path beside = fs::path(a.file).has_parent_path() ? fs::path(a.file).parent_path() : fs::path(".");
   std::error_code ec;
   if (tok_spec.empty()) {
-    tok_spec = fs::exists(beside / "vocab.json", ec) || fs::exists(beside / "merges.txt", ec) ? beside.string() : "bytes";
+    tok_spec = fs::exists(beside / "tokenizer.json", ec) || fs::exists(beside / "vocab.json", ec) ||
+                       fs::exists(beside / "merges.txt", ec)
+                   ? beside.string()
+                   : "bytes";
   }
-  auto tok = open_tokenizer(tok_spec);
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, tok_spec));
   if (!tok) {
     return bad_input("tokenizer: " + tok.error() +
                      (a.tokenizer.empty() ? "; pass --tokenizer FILE|DIR, or --tokenizer bytes to import without one" : ""));
@@ -514,8 +536,10 @@ Command add_ckpt_command(CLI::App& parent) {
   imp->add_option("--heads", args->heads, "Attention heads, when no config.json is beside the file")
       ->check(int_in(1, 1 << 20));
   imp->add_option("--tokenizer", args->tokenizer,
-                  "Tokenizer the model was trained with: 'bytes', a tera tokenizer file or a GPT-2 vocab.json + "
-                  "merges.txt directory (default: vocab.json + merges.txt beside the file, else bytes)");
+                  "Tokenizer the model was trained with: 'bytes', a tokenizer.json, a tiktoken rank file (with "
+                  "--pattern), or a directory with tokenizer.json or GPT-2's vocab.json + merges.txt (default: "
+                  "tokenizer.json or vocab.json + merges.txt beside the file, else bytes)");
+  add_tokenizer_flags(imp, args->tokenizer_flags);
   imp->add_flag("--force", args->force, "Replace an existing --out (atomically: the old one stays until the new one is complete)");
   auto* re = sub->add_subcommand("reshard", "Rewrite a checkpoint's shard files for another layout (any layout also "
                                             "loads any checkpoint directly; this is the offline form)");

@@ -91,7 +91,12 @@ int run_generate(const GenerateArgs& args) {
   }
   // Sampling is restricted to the tokenizer's ids (model.vocab may be larger).
   const int64_t V = tok->vocab_size(), T = src->model().seq_len;
-  std::vector<int32_t> ctx = tok->encode(args.prompt);
+  // The prompt starts a document as the training data did: after the
+  // tokenizer's beginning-of-text token when it has one.
+  std::vector<int32_t> ctx;
+  if (tok->bos() >= 0) ctx.push_back(tok->bos());
+  const std::vector<int32_t> prompt = tok->encode(args.prompt);
+  ctx.insert(ctx.end(), prompt.begin(), prompt.end());
   if (ctx.empty()) ctx.push_back(tok->eot() >= 0 ? tok->eot() : tok->byte_token('\n'));
   std::fwrite(args.prompt.data(), 1, args.prompt.size(), stdout);
   const PhiloxKey key = philox_key(args.seed, "generate");

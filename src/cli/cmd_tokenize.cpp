@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/output_paths.h"
+#include "cli/tokenizer_flags.h"
 #include "core/file_util.h"
 #include "core/format.h"
 #include "data/bpe_trainer.h"
@@ -195,6 +196,7 @@ struct EncodeArgs {
   JsonlArgs jsonl;
   std::vector<std::string> inputs;
   std::string tokenizer, out;
+  TokenizerFlags tokenizer_flags;
   double val_fraction = 0;
   int64_t shard_tokens = int64_t{1} << 25;
   int threads = default_threads();
@@ -255,7 +257,7 @@ int run_encode_megatron(const EncodeArgs& a, const BpeTokenizer& tok, const std:
 int run_encode(const EncodeArgs& a) {
   auto jsonl = jsonl_options(a.jsonl);
   if (!jsonl) return fail(jsonl.error());
-  auto tok = open_tokenizer(a.tokenizer);
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
@@ -395,11 +397,39 @@ int run_decode(const DecodeArgs& a) {
   return kExitOk;
 }
 
+// ---- convert ----
+struct ConvertArgs {
+  std::string tokenizer, out;
+  TokenizerFlags tokenizer_flags;
+  bool force = false;
+};
+
+// Any tokenizer tera reads, written as a Hugging Face tokenizer.json (a
+// tiktoken rank file with its pattern and special tokens, GPT-2's pair).
+int run_convert(const ConvertArgs& a) {
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
+  if (!tok) return fail("--tokenizer: " + tok.error());
+  if (Status s = check_output_file(a.out, "--out", a.force); !s) return fail(s.message());
+  if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}}, {{a.tokenizer, "--tokenizer"}}); !s) {
+    return fail(s.message());
+  }
+  if (Status s = save_tokenizer(*tok, a.out); !s) return fail(s.message());
+  int64_t unused = 0;
+  for (const int32_t s : tok->specials()) unused += tok->token(s).empty() ? 1 : 0;
+  fmt::print("wrote {}: {} ids ({} unused), {} merges, {} pre-tokenizer, {} special token(s){}{}\n", a.out,
+             tok->vocab_size(), unused, tok->merges().size(), pretokenizer_name(tok->rules().pretokenizer),
+             static_cast<int64_t>(tok->specials().size()) - unused,
+             tok->rules().whole_piece_first ? ", whole pieces first (ignore_merges)" : "",
+             tok->bos() >= 0 ? fmt::format(", {} before each document", tok->token(tok->bos())) : "");
+  return kExitOk;
+}
+
 // ---- stats ----
 struct StatsArgs {
   JsonlArgs jsonl;
   std::vector<std::string> inputs;
   std::string tokenizer;
+  TokenizerFlags tokenizer_flags;
   int threads = default_threads();
 };
 
@@ -423,7 +453,7 @@ int run_stats(const StatsArgs& a) {
     // Every token read and checked, as training reads them; with --tokenizer, ids must lie in its vocabulary.
     Expected<BpeTokenizer> tok = Status::error("no tokenizer");
     if (!a.tokenizer.empty()) {
-      tok = open_tokenizer(a.tokenizer);
+      tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
       if (!tok) return fail("--tokenizer: " + tok.error());
     }
     const int64_t limit = tok ? tok->vocab_size() : int64_t{INT32_MAX};
@@ -453,7 +483,7 @@ int run_stats(const StatsArgs& a) {
   }
   auto jsonl = jsonl_options(a.jsonl);
   if (!jsonl) return fail(jsonl.error());
-  auto tok = open_tokenizer(a.tokenizer);
+  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
@@ -507,7 +537,7 @@ Command add_tokenize_command(CLI::App& parent) {
   tr->add_option("--vocab", ta->vocab, "Vocabulary size: 256 bytes + merges + <|endoftext|>")
       ->required()
       ->check(int_in(257, int64_t{1} << 24));
-  tr->add_option("-o,--out", ta->out, "Tokenizer file to write (JSON)")->required();
+  tr->add_option("-o,--out", ta->out, "Tokenizer file to write (Hugging Face tokenizer.json format)")->required();
   tr->add_option("--min-frequency", ta->min_frequency, "Never merge a pair seen fewer times")
       ->capture_default_str()
       ->check(int_in(1, int64_t{1} << 40));
@@ -517,9 +547,10 @@ Command add_tokenize_command(CLI::App& parent) {
   auto ea = std::make_shared<EncodeArgs>();
   auto* en = sub->add_subcommand("encode", "Encode text or JSONL files into token shards or a Megatron dataset");
   en->add_option("-t,--tokenizer", ea->tokenizer,
-                 "Tokenizer: a tera tokenizer file, a GPT-2 vocab.json + merges.txt "
-                 "directory, or 'bytes'")
+                 "Tokenizer: a tokenizer.json (Hugging Face's or tera's), a tiktoken rank file (with --pattern), "
+                 "a directory with tokenizer.json or GPT-2's vocab.json + merges.txt, or 'bytes'")
       ->required();
+  add_tokenizer_flags(en, ea->tokenizer_flags);
   en->add_option("-i,--input", ea->inputs,
                  "Text files (one document per file), JSONL files (one per line and --json-key) or directories")
       ->required();
@@ -557,10 +588,22 @@ Command add_tokenize_command(CLI::App& parent) {
       ->required();
   add_jsonl_flags(st, sa->jsonl);
   st->add_option("-t,--tokenizer", sa->tokenizer, "Tokenizer for text input");
+  add_tokenizer_flags(st, sa->tokenizer_flags);
   st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));
+
+  auto ca = std::make_shared<ConvertArgs>();
+  auto* cv = sub->add_subcommand("convert", "Write any tokenizer tera reads as a Hugging Face tokenizer.json");
+  cv->add_option("-t,--tokenizer", ca->tokenizer,
+                 "Tokenizer: a tokenizer.json, a tiktoken rank file (with --pattern), or a directory with "
+                 "tokenizer.json or GPT-2's vocab.json + merges.txt")
+      ->required();
+  add_tokenizer_flags(cv, ca->tokenizer_flags);
+  cv->add_option("-o,--out", ca->out, "tokenizer.json to write (atomically)")->required();
+  cv->add_flag("--force", ca->force, "Replace an existing --out");
 
   return {sub, [=] {
             if (tr->parsed()) return run_train(*ta);
+            if (cv->parsed()) return run_convert(*ca);
             if (en->parsed()) return run_encode(*ea);
             if (de->parsed()) return run_decode(*da);
             return run_stats(*sa);

@@ -150,6 +150,8 @@ std::vector<Field> schema() {
       {"data.val", Kind::string, str([](R c) -> std::string& { return c.data.val; })},
       {"data.val_fraction", Kind::number, f64([](R c) -> double& { return c.data.val_fraction; })},
       {"data.tokenizer", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer; })},
+      {"data.tokenizer_pattern", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer_pattern; })},
+      {"data.tokenizer_specials", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer_specials; })},
       {"data.blend", Kind::blend,
        [](R c, const toml::node& n) {
          c.data.blend.clear();
@@ -560,6 +562,8 @@ std::string run_config_to_toml(const RunConfig& c) {
   if (!c.data.val.empty()) s += "val = " + q(c.data.val) + "\n";
   else s += fmt::format("val_fraction = {}\n", c.data.val_fraction);
   if (!c.data.tokenizer.empty()) s += "tokenizer = " + q(c.data.tokenizer) + "\n";
+  if (!c.data.tokenizer_pattern.empty()) s += "tokenizer_pattern = " + q(c.data.tokenizer_pattern) + "\n";
+  if (!c.data.tokenizer_specials.empty()) s += "tokenizer_specials = " + q(c.data.tokenizer_specials) + "\n";
   if (!c.data.blend.empty()) {
     s += "blend = [";
     for (size_t i = 0; i < c.data.blend.size(); ++i) {

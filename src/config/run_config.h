@@ -46,6 +46,8 @@ struct DataConfig {
   std::string val;            // optional; when empty: the shards' val split, else the tail of train
   double val_fraction = 0.1;  // share of train held out when val is empty and there is no val split
   std::string tokenizer;      // tokenizer for a text train file (empty: bytes are tokens)
+  std::string tokenizer_pattern;   // a tiktoken rank file's pre-tokenizer (gpt2, cl100k, qwen2)
+  std::string tokenizer_specials;  // a tiktoken rank file's special tokens, "TEXT=ID,TEXT=ID"
   // Megatron's --data-path 0.3 A 0.7 B: [weight, prefix] pairs, weights > 0
   // (normalised); set instead of train (data/blend_loader.h).
   std::vector<std::pair<double, std::string>> blend;

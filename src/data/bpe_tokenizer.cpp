@@ -41,29 +41,48 @@ std::string show(std::string_view bytes) {
 }  // namespace
 
 Expected<BpeTokenizer> BpeTokenizer::create(std::vector<std::string> tokens, std::vector<BpeMerge> merges,
-                                            std::vector<int32_t> specials, const std::string& what) {
+                                            std::vector<int32_t> specials, const std::string& what,
+                                            EncodingRules rules) {
   auto err = [&](const std::string& m) { return Status::error(what + ": " + m); };
   const size_t V = tokens.size();
   if (V < 256 || V > kMaxVocab) {
     return err(fmt::format("vocabulary has {} tokens; a byte-level BPE needs between 256 and {}", V, kMaxVocab));
   }
-  if (merges.size() > V) return err(fmt::format("{} merges for {} tokens: more merges than tokens", merges.size(), V));
+  // Each merge makes a token from two others, at one of its byte boundaries:
+  // no vocabulary has more distinct merges than that (checked before the
+  // table is sized).
+  size_t boundaries = 0;
+  for (const auto& tok : tokens) boundaries += tok.empty() ? 0 : tok.size() - 1;
+  if (merges.size() > boundaries) {
+    return err(fmt::format("{} merges, but its {} tokens have only {} byte boundaries to merge at", merges.size(), V,
+                           boundaries));
+  }
+  // Order-free lists in one order, so the fingerprint does not depend on a file's.
+  std::sort(specials.begin(), specials.end());
+  std::sort(rules.matched.begin(), rules.matched.end());
   BpeTokenizer t;
   t.special_flag_.assign(V, 0);
   for (const int32_t s : specials) {
     if (s < 0 || static_cast<size_t>(s) >= V) return err(fmt::format("special token id {} is out of range", s));
     if (t.special_flag_[static_cast<size_t>(s)]) return err(fmt::format("special token id {} is listed twice", s));
-    if (tokens[static_cast<size_t>(s)].empty()) return err(fmt::format("special token {} is empty", s));
     t.special_flag_[static_cast<size_t>(s)] = 1;
-    if (tokens[static_cast<size_t>(s)] == kEndOfText) t.eot_ = s;
   }
-  std::unordered_map<std::string_view, int32_t> by_bytes;
+  for (const char* name : {"</s>", "<|end_of_text|>", kEndOfText}) {  // the last found wins
+    for (const int32_t s : specials) {
+      if (tokens[static_cast<size_t>(s)] == name) t.eot_ = s;
+    }
+  }
+  std::unordered_map<std::string_view, int32_t> by_bytes;  // non-special tokens
+  std::unordered_map<std::string_view, int32_t> named;     // every non-empty token
   by_bytes.reserve(V);
   for (size_t i = 0; i < V; ++i) {
-    if (t.special_flag_[i]) continue;
-    if (tokens[i].empty()) return err(fmt::format("token {} is empty", i));
-    auto [it, fresh] = by_bytes.emplace(tokens[i], static_cast<int32_t>(i));
+    if (tokens[i].empty()) {
+      if (t.special_flag_[i]) continue;  // an unused id
+      return err(fmt::format("token {} is empty", i));
+    }
+    auto [it, fresh] = named.emplace(tokens[i], static_cast<int32_t>(i));
     if (!fresh) return err(fmt::format("token {} {} repeats token {}", i, show(tokens[i]), it->second));
+    if (!t.special_flag_[i]) by_bytes.emplace(tokens[i], static_cast<int32_t>(i));
   }
   for (int b = 0; b < 256; ++b) {
     const char ch = static_cast<char>(b);
@@ -102,11 +121,57 @@ Expected<BpeTokenizer> BpeTokenizer::create(std::vector<std::string> tokens, std
   for (const auto& m : merges) f.add(&m, sizeof(m));
   f.add_u64(specials.size());
   for (const int32_t s : specials) f.add(&s, sizeof(s));
+  if (!rules.is_default()) {  // tokenizers of the default rules keep the fingerprints they always had
+    f.add("rules", 5);
+    f.add_u64(static_cast<uint64_t>(rules.pretokenizer));
+    f.add_u64(rules.whole_piece_first ? 1 : 0);
+    f.add_u64(rules.specials_in_text ? 1 : 0);
+    f.add_u64(rules.matched.size());
+    for (const int32_t m : rules.matched) f.add(&m, sizeof(m));
+    f.add_u64(static_cast<uint64_t>(static_cast<int64_t>(rules.bos)));
+  }
   t.fingerprint_ = f.h;
-  t.tokens_ = std::move(tokens);
+  t.tokens_ = std::move(tokens);  // by_bytes still views the same strings: a vector's move keeps its buffer
   t.merges_ = std::move(merges);
   t.specials_ = std::move(specials);
+  TERA_RETURN_IF_ERROR(t.set_rules(std::move(rules), by_bytes, what));
   return t;
+}
+
+Status BpeTokenizer::set_rules(EncodingRules rules, const std::unordered_map<std::string_view, int32_t>& by_bytes,
+                               const std::string& what) {
+  auto err = [&](const std::string& m) { return Status::error(what + ": " + m); };
+  const auto V = static_cast<int64_t>(special_flag_.size());
+  if (rules.bos >= V || (rules.bos >= 0 && tokens_[static_cast<size_t>(rules.bos)].empty())) {
+    return err(fmt::format("beginning-of-text token {} is not a token", rules.bos));
+  }
+  std::vector<int32_t> matched;
+  if (rules.specials_in_text) matched = specials_;
+  for (const int32_t id : rules.matched) {
+    if (id < 0 || id >= V) return err(fmt::format("added token id {} is out of range", id));
+    if (special_flag_[static_cast<size_t>(id)]) return err(fmt::format("added token {} is also a special token", id));
+    matched.push_back(id);
+  }
+  std::sort(matched.begin(), matched.end());
+  if (std::adjacent_find(matched.begin(), matched.end()) != matched.end()) return err("an added token is listed twice");
+  for (const int32_t id : matched) {
+    const std::string& text = tokens_[static_cast<size_t>(id)];
+    if (text.empty()) continue;  // an unused id
+    if (matched_by_first_.empty()) matched_by_first_.assign(256, {});
+    if (text.find(' ') != std::string::npos) splits_at_spaces_ = false;
+    matched_by_first_[static_cast<uint8_t>(text[0])].push_back(id);
+  }
+  for (auto& ids : matched_by_first_) {  // longest first: the longest match wins, as Hugging Face's matcher does
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+      return tokens_[static_cast<size_t>(a)].size() > tokens_[static_cast<size_t>(b)].size();
+    });
+  }
+  if (rules.whole_piece_first) {
+    whole_.reserve(by_bytes.size());
+    for (const auto& [bytes, id] : by_bytes) whole_.emplace(std::string(bytes), id);
+  }
+  rules_ = std::move(rules);
+  return ok_status();
 }
 
 BpeTokenizer BpeTokenizer::bytes() {
@@ -163,7 +228,7 @@ void BpeTokenizer::merge_piece(std::string_view piece, EncodeCache& c) const {
 }
 
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out, EncodeCache& c) const {
-  if (piece.size() == 1 || merges_.empty()) {
+  if (piece.size() == 1 || (merges_.empty() && whole_.empty())) {
     for (char ch : piece) out.push_back(byte_id_[static_cast<uint8_t>(ch)]);
     return;
   }
@@ -183,6 +248,9 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
   if (auto it = c.map_.find(piece); it != c.map_.end()) {
     const auto [begin, n] = it->second;
     out.insert(out.end(), c.ids_.begin() + begin, c.ids_.begin() + begin + n);
+  } else if (auto w = whole_.empty() ? whole_.end() : whole_.find(std::string(piece)); w != whole_.end()) {
+    out.push_back(w->second);
+    remember(piece, out.data() + first, 1, c);
   } else {
     merge_piece(piece, c);
     for (int32_t p = 0; p >= 0; p = c.next_[static_cast<size_t>(p)]) out.push_back(c.sym_[static_cast<size_t>(p)]);
@@ -206,8 +274,32 @@ void BpeTokenizer::remember(std::string_view piece, const int32_t* ids, size_t n
   c.ids_.insert(c.ids_.end(), ids, ids + n);
 }
 
+void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out, EncodeCache& cache) const {
+  for_each_pretoken(rules_.pretokenizer, text, [&](std::string_view piece) { encode_piece(piece, out, cache); });
+}
+
 void BpeTokenizer::encode(std::string_view text, std::vector<int32_t>& out, EncodeCache& cache) const {
-  for_each_pretoken(text, [&](std::string_view piece) { encode_piece(piece, out, cache); });
+  if (matched_by_first_.empty()) return encode_text(text, out, cache);
+  // Added tokens first: the text between two matches is encoded on its own.
+  size_t start = 0, i = 0;
+  while (i < text.size()) {
+    int32_t hit = -1;
+    for (const int32_t id : matched_by_first_[static_cast<uint8_t>(text[i])]) {
+      if (text.substr(i).starts_with(tokens_[static_cast<size_t>(id)])) {
+        hit = id;
+        break;
+      }
+    }
+    if (hit < 0) {
+      ++i;
+      continue;
+    }
+    encode_text(text.substr(start, i - start), out, cache);
+    out.push_back(hit);
+    i += tokens_[static_cast<size_t>(hit)].size();
+    start = i;
+  }
+  encode_text(text.substr(start), out, cache);
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {

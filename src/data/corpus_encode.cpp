@@ -38,19 +38,29 @@ Expected<EncodeStats> encode_keyed(const std::vector<std::string>& files, const 
   co.chunk_bytes = opts.chunk_bytes;
   co.hold_out = opts.val_fraction;
   co.jsonl = opts.jsonl;
+  co.split_at_spaces = tok.splits_at_spaces();
+  const int32_t bos = tok.bos();
+  bool starts[2] = {true, true};  // the next chunk of the part begins a document
   auto report = process_text_chunks(
       files, co, [&](TextChunk& c, int thread) { tok.encode(c.text, c.tokens, caches[static_cast<size_t>(thread)]); },
       [&](TextChunk& c) -> Status {
         const int p = c.part;
         const auto k = static_cast<size_t>(c.key);
+        const bool jsonl_key = c.line > 0 && k < st.key_tokens.size();
+        if (starts[p] && bos >= 0) {  // a tokenizer.json's template: its token before each document
+          ++st.tokens[p];
+          if (jsonl_key) ++st.key_tokens[k];
+          TERA_RETURN_IF_ERROR(sink(p, c.key, &bos, 1));
+        }
+        starts[p] = c.last;
         const int64_t tokens = static_cast<int64_t>(c.tokens.size()) + (c.last && eot >= 0 ? 1 : 0);
         st.bytes[p] += static_cast<int64_t>(c.text.size());
         st.tokens[p] += tokens;
         TERA_RETURN_IF_ERROR(sink(p, c.key, c.tokens.data(), c.tokens.size()));
-        if (c.line > 0 && k < st.key_tokens.size()) st.key_tokens[k] += tokens;
+        if (jsonl_key) st.key_tokens[k] += tokens;
         if (c.last) {
           ++st.documents[p];
-          if (c.line > 0 && k < st.key_documents.size()) ++st.key_documents[k];
+          if (jsonl_key) ++st.key_documents[k];
           if (eot >= 0) TERA_RETURN_IF_ERROR(sink(p, c.key, &eot, 1));
           if (document_end) TERA_RETURN_IF_ERROR(document_end(p, c.key));
         }

@@ -1,10 +1,11 @@
 // Encoding a corpus: each input text file is one document, and each JSONL
-// line gives one document per --json-key (jsonl.h), each closed by the
-// end-of-text token when the tokenizer has one. With a val fraction, each
-// text file's tail (cut at a safe pre-token boundary) goes to the "val" split
-// as its own document, and of a JSONL file every (1/fraction)-th line. Chunks
-// are encoded in parallel and delivered in order, so the tokens do not depend
-// on the thread count.
+// line gives one document per --json-key (jsonl.h), each opened by the
+// beginning-of-text token when the tokenizer has one (a tokenizer.json
+// template's, as Llama 3's <|begin_of_text|>) and closed by the end-of-text
+// token when it has one. With a val fraction, each text file's tail (cut at a
+// safe pre-token boundary) goes to the "val" split as its own document, and
+// of a JSONL file every (1/fraction)-th line. Chunks are encoded in parallel
+// and delivered in order, so the tokens do not depend on the thread count.
 #pragma once
 
 #include <cstdint>

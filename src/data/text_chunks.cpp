@@ -328,8 +328,9 @@ Status chunk_text_file(size_t fi, const std::string& path, int64_t size, const C
       pos += static_cast<int64_t>(n);
       // Only the bytes just read can hold a new boundary (the rest had none), so a file without any
       // boundary costs linear time, not quadratic.
-      const size_t cut =
-          pos == end ? carry.size() : rfind_safe_split(carry, carry.size() - 1, std::max<size_t>(before, 1));
+      const size_t cut = pos == end              ? carry.size()
+                         : !opts.split_at_spaces ? std::string::npos
+                                                 : rfind_safe_split(carry, carry.size() - 1, std::max<size_t>(before, 1));
       if (cut == std::string::npos) continue;  // no boundary yet: read on
       auto c = std::make_unique<TextChunk>();
       c->file = fi;

@@ -38,6 +38,9 @@ struct ChunkOptions {
   // lines are held out, spread evenly: line n (1-based) when
   // floor(n * hold_out) > floor((n - 1) * hold_out), so every (1/hold_out)-th.
   double hold_out = 0;
+  // False: a file's head (and its tail) is one chunk, for a tokenizer whose
+  // added tokens hold a space (BpeTokenizer::splits_at_spaces).
+  bool split_at_spaces = true;
   JsonlOptions jsonl;  // which files are JSONL, and how they are read
 };
 

@@ -1,4 +1,5 @@
-// Reading and writing tokenizer files (tera JSON, GPT-2 vocab.json + merges.txt).
+// Reading and writing tokenizer files (tokenizer.json, tera's earlier JSON,
+// GPT-2 vocab.json + merges.txt, tiktoken rank files).
 #include "data/tokenizer_file.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,8 @@
 
 #include "core/file_util.h"
 #include "data/byte_unicode.h"
+#include "data/hf_tokenizer.h"
+#include "data/tiktoken_file.h"
 
 namespace tera {
 
@@ -34,24 +37,12 @@ Expected<json> parse_json(std::string_view text, const std::string& what) {
 
 }  // namespace
 
-std::string tokenizer_to_json(const BpeTokenizer& tok) {
-  std::string s = fmt::format(
-      "{{\n\"format\": \"{}\",\n\"version\": {},\n\"pretokenizer\": \"gpt2\",\n\"vocab_size\": {},\n"
-      "\"special_tokens\": {},\n\"tokens\": [\n",
-      kTokenizerFormat, kTokenizerVersion, tok.vocab_size(), json(tok.specials()).dump());
-  for (int64_t i = 0; i < tok.vocab_size(); ++i) {
-    s += json(bytes_to_printable(tok.token(static_cast<int32_t>(i)))).dump();
-    s += i + 1 < tok.vocab_size() ? ",\n" : "\n";
-  }
-  s += "],\n\"merges\": [\n";
-  const auto& merges = tok.merges();
-  for (size_t r = 0; r < merges.size(); ++r) {
-    s += fmt::format("[{}, {}]{}\n", merges[r].left, merges[r].right, r + 1 < merges.size() ? "," : "");
-  }
-  return s + "]\n}\n";
-}
+std::string tokenizer_to_json(const BpeTokenizer& tok) { return hf_tokenizer_json(tok); }
 
-Expected<BpeTokenizer> parse_tokenizer_json(std::string_view text, const std::string& what) {
+namespace {
+
+// tera's earlier format ("format": "tera-bpe", version 1).
+Expected<BpeTokenizer> parse_tera_tokenizer(std::string_view text, const std::string& what) {
   auto parsed = parse_json(text, what);
   if (!parsed) return parsed.status();
   const json& j = *parsed;
@@ -96,6 +87,13 @@ Expected<BpeTokenizer> parse_tokenizer_json(std::string_view text, const std::st
     specials.push_back(s.get<int32_t>());
   }
   return BpeTokenizer::create(std::move(tokens), std::move(merges), std::move(specials), what);
+}
+
+}  // namespace
+
+Expected<BpeTokenizer> parse_tokenizer_json(std::string_view text, const std::string& what) {
+  if (looks_like_hf_tokenizer(text)) return parse_hf_tokenizer(text, what);
+  return parse_tera_tokenizer(text, what);
 }
 
 Status save_tokenizer(const BpeTokenizer& tok, const std::string& path) {
@@ -158,25 +156,79 @@ Expected<BpeTokenizer> parse_gpt2_tokenizer(std::string_view vocab_json, std::st
   return BpeTokenizer::create(std::move(tokens), std::move(merges), std::move(specials), vocab_what);
 }
 
-Expected<BpeTokenizer> open_tokenizer(const std::string& spec) {
-  if (spec == "bytes") return BpeTokenizer::bytes();
+namespace {
+
+Expected<BpeTokenizer> open_tokenizer_dir(const std::string& dir) {
   std::error_code ec;
-  if (fs::is_directory(spec, ec)) {
-    for (const auto& [vocab, merges] :
-         {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
-      const std::string vp = (fs::path(spec) / vocab).string(), mp = (fs::path(spec) / merges).string();
-      if (!fs::exists(vp, ec) && !fs::exists(mp, ec)) continue;
-      auto vt = read_text(vp, "tokenizer vocabulary");
-      if (!vt) return vt.status();
-      auto mt = read_text(mp, "tokenizer merges");
-      if (!mt) return mt.status();
-      return parse_gpt2_tokenizer(*vt, *mt, vp, mp);
-    }
-    return Status::error(spec + ": a tokenizer directory must hold vocab.json + merges.txt (GPT-2's files)");
+  const std::string hf = (fs::path(dir) / "tokenizer.json").string();
+  if (fs::exists(hf, ec)) {
+    auto text = read_text(hf, "tokenizer");
+    if (!text) return text.status();
+    return parse_tokenizer_json(*text, hf);
   }
-  auto text = read_text(spec, "tokenizer");
+  for (const auto& [vocab, merges] : {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
+    const std::string vp = (fs::path(dir) / vocab).string(), mp = (fs::path(dir) / merges).string();
+    if (!fs::exists(vp, ec) && !fs::exists(mp, ec)) continue;
+    auto vt = read_text(vp, "tokenizer vocabulary");
+    if (!vt) return vt.status();
+    auto mt = read_text(mp, "tokenizer merges");
+    if (!mt) return mt.status();
+    return parse_gpt2_tokenizer(*vt, *mt, vp, mp);
+  }
+  return Status::error(dir + ": a tokenizer directory must hold tokenizer.json, or vocab.json + merges.txt (GPT-2's "
+                       "files)");
+}
+
+bool starts_as_json(std::string_view text) {
+  const size_t p = text.find_first_not_of(" \t\r\n");
+  return p != std::string_view::npos && text[p] == '{';
+}
+
+}  // namespace
+
+Expected<BpeTokenizer> open_tokenizer(const std::string& path) { return open_tokenizer(TokenizerSpec{path, "", ""}); }
+
+Expected<BpeTokenizer> open_tokenizer(const TokenizerSpec& spec) {
+  const bool tiktoken = !spec.pattern.empty();
+  if (!tiktoken && !spec.specials.empty()) {
+    return Status::error(spec.path + ": special tokens (--special, data.tokenizer_specials) are given only with a "
+                         "tiktoken rank file and its --pattern; other tokenizer files list their own");
+  }
+  if (spec.path == "bytes" && !tiktoken) return BpeTokenizer::bytes();
+  std::error_code ec;
+  if (fs::is_directory(spec.path, ec)) {
+    if (tiktoken) return Status::error(spec.path + ": --pattern names a tiktoken rank file's pre-tokenizer; this is a directory");
+    return open_tokenizer_dir(spec.path);
+  }
+  auto text = read_text(spec.path, "tokenizer");
   if (!text) return text.status();
-  return parse_tokenizer_json(*text, spec);
+  if (tiktoken) {
+    auto pattern = pretokenizer_from_name(spec.pattern);
+    if (!pattern) {
+      return Status::error(fmt::format("--pattern / data.tokenizer_pattern = \"{}\": not a pre-tokenizer tera "
+                                       "implements (gpt2, cl100k or llama3, qwen2)", spec.pattern));
+    }
+    if (starts_as_json(*text)) {
+      return Status::error(spec.path + ": is JSON, not a tiktoken rank file; --pattern is only for tiktoken files "
+                           "(a tokenizer.json carries its own)");
+    }
+    auto specials = parse_special_list(spec.specials, "--special / data.tokenizer_specials");
+    if (!specials) return specials.status();
+    return parse_tiktoken(*text, *pattern, *specials, spec.path);
+  }
+  if (!starts_as_json(*text) && looks_like_tiktoken(*text)) {
+    return Status::error(spec.path + ": is a tiktoken rank file; name its pre-tokenizer with --pattern "
+                         "(data.tokenizer_pattern): gpt2, cl100k (Llama 3) or qwen2");
+  }
+  return parse_tokenizer_json(*text, spec.path);
+}
+
+bool gpt2_files_can_hold(const BpeTokenizer& tok) {
+  if (!tok.rules().is_default()) return false;
+  for (const int32_t s : tok.specials()) {
+    if (tok.token(s) != kEndOfText) return false;
+  }
+  return true;
 }
 
 Status save_gpt2_tokenizer(const BpeTokenizer& tok, const std::string& vocab_path, const std::string& merges_path) {

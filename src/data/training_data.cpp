@@ -50,7 +50,7 @@ Expected<BpeTokenizer> choose_tokenizer(const TrainingDataOptions& dc) {
                            "manifest.json); re-run tera tokenize encode");
     }
     if (!dc.tokenizer.empty()) {
-      auto want = open_tokenizer(dc.tokenizer);
+      auto want = open_tokenizer(TokenizerSpec{dc.tokenizer, dc.tokenizer_pattern, dc.tokenizer_specials});
       if (!want) return Status::error("data.tokenizer: " + want.error());
       if (want->fingerprint() != tok->fingerprint()) {
         return Status::error(keyed("data.tokenizer", dc.tokenizer) + " is not the tokenizer " +
@@ -61,7 +61,7 @@ Expected<BpeTokenizer> choose_tokenizer(const TrainingDataOptions& dc) {
     return tok;
   }
   if (dc.tokenizer.empty()) return BpeTokenizer::bytes();  // a Megatron prefix: checked in open_megatron
-  auto tok = open_tokenizer(dc.tokenizer);
+  auto tok = open_tokenizer(TokenizerSpec{dc.tokenizer, dc.tokenizer_pattern, dc.tokenizer_specials});
   if (!tok) return Status::error("data.tokenizer: " + tok.error());
   return tok;
 }

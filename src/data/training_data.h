@@ -39,6 +39,7 @@ struct TrainingDataOptions {
   std::string val;            // data.val; empty: the shards' val split, else the tail of train
   double val_fraction = 0.1;  // data.val_fraction
   std::string tokenizer;      // data.tokenizer; empty: bytes are tokens (text files)
+  std::string tokenizer_pattern, tokenizer_specials;  // data.tokenizer_pattern, data.tokenizer_specials (tiktoken files)
   // data.blend: [weight, Megatron prefix] pairs, set instead of train (needs val).
   std::vector<std::pair<double, std::string>> blend;
   int64_t seq_len = 0;        // model.seq_len: tokens per training window

@@ -33,6 +33,8 @@ TrainingDataOptions training_data_options(const RunConfig& cfg) {
   o.val = cfg.data.val;
   o.val_fraction = cfg.data.val_fraction;
   o.tokenizer = cfg.data.tokenizer;
+  o.tokenizer_pattern = cfg.data.tokenizer_pattern;
+  o.tokenizer_specials = cfg.data.tokenizer_specials;
   o.blend = cfg.data.blend;
   o.seq_len = cfg.model.seq_len;
   o.vocab = cfg.model.vocab;

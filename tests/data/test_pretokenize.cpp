@@ -13,11 +13,13 @@
 namespace tera {
 namespace {
 
-std::vector<std::string> pieces(std::string_view text) {
+std::vector<std::string> pieces(std::string_view text, Pretokenizer pat = Pretokenizer::gpt2) {
   std::vector<std::string> out;
-  for_each_pretoken(text, [&](std::string_view p) { out.emplace_back(p); });
+  for_each_pretoken(pat, text, [&](std::string_view p) { out.emplace_back(p); });
   return out;
 }
+
+constexpr Pretokenizer kPatterns[] = {Pretokenizer::gpt2, Pretokenizer::cl100k, Pretokenizer::qwen2};
 
 using V = std::vector<std::string>;
 
@@ -37,6 +39,40 @@ TEST(Pretokenize, PatternAlternatives) {
   EXPECT_EQ(pieces("日本語 テキスト"), (V{"日本語", " テキスト"}));
   EXPECT_EQ(pieces("x\u00a0\u3000y"), (V{"x", "\u00a0", "\u3000", "y"}));  // Unicode white space
   EXPECT_EQ(pieces("\xc2\x85"), (V{"\xc2\x85"}));                          // U+0085 is White_Space
+}
+
+// cl100k (Llama 3): each case follows the regex's alternatives by hand.
+TEST(Pretokenize, Cl100kPatternAlternatives) {
+  const auto cl = [](std::string_view t) { return pieces(t, Pretokenizer::cl100k); };
+  EXPECT_EQ(cl("Hello world"), (V{"Hello", " world"}));
+  EXPECT_EQ(cl("It's I'M we'LL"), (V{"It", "'s", " I", "'M", " we", "'LL"}));  // (?i:...) contractions
+  EXPECT_EQ(cl("12345 abc"), (V{"123", "45", " abc"}));                       // \p{N}{1,3}
+  EXPECT_EQ(cl(".hello ..hello $x"), (V{".hello", " ..", "hello", " $", "x"}));  // one non-letter before letters, not two
+  EXPECT_EQ(cl("\tfoo  foo"), (V{"\tfoo", " ", " foo"}));
+  EXPECT_EQ(cl("a\n\nb"), (V{"a", "\n\n", "b"}));
+  EXPECT_EQ(cl("x.\n\ny"), (V{"x", ".\n\n", "y"}));                             // punctuation takes its line ends
+  EXPECT_EQ(cl("foo  \n  bar"), (V{"foo", "  \n", " ", " bar"}));                // \s*[\r\n]+, then \s+(?!\S)
+  EXPECT_EQ(cl("end   "), (V{"end", "   "}));
+  EXPECT_EQ(cl(" !?\r\nx"), (V{" !?\r\n", "x"}));
+  EXPECT_EQ(cl("\n x"), (V{"\n", " x"}));
+  EXPECT_EQ(cl("日本語 テキスト a1"), (V{"日本語", " テキスト", " a", "1"}));
+  EXPECT_EQ(cl("\xff\xfe" "ab"), (V{"\xff\xfe", "ab"}));  // invalid bytes are "other" characters
+  EXPECT_EQ(cl("\xff" "ab"), (V{"\xff" "ab"}));
+}
+
+TEST(Pretokenize, Qwen2SplitsEveryDigit) {
+  EXPECT_EQ(pieces("x 2024!", Pretokenizer::qwen2), (V{"x", " ", "2", "0", "2", "4", "!"}));
+  EXPECT_EQ(pieces("x 2024!", Pretokenizer::cl100k), (V{"x", " ", "202", "4", "!"}));
+}
+
+TEST(Pretokenize, PatternsAreNamedAndRecognised) {
+  for (const Pretokenizer p : kPatterns) {
+    EXPECT_EQ(pretokenizer_from_name(pretokenizer_name(p)), p);
+    EXPECT_EQ(pretokenizer_from_regex(pretokenizer_regex(p)), p);
+  }
+  EXPECT_EQ(pretokenizer_from_name("llama3"), Pretokenizer::cl100k);
+  EXPECT_FALSE(pretokenizer_from_name("o200k").has_value());
+  EXPECT_FALSE(pretokenizer_from_regex("\\w+").has_value());
 }
 
 TEST(Pretokenize, InvalidUtf8IsOtherCharacters) {
@@ -75,32 +111,36 @@ std::string random_text(PhiloxKey key, uint64_t n, bool with_invalid) {
 }
 
 TEST(Pretokenize, PiecesTileEveryInput) {
-  for (uint64_t t = 0; t < 200; ++t) {
-    const std::string text = random_text(philox_key(t, "tile"), t % 97, true);
-    std::string joined;
-    for (const auto& p : pieces(text)) {
-      ASSERT_FALSE(p.empty());
-      joined += p;
+  for (const Pretokenizer pat : kPatterns) {
+    for (uint64_t t = 0; t < 200; ++t) {
+      const std::string text = random_text(philox_key(t, "tile"), t % 97, true);
+      std::string joined;
+      for (const auto& p : pieces(text, pat)) {
+        ASSERT_FALSE(p.empty());
+        joined += p;
+      }
+      ASSERT_EQ(joined, text) << pretokenizer_name(pat);
     }
-    ASSERT_EQ(joined, text);
   }
 }
 
 TEST(Pretokenize, SafeSplitsDoNotChangePieces) {
   int checked = 0;
-  for (uint64_t t = 0; t < 100; ++t) {
-    const std::string text = random_text(philox_key(t, "split"), 60, t % 2 == 0);
-    const V whole = pieces(text);
-    for (size_t p = 0; p <= text.size(); ++p) {
-      if (!is_safe_split(text, p)) continue;
-      V parts = pieces(std::string_view(text).substr(0, p));
-      const V right = pieces(std::string_view(text).substr(p));
-      parts.insert(parts.end(), right.begin(), right.end());
-      ASSERT_EQ(parts, whole) << "split at " << p;
-      ++checked;
+  for (const Pretokenizer pat : kPatterns) {
+    for (uint64_t t = 0; t < 100; ++t) {
+      const std::string text = random_text(philox_key(t, "split"), 60, t % 2 == 0);
+      const V whole = pieces(text, pat);
+      for (size_t p = 0; p <= text.size(); ++p) {
+        if (!is_safe_split(text, p)) continue;
+        V parts = pieces(std::string_view(text).substr(0, p), pat);
+        const V right = pieces(std::string_view(text).substr(p), pat);
+        parts.insert(parts.end(), right.begin(), right.end());
+        ASSERT_EQ(parts, whole) << pretokenizer_name(pat) << ": split at " << p;
+        ++checked;
+      }
     }
   }
-  EXPECT_GT(checked, 100);
+  EXPECT_GT(checked, 300);
   EXPECT_EQ(find_safe_split("ab cd", 0), 2u);
   EXPECT_EQ(rfind_safe_split("ab cd ef", 7), 5u);
   EXPECT_EQ(find_safe_split("a  b", 2), std::string::npos);  // inside a space run is not safe

@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """End-to-end tests of `tera tokenize` and of training, generating and
-evaluating with a BPE tokenizer: exact decode of encoded shards, bad input
-(corrupt shards, bad tokenizer files, empty corpus, sequence longer than the
-data) exits 2 with the file and the problem named; JSONL corpora (plain and
-.jsonl.gz) for train, encode (shards and Megatron) and stats.
+evaluating with a BPE tokenizer: exact decode of encoded shards, a tiktoken
+rank file with its pattern and special tokens (encode, convert, train),
+bad input (corrupt shards, bad or unsupported tokenizer files, empty corpus,
+sequence longer than the data) exits 2 with the file and the problem named;
+JSONL corpora (plain and .jsonl.gz) for train, encode (shards and Megatron)
+and stats.
 Usage: test_tokenize_cli.py TERA_BINARY CORPUS_FILE"""
+import base64
 import gzip
 import json
 import os
@@ -58,6 +61,19 @@ train = "{train}"
 """
 
 
+def gpt2_byte_map():
+    """GPT-2's printable character -> byte table (its bytes_to_unicode, inverted)."""
+    printable = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255]
+    out, n = {}, 256
+    for b in range(256):
+        if b in printable:
+            out[chr(b)] = b
+        else:
+            out[chr(n)] = b
+            n += 1
+    return out
+
+
 class TokenizeCli(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -97,13 +113,69 @@ class TokenizeCli(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return r
 
-    def test_train_writes_a_versioned_tokenizer(self):
+    def test_train_writes_a_hugging_face_tokenizer_json(self):
         tok = json.load(open(self.tok))
-        self.assertEqual(tok["format"], "tera-bpe")
-        self.assertEqual(tok["version"], 1)
-        self.assertEqual(tok["vocab_size"], 320)
-        self.assertEqual(tok["tokens"][tok["special_tokens"][0]], "<|endoftext|>")
+        self.assertEqual(tok["model"]["type"], "BPE")
+        self.assertEqual(tok["pre_tokenizer"]["type"], "ByteLevel")
+        self.assertEqual(len(tok["model"]["vocab"]) + len(tok["added_tokens"]), 320)
+        self.assertEqual(len(tok["model"]["merges"]), 63)
+        self.assertEqual(tok["added_tokens"][0]["content"], "<|endoftext|>")
+        self.assertTrue(tok["added_tokens"][0]["special"])
         self.assertIn("learned 63 merges", self.train_out)
+
+    def rank_file(self):
+        """The trained tokenizer's vocabulary as a tiktoken rank file (id order is rank order)."""
+        tok = json.load(open(self.tok))
+        to_byte = gpt2_byte_map()
+        lines = [base64.b64encode(bytes(to_byte[c] for c in text)).decode() + " " + str(i)
+                 for text, i in sorted(tok["model"]["vocab"].items(), key=lambda kv: kv[1])]
+        path = self.path("ranks.tiktoken")
+        open(path, "w").write("\n".join(lines) + "\n")
+        return path, len(lines)
+
+    def test_tiktoken_rank_file_encodes_converts_and_trains(self):
+        ranks, n = self.rank_file()
+        self.expect_bad_input(["tokenize", "encode", "--tokenizer", ranks, "--input", self.text_path, "--out", "o"],
+                              ranks, "is a tiktoken rank file", "--pattern")
+        self.expect_bad_input(["tokenize", "encode", "--tokenizer", ranks, "--pattern", "o200k", "--input",
+                               self.text_path, "--out", "o"], "\"o200k\": not a pre-tokenizer")
+        self.expect_bad_input(["tokenize", "encode", "--tokenizer", ranks, "--pattern", "cl100k", "--special", "<s>",
+                               "--input", self.text_path, "--out", "o"], "\"<s>\" must be TEXT=ID")
+        self.expect_bad_input(["tokenize", "encode", "--tokenizer", self.tok, "--special", "<s>=400", "--input",
+                               self.text_path, "--out", "o"], "only with a tiktoken rank file")
+        eot = f"<|endoftext|>={n}"
+        r = run("tokenize", "encode", "--tokenizer", ranks, "--pattern", "cl100k", "--special", eot, "--input",
+                self.text_path, "--out", self.path("tik_shards"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        d = run("tokenize", "decode", "--input", self.path("tik_shards"), "--out", self.path("tik.txt"))
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertEqual(open(self.path("tik.txt"), "rb").read(), self.text)  # the shard dir's tokenizer.json decodes
+        c = run("tokenize", "convert", "--tokenizer", ranks, "--pattern", "llama3", "--special", eot, "--out",
+                self.path("tik_tokenizer.json"))
+        self.assertEqual(c.returncode, 0, c.stderr)
+        self.assertIn("cl100k pre-tokenizer", c.stdout)
+        hf = json.load(open(self.path("tik_tokenizer.json")))
+        self.assertTrue(hf["model"]["ignore_merges"])
+        self.assertEqual(hf["pre_tokenizer"]["pretokenizers"][0]["type"], "Split")
+        # The converted file encodes the same shards as the rank file.
+        r2 = run("tokenize", "encode", "--tokenizer", self.path("tik_tokenizer.json"), "--input", self.text_path,
+                 "--out", self.path("tik_shards2"))
+        self.assertEqual(r2.returncode, 0, r2.stderr)
+        m1 = json.load(open(self.path("tik_shards/manifest.json")))
+        m2 = json.load(open(self.path("tik_shards2/manifest.json")))
+        self.assertEqual(m1["splits"], m2["splits"])
+        # Training from text with the rank file named in the config.
+        cfg = self.path("tik.toml")
+        open(cfg, "w").write(config(self.text_path, n + 1, f'tokenizer = "{ranks}"\ntokenizer_pattern = "cl100k"\n'
+                                    f'tokenizer_specials = "{eot}"') + f'\n[out]\ndir = "{self.path("tik_run")}"\n')
+        t = run("train", "-c", cfg, "-q")
+        self.assertEqual(t.returncode, 0, t.stderr)
+        meta = json.load(open(self.path("tik_run/final/meta.json")))
+        self.assertEqual(json.loads(meta["tokenizer"])["pre_tokenizer"]["type"], "Sequence")
+        g = run("generate", "--ckpt", self.path("tik_run/final"), "--prompt", "The keeper", "-n", "5", "--seed", "1")
+        self.assertEqual(g.returncode, 0, g.stderr)
+        open(cfg, "w").write(config(self.text_path, n + 1, f'tokenizer = "{ranks}"'))
+        self.expect_bad_input(["train", "-c", cfg], "data.tokenizer", "tiktoken rank file", "data.tokenizer_pattern")
 
     def test_encode_decode_is_exact(self):
         r = self.encode("shards", "--val-fraction", "0", "--threads", "2", "--shard-tokens", "1000")
@@ -177,6 +249,10 @@ class TokenizeCli(unittest.TestCase):
         self.expect_bad_input(["tokenize", "train", "--input", self.text_path, "--vocab", "100", "--out", "t.json"],
                               "--vocab")
         self.expect_bad_input(["tokenize", "decode", "--input", self.dir, "--out", "x"], "not a token-shard directory")
+        wordpiece = self.path("wordpiece.json")
+        open(wordpiece, "w").write('{"model": {"type": "WordPiece", "vocab": {}}, "normalizer": null}')
+        self.expect_bad_input(["tokenize", "encode", "--tokenizer", wordpiece, "--input", self.text_path, "--out", "o"],
+                              wordpiece, "model.type: \"WordPiece\" is not implemented")
 
     def test_train_generate_eval_with_bpe(self):
         self.encode("run_shards", "--val-fraction", "0.1")
@@ -188,7 +264,7 @@ class TokenizeCli(unittest.TestCase):
         self.assertIn("run_shards [train]", r.stdout)
         ckpt = os.path.join(out, "final")
         meta = json.load(open(os.path.join(ckpt, "meta.json")))
-        self.assertEqual(json.loads(meta["tokenizer"])["format"], "tera-bpe")  # self-contained checkpoint
+        self.assertEqual(json.loads(meta["tokenizer"])["model"]["type"], "BPE")  # self-contained checkpoint
 
         a = run("generate", "--ckpt", ckpt, "--prompt", "The keeper", "-n", "10", "--seed", "3", "--ids")
         self.assertEqual(a.returncode, 0, a.stderr)

@@ -1,6 +1,6 @@
-// Tokenizer files: tera JSON and GPT-2 vocab.json + merges.txt load into the
-// same tokenizer, checkpoints' references resolve, and every malformed file
-// is refused with its name and the problem.
+// Tokenizer files: tokenizer.json, tera's earlier JSON and GPT-2 vocab.json +
+// merges.txt load into the same tokenizer, checkpoints' references resolve,
+// and every malformed file is refused with its name and the problem.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -117,6 +117,28 @@ TEST(TokenizerFile, OnlyRegularFilesAreRead) {
   EXPECT_NE(h.error().find("merges.txt: not found"), std::string::npos) << h.error();
 }
 
+// tera's earlier format ("tera-bpe", version 1), which files and checkpoints
+// written before tokenizer.json still hold.
+std::string tera_bpe_json(const BpeTokenizer& tok) {
+  json j = {{"format", "tera-bpe"}, {"version", 1}, {"pretokenizer", "gpt2"}, {"vocab_size", tok.vocab_size()},
+            {"special_tokens", tok.specials()}};
+  json tokens = json::array(), merges = json::array();
+  for (int32_t id = 0; id < tok.vocab_size(); ++id) tokens.push_back(bytes_to_printable(tok.token(id)));
+  for (const auto& m : tok.merges()) merges.push_back({m.left, m.right});
+  j["tokens"] = tokens;
+  j["merges"] = merges;
+  return j.dump();
+}
+
+TEST(TokenizerFile, EarlierTeraFormatStillLoads) {
+  const BpeTokenizer tok = small_tokenizer();
+  auto back = parse_tokenizer_json(tera_bpe_json(tok), "old.json");
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(back->fingerprint(), tok.fingerprint());
+  const std::string text = english_like(3, 300) + " <|endoftext|> ";
+  EXPECT_EQ(back->encode(text), tok.encode(text));
+}
+
 void expect_refused(const std::string& text, const std::string& needle) {
   auto t = parse_tokenizer_json(text, "bad.json");
   ASSERT_FALSE(t.ok()) << "accepted: " << text.substr(0, 80);
@@ -125,7 +147,7 @@ void expect_refused(const std::string& text, const std::string& needle) {
 }
 
 TEST(TokenizerFile, MalformedFilesAreRefusedByName) {
-  const json good = json::parse(tokenizer_to_json(small_tokenizer(300)));
+  const json good = json::parse(tera_bpe_json(small_tokenizer(300)));
   expect_refused("{", "not valid JSON");
   expect_refused("[]", "not a tera tokenizer");
   json j = good;
@@ -165,7 +187,7 @@ TEST(TokenizerFile, MalformedFilesAreRefusedByName) {
   EXPECT_NE(missing.error().find("/nonexistent/tok.json"), std::string::npos);
   auto no_files = open_tokenizer(::testing::TempDir());
   ASSERT_FALSE(no_files.ok());
-  EXPECT_NE(no_files.error().find("vocab.json + merges.txt"), std::string::npos) << no_files.error();
+  EXPECT_NE(no_files.error().find("tokenizer.json, or vocab.json + merges.txt"), std::string::npos) << no_files.error();
 }
 
 }  // namespace

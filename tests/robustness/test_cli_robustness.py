@@ -470,7 +470,7 @@ class CliRobustness(RobustnessCase):
                 self.assertNotIn("header length", r.stderr)
         self.assertFalse(os.path.exists(self.path("x")) or os.path.exists(self.path("imp")))
 
-    # Row 14: export writes the BPE tokenizer (vocab.json + merges.txt); import reads it back.
+    # Row 14: export writes the BPE tokenizer (tokenizer.json, vocab.json + merges.txt); import reads it back.
     def test_row14_export_import_keeps_bpe_tokenizer(self):
         final = os.path.join(self.fx, "bpe", "final")
         out = self.path("hf", "model.safetensors")
@@ -483,6 +483,9 @@ class CliRobustness(RobustnessCase):
         merges = read_text(self.path("hf", "merges.txt")).splitlines()
         self.assertTrue(merges[0].startswith("#version"))
         self.assertEqual(len(merges) - 1, 300 - 256 - 1)
+        hf_tok = load_json(self.path("hf", "tokenizer.json"))  # what import reads first, as Hugging Face's libraries
+        self.assertEqual(hf_tok["model"]["type"], "BPE")
+        self.assertEqual(len(hf_tok["model"]["merges"]), 300 - 256 - 1)
         r = self.ok(self.tera("ckpt", "import", out, "--out", self.path("imported")))
         self.assertIn("BPE tokenizer of 300 tokens", r.stdout)
         # The imported model generates the same text and evaluates its own shards.
