@@ -17,10 +17,12 @@
 #include "core/file_util.h"
 #include "data/byte_source.h"
 #include "data/corpus_encode.h"
+#include "data/hf_tokenizer.h"
 #include "data/jsonl.h"
 #include "data/megatron_dataset.h"
 #include "data/megatron_index.h"
 #include "data/shard_dataset.h"
+#include "data/tokenizer_file.h"
 
 namespace tera {
 namespace {
@@ -353,6 +355,40 @@ TEST(EncodeJsonl, MegatronGetsOneDocumentPerLineAndADatasetPerKey) {
   auto bad = encode_to_megatron({f}, tok, base, two);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("--json-key a/b: with several keys"), std::string::npos) << bad.error();
+}
+
+// A tokenizer.json template's beginning-of-text opens every JSONL document,
+// of every key, as it opens a text file.
+TEST(EncodeJsonl, BeginningOfTextOpensEachDocument) {
+  const BpeTokenizer base = small_tokenizer();
+  nlohmann::json j = nlohmann::json::parse(tokenizer_to_json(base));
+  j.erase("tera_special_tokens_are_not_text");
+  const auto bos = static_cast<int32_t>(base.vocab_size());
+  j["added_tokens"].push_back({{"id", bos}, {"content", "<|begin_of_text|>"}, {"special", true}});
+  j["post_processor"] = {{"type", "TemplateProcessing"},
+                         {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}}}}, {{"Sequence", {{"id", "A"}}}}}}};
+  auto tok = parse_hf_tokenizer(j.dump(), "bos.json");
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  ASSERT_EQ(tok->bos(), bos);
+  const std::string f = write_file("bos.jsonl", jsonl_line("one", "T1") + jsonl_line("two", "T2"));
+  EncodeOptions o = jsonl_opts(2, 64);
+  o.jsonl.keys = {"text", "title"};
+  const std::string prefix = ::testing::TempDir() + "bos";
+  auto st = encode_to_megatron({f}, *tok, prefix, o);
+  ASSERT_TRUE(st.ok()) << st.error();
+  EXPECT_EQ(st->key_tokens[0] + st->key_tokens[1], st->tokens[0]);  // BOS counted with its document's key
+  for (const char* key : {"text", "title"}) {
+    auto d = MegatronDataset::open(prefix + "_" + key, tok->vocab_size(), "vocab");
+    ASSERT_TRUE(d.ok()) << d.error();
+    const std::vector<int32_t> t = all_tokens(**d);
+    EXPECT_EQ((*d)->index().documents(), 2u);
+    EXPECT_EQ(std::count(t.begin(), t.end(), bos), 2);
+    EXPECT_EQ(t.front(), bos);
+    EXPECT_EQ(t.back(), tok->eot());
+    const int64_t first = (*d)->index().length(0);
+    EXPECT_EQ(t[static_cast<size_t>(first)], bos);  // the second document opens with it too
+    EXPECT_EQ(t[static_cast<size_t>(first) - 1], tok->eot());
+  }
 }
 
 }  // namespace
