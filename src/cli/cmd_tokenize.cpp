@@ -1,10 +1,11 @@
 // `tera tokenize train|encode|decode|stats`: train a byte-level BPE on text
 // or JSONL files, encode a corpus into checked token shards (or a Megatron
 // dataset), decode shards back to text, and print token counts and
-// compression. A text file is one document; a JSONL line one per --json-key. Progress bars (MB/s, ETA)
-// are drawn on stderr only when it is a terminal. Bad input exits 2. Every
-// output is checked before any work: an existing --out file is replaced only
-// with --force (atomically), and an output is never one of the inputs.
+// compression. A text file is one document; a JSONL line gives one per
+// --json-key. Progress bars (MB/s, ETA) are drawn on stderr only when it is a
+// terminal. Bad input exits 2. Every output is checked before any work: an
+// existing --out file is replaced only with --force (atomically), and an
+// output is never one of the inputs.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -126,7 +127,7 @@ Expected<JsonlOptions> jsonl_options(const JsonlArgs& a) {
   return o;
 }
 
-// "; 3 malformed JSONL lines skipped (first: a.jsonl:17: ...)" on stderr when lines were skipped.
+// "skipped 3 malformed JSONL lines of 1000 (first: a.jsonl:17: ...)" on stderr, when lines were skipped.
 void report_jsonl(const ChunkReport& r) {
   if (r.bad_lines == 0) return;
   fmt::print(stderr, "tera: warning: skipped {} malformed JSONL line{} of {} (first: {})\n", r.bad_lines,
