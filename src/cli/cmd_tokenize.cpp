@@ -1,9 +1,11 @@
 // `tera tokenize train|encode|decode|stats`: train a byte-level BPE on text
-// files, encode a corpus into checked token shards, decode shards back to
-// text, and print token counts and compression. Progress bars (MB/s, ETA)
-// are drawn on stderr only when it is a terminal. Bad input exits 2. Every
-// output is checked before any work: an existing --out file is replaced only
-// with --force (atomically), and an output is never one of the inputs.
+// or JSONL files, encode a corpus into checked token shards (or a Megatron
+// dataset), decode shards back to text, and print token counts and
+// compression. A text file is one document; a JSONL line gives one per
+// --json-key. Progress bars (MB/s, ETA) are drawn on stderr only when it is a
+// terminal. Bad input exits 2. Every output is checked before any work: an
+// existing --out file is replaced only with --force (atomically), and an
+// output is never one of the inputs.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -91,8 +94,49 @@ Expected<std::vector<std::string>> inputs_with_bytes(const std::vector<std::stri
   return files;
 }
 
+// ---- JSONL input, shared by train, encode and stats ----
+struct JsonlArgs {
+  std::string format = "auto";
+  std::vector<std::string> keys = {"text"};
+  bool skip_bad_lines = false;
+};
+
+void add_jsonl_flags(CLI::App* app, JsonlArgs& a) {
+  app->add_option("--input-format", a.format,
+                  "auto: a file named *.jsonl or *.jsonl.gz is JSONL (one JSON object per line; gzip found by its "
+                  "magic bytes), any other file is text (one document per file); jsonl or text: every input is")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "jsonl", "text"}));
+  app->add_option("--json-key,--json-keys", a.keys,
+                  "JSONL: the key(s) whose string values are documents, as Megatron's preprocess_data; several keys "
+                  "give several documents per line, in key order (--format megatron: a dataset PREFIX_<key> each)")
+      ->capture_default_str();
+  app->add_flag("--skip-bad-lines", a.skip_bad_lines,
+                "JSONL: skip malformed lines (not JSON, not an object, a key missing or not a string), count them and "
+                "name the first; without it the first one stops the command (exit 2). Blank lines are always skipped");
+}
+
+Expected<JsonlOptions> jsonl_options(const JsonlArgs& a) {
+  JsonlOptions o;
+  auto f = parse_input_format(a.format);
+  if (!f) return f.status();
+  o.format = *f;
+  o.keys = a.keys;
+  o.skip_bad_lines = a.skip_bad_lines;
+  TERA_RETURN_IF_ERROR(check_json_keys(o.keys));
+  return o;
+}
+
+// "skipped 3 malformed JSONL lines of 1000 (first: a.jsonl:17: ...)" on stderr, when lines were skipped.
+void report_jsonl(const ChunkReport& r) {
+  if (r.bad_lines == 0) return;
+  fmt::print(stderr, "tera: warning: skipped {} malformed JSONL line{} of {} (first: {})\n", r.bad_lines,
+             r.bad_lines == 1 ? "" : "s", r.jsonl_lines, r.first_bad);
+}
+
 // ---- train ----
 struct TrainArgs {
+  JsonlArgs jsonl;
   std::vector<std::string> inputs;
   std::string out;
   int64_t vocab = 0;
@@ -102,6 +146,8 @@ struct TrainArgs {
 };
 
 int run_train(const TrainArgs& a) {
+  auto jsonl = jsonl_options(a.jsonl);
+  if (!jsonl) return fail(jsonl.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
   if (Status s = check_output_file(a.out, "--out", a.force); !s) return fail(s.message());
@@ -110,11 +156,18 @@ int run_train(const TrainArgs& a) {
   }
   const auto t0 = Clock::now();
   Expected<WordCounts> words = Status::error("not counted");
+  ChunkReport read;
   {
     ProgressBar bar("count", true);
-    words = count_words(*files, a.threads, [&](int64_t d, int64_t t) { bar.update(d, t); });
+    words = count_words(*files, a.threads, [&](int64_t d, int64_t t) { bar.update(d, t); }, *jsonl, &read);
   }
   if (!words) return fail(words.error());
+  report_jsonl(read);
+  if (words->total() == 0) {
+    return fail(fmt::format("--input {}: empty corpus: no document has text ({} JSONL lines read, {} malformed "
+                            "skipped); check --json-key",
+                            fmt::join(a.inputs, " "), read.jsonl_lines, read.bad_lines));
+  }
   const double count_s = seconds_since(t0);
   fmt::print("counted {} pieces ({} distinct) in {} files in {:.1f} s\n", words->total(), words->size(), files->size(),
              count_s);
@@ -141,6 +194,7 @@ int run_train(const TrainArgs& a) {
 
 // ---- encode ----
 struct EncodeArgs {
+  JsonlArgs jsonl;
   std::vector<std::string> inputs;
   std::string tokenizer, out;
   TokenizerFlags tokenizer_flags;
@@ -152,22 +206,28 @@ struct EncodeArgs {
 };
 
 // --format megatron: --out is a prefix; PREFIX.bin and PREFIX.idx are written
-// (each atomically), one document per input file.
-int run_encode_megatron(const EncodeArgs& a, const BpeTokenizer& tok, const std::vector<std::string>& files) {
+// (each atomically), one document per input text file or JSONL line; with
+// several --json-key, PREFIX_<key>.bin/.idx per key.
+int run_encode_megatron(const EncodeArgs& a, const BpeTokenizer& tok, const std::vector<std::string>& files,
+                        const JsonlOptions& jsonl) {
   if (a.val_fraction != 0) {
     return fail("--val-fraction: a Megatron dataset holds one split; encode the val text to a prefix of its own");
   }
-  const std::string bin = megatron_bin(a.out), idx = megatron_idx(a.out);
+  auto prefixes = megatron_prefixes(a.out, jsonl.keys);
+  if (!prefixes) return fail(prefixes.error());
   std::vector<InputPath> inputs = inputs_named(files, "--input");
   if (a.tokenizer != "bytes") inputs.push_back({a.tokenizer, "--tokenizer"});
-  for (const std::string& path : {bin, idx}) {
-    if (Status s = check_output_file(path, "--out", a.force); !s) return fail(s.message());
+  std::vector<OutputPath> outputs;
+  for (const auto& prefix : *prefixes) {
+    for (const std::string& path : {megatron_bin(prefix), megatron_idx(prefix)}) {
+      if (Status s = check_output_file(path, "--out", a.force); !s) return fail(s.message());
+      outputs.push_back({path, "--out", {}});
+    }
   }
-  if (Status s = refuse_overlapping_paths({{bin, "--out", {}}, {idx, "--out", {}}}, inputs); !s) {
-    return fail(s.message());
-  }
+  if (Status s = refuse_overlapping_paths(outputs, inputs); !s) return fail(s.message());
   EncodeOptions opts;
   opts.threads = a.threads;
+  opts.jsonl = jsonl;
   const auto t0 = Clock::now();
   Expected<EncodeStats> st = Status::error("not encoded");
   {
@@ -175,11 +235,20 @@ int run_encode_megatron(const EncodeArgs& a, const BpeTokenizer& tok, const std:
     st = encode_to_megatron(files, tok, a.out, opts, [&](int64_t d, int64_t t) { bar.update(d, t); });
   }
   if (!st) return fail(st.error());
+  report_jsonl(st->input);
   const double secs = seconds_since(t0);
   const int64_t bytes = st->bytes[0];
-  fmt::print("megatron: {} tokens ({}), {} documents, {} bytes ({:.2f} bytes/token) into {} and {}\n", st->tokens[0],
+  fmt::print("megatron: {} tokens ({}), {} documents, {} bytes ({:.2f} bytes/token) into {}\n", st->tokens[0],
              tok.vocab_size() <= 65536 ? "uint16" : "int32", st->documents[0], bytes,
-             st->tokens[0] > 0 ? static_cast<double>(bytes) / static_cast<double>(st->tokens[0]) : 0.0, bin, idx);
+             st->tokens[0] > 0 ? static_cast<double>(bytes) / static_cast<double>(st->tokens[0]) : 0.0,
+             prefixes->size() == 1 ? megatron_bin(a.out) + " and " + megatron_idx(a.out)
+                                   : fmt::format("{} datasets {}_<key>.bin/.idx", prefixes->size(), a.out));
+  if (prefixes->size() > 1) {
+    for (size_t k = 0; k < prefixes->size(); ++k) {
+      fmt::print("{}: {} documents, {} tokens (--json-key {})\n", (*prefixes)[k], st->key_documents[k],
+                 st->key_tokens[k], jsonl.keys[k]);
+    }
+  }
   fmt::print("encoded {} file{} ({:.1f} MB) in {:.1f} s ({:.1f} MB/s, {} thread{}) into {}\n", files.size(),
              files.size() == 1 ? "" : "s", bytes / 1e6, secs, secs > 0 ? bytes / 1e6 / secs : 0.0, a.threads,
              a.threads == 1 ? "" : "s", a.out);
@@ -187,11 +256,13 @@ int run_encode_megatron(const EncodeArgs& a, const BpeTokenizer& tok, const std:
 }
 
 int run_encode(const EncodeArgs& a) {
+  auto jsonl = jsonl_options(a.jsonl);
+  if (!jsonl) return fail(jsonl.error());
   auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
   if (!files) return fail(files.error());
-  if (a.format == "megatron") return run_encode_megatron(a, *tok, *files);
+  if (a.format == "megatron") return run_encode_megatron(a, *tok, *files, *jsonl);
   // The shard directory is rewritten (old shards removed): no input may live
   // in it, or a re-encode would read its own earlier output.
   std::vector<InputPath> inputs = inputs_named(*files, "--input");
@@ -210,13 +281,16 @@ int run_encode(const EncodeArgs& a) {
   opts.threads = a.threads;
   opts.val_fraction = a.val_fraction;
   opts.shard_tokens = a.shard_tokens;
+  opts.jsonl = *jsonl;
   const auto t0 = Clock::now();
   Expected<ShardManifest> m = Status::error("not encoded");
+  ChunkReport read;
   {
     ProgressBar bar("encode", true);
-    m = encode_to_shards(*files, *tok, a.out, opts, [&](int64_t d, int64_t t) { bar.update(d, t); });
+    m = encode_to_shards(*files, *tok, a.out, opts, [&](int64_t d, int64_t t) { bar.update(d, t); }, &read);
   }
   if (!m) return fail(m.error());
+  report_jsonl(read);
   const double secs = seconds_since(t0);
   int64_t bytes = 0;
   for (const auto& [name, s] : m->splits) {
@@ -353,6 +427,7 @@ int run_convert(const ConvertArgs& a) {
 
 // ---- stats ----
 struct StatsArgs {
+  JsonlArgs jsonl;
   std::vector<std::string> inputs;
   std::string tokenizer;
   TokenizerFlags tokenizer_flags;
@@ -407,6 +482,8 @@ int run_stats(const StatsArgs& a) {
   if (a.tokenizer.empty()) {
     return fail("--tokenizer is required for text input (or pass one token-shard directory or Megatron prefix)");
   }
+  auto jsonl = jsonl_options(a.jsonl);
+  if (!jsonl) return fail(jsonl.error());
   auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
   if (!tok) return fail("--tokenizer: " + tok.error());
   auto files = inputs_with_bytes(a.inputs);
@@ -414,6 +491,7 @@ int run_stats(const StatsArgs& a) {
   std::vector<uint8_t> used(static_cast<size_t>(tok->vocab_size()), 0);
   EncodeOptions opts;
   opts.threads = a.threads;
+  opts.jsonl = *jsonl;
   Expected<EncodeStats> st = Status::error("not encoded");
   {
     ProgressBar bar("stats", true);
@@ -426,6 +504,7 @@ int run_stats(const StatsArgs& a) {
         [&](int64_t d, int64_t t) { bar.update(d, t); });
   }
   if (!st) return fail(st.error());
+  report_jsonl(st->input);
   int64_t distinct = 0;
   for (uint8_t u : used) distinct += u;
   fmt::print(
@@ -434,6 +513,14 @@ int run_stats(const StatsArgs& a) {
       files->size(), st->bytes[0], st->documents[0], st->tokens[0] - (tok->eot() >= 0 ? st->documents[0] : 0),
       st->tokens[0], st->tokens[0] > 0 ? static_cast<double>(st->bytes[0]) / st->tokens[0] : 0.0, distinct,
       tok->vocab_size());
+  if (st->input.jsonl_lines > 0) {
+    fmt::print("JSONL: {} lines, {} malformed skipped", st->input.jsonl_lines, st->input.bad_lines);
+    for (size_t k = 0; k < jsonl->keys.size(); ++k) {
+      fmt::print("; {}: {} documents, {} tokens", nlohmann::json(jsonl->keys[k]).dump(), st->key_documents[k],
+                 st->key_tokens[k]);
+    }
+    fmt::print("\n");
+  }
   return kExitOk;
 }
 
@@ -444,7 +531,10 @@ Command add_tokenize_command(CLI::App& parent) {
   sub->require_subcommand(1);
   auto ta = std::make_shared<TrainArgs>();
   auto* tr = sub->add_subcommand("train", "Train a byte-level BPE tokenizer on text files");
-  tr->add_option("-i,--input", ta->inputs, "Text files or directories (read recursively)")->required();
+  tr->add_option("-i,--input", ta->inputs,
+                 "Text or JSONL files (.jsonl, .jsonl.gz: see --input-format) or directories (read recursively)")
+      ->required();
+  add_jsonl_flags(tr, ta->jsonl);
   tr->add_option("--vocab", ta->vocab, "Vocabulary size: 256 bytes + merges + <|endoftext|>")
       ->required()
       ->check(int_in(257, int64_t{1} << 24));
@@ -456,15 +546,19 @@ Command add_tokenize_command(CLI::App& parent) {
   tr->add_flag("--force", ta->force, "Replace an existing --out (atomically)");
 
   auto ea = std::make_shared<EncodeArgs>();
-  auto* en = sub->add_subcommand("encode", "Encode text files into a directory of token shards");
+  auto* en = sub->add_subcommand("encode", "Encode text or JSONL files into token shards or a Megatron dataset");
   en->add_option("-t,--tokenizer", ea->tokenizer,
                  "Tokenizer: a tokenizer.json (Hugging Face's or tera's), a tiktoken rank file (with --pattern), "
                  "a directory with tokenizer.json or GPT-2's vocab.json + merges.txt, or 'bytes'")
       ->required();
   add_tokenizer_flags(en, ea->tokenizer_flags);
-  en->add_option("-i,--input", ea->inputs, "Text files or directories (one document per file)")->required();
+  en->add_option("-i,--input", ea->inputs,
+                 "Text files (one document per file), JSONL files (one per line and --json-key) or directories")
+      ->required();
+  add_jsonl_flags(en, ea->jsonl);
   en->add_option("-o,--out", ea->out, "Output directory (shards + manifest.json + tokenizer.json)")->required();
-  en->add_option("--val-fraction", ea->val_fraction, "Tail of each file held out as the val split")
+  en->add_option("--val-fraction", ea->val_fraction,
+                 "Tail of each text file held out as the val split; of a JSONL file, every (1/fraction)-th line")
       ->capture_default_str()
       ->check(real_in(0, 0.99));
   en->add_option("--shard-tokens", ea->shard_tokens, "Tokens per shard file")
@@ -474,7 +568,7 @@ Command add_tokenize_command(CLI::App& parent) {
   en->add_flag("--force", ea->force, "Replace the shards of an existing --out directory (or the .bin/.idx)");
   en->add_option("--format", ea->format,
                  "shards: a token-shard directory; megatron: --out is a prefix, PREFIX.bin + PREFIX.idx "
-                 "(Megatron-LM's indexed dataset, one document per file)")
+                 "(Megatron-LM's indexed dataset, one document per text file or JSONL line)")
       ->capture_default_str()
       ->check(CLI::IsMember({"shards", "megatron"}));
 
@@ -491,8 +585,9 @@ Command add_tokenize_command(CLI::App& parent) {
   auto sa = std::make_shared<StatsArgs>();
   auto* st = sub->add_subcommand("stats", "Token counts and compression (bytes per token)");
   st->add_option("-i,--input", sa->inputs,
-                 "A shard directory, a Megatron .bin/.idx prefix, or text files / directories")
+                 "A shard directory, a Megatron .bin/.idx prefix, or text / JSONL files / directories")
       ->required();
+  add_jsonl_flags(st, sa->jsonl);
   st->add_option("-t,--tokenizer", sa->tokenizer, "Tokenizer for text input");
   add_tokenizer_flags(st, sa->tokenizer_flags);
   st->add_option("-j,--threads", sa->threads, "Encoding threads")->capture_default_str()->check(int_in(1, 256));

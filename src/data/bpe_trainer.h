@@ -39,9 +39,12 @@ class WordCounts {
   int64_t total_ = 0;
 };
 
-// Counts the pre-token pieces of every file (parallel over chunks; the counts
-// do not depend on the thread count).
-Expected<WordCounts> count_words(const std::vector<std::string>& files, int threads, const ByteProgress& progress = {});
+// Counts the pre-token pieces of every document: text files, and the values
+// of JSONL lines as jsonl says (parallel over chunks; the counts do not
+// depend on the thread count). report, when given, receives the JSONL lines
+// read and the malformed ones skipped.
+Expected<WordCounts> count_words(const std::vector<std::string>& files, int threads, const ByteProgress& progress = {},
+                                 const JsonlOptions& jsonl = {}, ChunkReport* report = nullptr);
 
 struct BpeTrainOptions {
   int64_t vocab_size = 32768;  // bytes + merges + special tokens

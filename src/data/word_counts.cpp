@@ -28,18 +28,21 @@ void WordCounts::merge_from(WordCounts&& other) {
   other.total_ = 0;
 }
 
-Expected<WordCounts> count_words(const std::vector<std::string>& files, int threads, const ByteProgress& progress) {
+Expected<WordCounts> count_words(const std::vector<std::string>& files, int threads, const ByteProgress& progress,
+                                 const JsonlOptions& jsonl, ChunkReport* report) {
   std::vector<WordCounts> per_thread(static_cast<size_t>(std::max(1, threads)));
   ChunkOptions co;
   co.threads = threads;
-  const Status s = process_text_chunks(
+  co.jsonl = jsonl;
+  auto r = process_text_chunks(
       files, co,
       [&](TextChunk& c, int t) {
         WordCounts& wc = per_thread[static_cast<size_t>(t)];
         for_each_pretoken(c.text, [&](std::string_view piece) { wc.add(piece); });
       },
       [](TextChunk&) { return ok_status(); }, progress);
-  if (!s) return s;
+  if (!r) return r.status();
+  if (report != nullptr) *report = std::move(*r);
   for (size_t t = 1; t < per_thread.size(); ++t) per_thread[0].merge_from(std::move(per_thread[t]));
   return std::move(per_thread[0]);
 }

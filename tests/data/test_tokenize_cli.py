@@ -3,9 +3,12 @@
 evaluating with a BPE tokenizer: exact decode of encoded shards, a tiktoken
 rank file with its pattern and special tokens (encode, convert, train),
 bad input (corrupt shards, bad or unsupported tokenizer files, empty corpus,
-sequence longer than the data) exits 2 with the file and the problem named.
+sequence longer than the data) exits 2 with the file and the problem named;
+JSONL corpora (plain and .jsonl.gz) for train, encode (shards and Megatron)
+and stats.
 Usage: test_tokenize_cli.py TERA_BINARY CORPUS_FILE"""
 import base64
+import gzip
 import json
 import os
 import struct
@@ -23,6 +26,16 @@ def run(*args, cwd=None):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.run([TERA, *args], capture_output=True, text=True, errors="replace", cwd=cwd, env=env,
                           timeout=300)
+
+
+def slurp(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def spit(path, data):
+    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
 
 
 def config(train, vocab, extra=""):
@@ -281,6 +294,117 @@ class TokenizeCli(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         open(cfg, "w").write(config(self.text_path, 300, f'tokenizer = "{self.tok}"'))
         self.expect_bad_input(["train", "-c", cfg], "model.vocab = 300 is smaller than the data's vocabulary (320")
+
+
+class TokenizeJsonlCli(unittest.TestCase):
+    """JSONL input: one document per line and --json-key, gzip read by its magic bytes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = cls.tmp.name
+        paragraphs = [p for p in slurp(CORPUS).decode("utf-8", "replace").split("\n\n") if p.strip()]
+        cls.docs = [p + "\n" for p in paragraphs] + ["caf\u00e9 \U0001F600 \u65e5\u672c"]
+        lines = []
+        for i, d in enumerate(cls.docs):
+            lines.append(json.dumps({"id": i, "text": d, "title": f"title {i}"}) + ("\r\n" if i % 2 else "\n"))
+            if i % 5 == 0:
+                lines.append("\n")  # blank lines: skipped quietly
+        cls.raw = "".join(lines).encode()
+        cls.plain = os.path.join(cls.dir, "corpus.jsonl")
+        cls.gz = os.path.join(cls.dir, "corpus.jsonl.gz")
+        spit(cls.plain, cls.raw)
+        spit(cls.gz, gzip.compress(cls.raw))
+        cls.tok = os.path.join(cls.dir, "tok.json")
+        r = run("tokenize", "train", "--input", cls.plain, "--vocab", "320", "--out", cls.tok)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def ok(self, *args):
+        r = run(*args, cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    def test_train_on_gzip_equals_plain(self):
+        self.ok("tokenize", "train", "--input", self.gz, "--vocab", "320", "--out", self.path("tok_gz.json"),
+                "--threads", "3")
+        self.assertEqual(slurp(self.path("tok_gz.json")), slurp(self.tok))
+
+    def test_encode_shards_decode_gives_the_documents(self):
+        self.ok("tokenize", "encode", "-t", self.tok, "-i", self.plain, "-o", self.path("s1"), "-j", "1")
+        r = self.ok("tokenize", "encode", "-t", self.tok, "-i", self.gz, "-o", self.path("s2"), "-j", "3")
+        self.assertIn(f"{len(self.docs)} documents", r.stdout)
+        for name in os.listdir(self.path("s1")):
+            if name.endswith(".tok"):
+                self.assertEqual(slurp(self.path("s1/" + name)), slurp(self.path("s2/" + name)))
+        self.ok("tokenize", "decode", "-i", self.path("s2"), "-o", self.path("back.txt"))
+        self.assertEqual(slurp(self.path("back.txt")), "".join(self.docs).encode())
+
+    def test_megatron_has_one_document_per_line_and_a_dataset_per_key(self):
+        self.ok("tokenize", "encode", "-t", self.tok, "-i", self.gz, "--format", "megatron", "-o", self.path("m"))
+        r = self.ok("tokenize", "stats", "-i", self.path("m"), "-t", self.tok)
+        n = len(self.docs)
+        self.assertIn(f"{n} sequences, {n} documents", r.stdout)
+        self.assertIn(f"{n} of {n} sequences end with the end-of-text token", r.stdout)
+        r = self.ok("tokenize", "encode", "-t", self.tok, "-i", self.plain, "--format", "megatron", "-o",
+                    self.path("k"), "--json-key", "text", "title")
+        self.assertIn(f"_title: {n} documents", r.stdout)
+        for key in ("text", "title"):
+            r = self.ok("tokenize", "stats", "-i", self.path("k_" + key))
+            self.assertIn(f"{n} sequences, {n} documents", r.stdout)
+        self.assertEqual(slurp(self.path("k_text.bin")), slurp(self.path("m.bin")))
+
+    def test_stats_counts_documents_and_lines(self):
+        r = self.ok("tokenize", "stats", "-i", self.gz, "-t", self.tok, "--json-key", "text", "title")
+        n = len(self.docs)
+        self.assertIn(f"{2 * n} documents", r.stdout)
+        lines = self.raw.count(b"\n")
+        self.assertIn(f"JSONL: {lines} lines, 0 malformed skipped; \"text\": {n} documents", r.stdout)
+        # --input-format text: the same file is one text document.
+        r = self.ok("tokenize", "stats", "-i", self.plain, "-t", self.tok, "--input-format", "text")
+        self.assertIn(f"{len(self.raw)} bytes, 1 documents", r.stdout)
+
+    def test_malformed_lines_stop_or_are_skipped_and_reported(self):
+        bad = self.path("bad.jsonl")
+        spit(bad, '{"text": "fine"}\n\n{"text": 3}\n{"content": "x"}\nnot json\n{"text": "end"}\n')
+        for cmd in (["train", "--vocab", "300", "--out", self.path("t.json")],
+                    ["encode", "-t", self.tok, "--out", self.path("bad_shards")],
+                    ["stats", "-t", self.tok]):
+            r = run("tokenize", cmd[0], "-i", bad, *cmd[1:], cwd=self.dir)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn(f'{bad}:3: the value of "text" is a number, not a string', r.stderr)
+            self.assertIn("--skip-bad-lines", r.stderr)
+        r = self.ok("tokenize", "stats", "-i", bad, "-t", self.tok, "--skip-bad-lines")
+        self.assertIn("skipped 3 malformed JSONL lines of 6 (first: " + bad + ":3:", r.stderr)
+        self.assertIn("2 documents", r.stdout)
+        r = run("tokenize", "stats", "-i", bad, "-t", self.tok, "--json-key", "content", "--skip-bad-lines")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"(first: {bad}:1: no key \"content\"", r.stderr)
+
+    def test_gzip_text_and_overlong_input_are_refused(self):
+        gz_text = self.path("notes.txt.gz")
+        spit(gz_text, gzip.compress(b"plain text"))
+        r = run("tokenize", "stats", "-i", gz_text, "-t", self.tok)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("is gzip-compressed; tera reads gzip only as JSONL", r.stderr)
+        r = self.ok("tokenize", "stats", "-i", gz_text, "-t", self.tok, "--input-format", "jsonl", "--skip-bad-lines")
+        self.assertIn("skipped 1 malformed JSONL line of 1", r.stderr)
+        cut = self.path("cut.jsonl.gz")
+        data = gzip.compress(self.raw)
+        spit(cut, data[:len(data) // 2])
+        r = run("tokenize", "encode", "-t", self.tok, "-i", cut, "--out", self.path("cut_shards"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(cut + ": truncated gzip data", r.stderr)
+        r = run("tokenize", "train", "-i", self.plain, "--json-key", "text", "text", "--vocab", "300", "-o", "x.json",
+                cwd=self.dir)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--json-key text: given twice", r.stderr)
 
 
 if __name__ == "__main__":
