@@ -73,6 +73,11 @@ Expected<std::vector<std::unique_ptr<TokenDataset>>> encode_text(const std::stri
   if (Status s = check_regular_file(path, keyed(key, path) + ": the text file", std::numeric_limits<uint64_t>::max()); !s) {
     return s;
   }
+  // A JSONL corpus read as text would train on its braces and escapes.
+  if (path.ends_with(".jsonl") || path.ends_with(".jsonl.gz")) {
+    return Status::error(keyed(key, path) + ": a JSONL corpus is not read as text; encode it first (tera tokenize "
+                         "encode --input " + path + " --json-key text --out shards/) and train on the shards");
+  }
   std::vector<int32_t> parts[2];
   EncodeOptions opts;
   opts.threads = encode_threads();

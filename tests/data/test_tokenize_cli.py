@@ -405,6 +405,12 @@ class TokenizeJsonlCli(unittest.TestCase):
                 cwd=self.dir)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("--json-key text: given twice", r.stderr)
+        # A JSONL file as data.train is refused, not trained on as text.
+        cfg = self.path("jsonl_train.toml")
+        spit(cfg, config(self.plain, 320, f'tokenizer = "{self.tok}"').encode())
+        r = run("train", "-c", cfg, cwd=self.dir)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("a JSONL corpus is not read as text; encode it first", r.stderr)
 
 
 if __name__ == "__main__":
