@@ -2,6 +2,7 @@
 // ("tp=8,pp=4", "8,16,64").
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,5 +21,29 @@ inline std::vector<std::string> split(std::string_view text, char sep) {
     start = end + 1;
   }
 }
+
+// Walks the lines of a text file held in memory: a line ends at '\n' (a '\r'
+// before it is dropped; the last line needs no '\n'). Usage:
+//   TextLines lines(text);
+//   for (std::string_view line; lines.next(line);) use(line, lines.number());
+class TextLines {
+ public:
+  explicit TextLines(std::string_view text) : text_(text) {}
+  bool next(std::string_view& line) {
+    if (pos_ >= text_.size()) return false;
+    size_t end = text_.find('\n', pos_);
+    if (end == std::string_view::npos) end = text_.size();
+    line = text_.substr(pos_, end - pos_);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    pos_ = end + 1;
+    ++number_;
+    return true;
+  }
+  size_t number() const { return number_; }  // 1-based number of the line next() gave
+
+ private:
+  std::string_view text_;
+  size_t pos_ = 0, number_ = 0;
+};
 
 }  // namespace tera

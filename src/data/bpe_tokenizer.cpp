@@ -59,6 +59,13 @@ Expected<BpeTokenizer> BpeTokenizer::create(std::vector<std::string> tokens, std
   }
   // Order-free lists in one order, so the fingerprint does not depend on a file's.
   std::sort(specials.begin(), specials.end());
+  // Rules without effect are left at their defaults, for the same reason (the
+  // byte tokenizer read back from a tokenizer.json is the byte tokenizer).
+  if (std::all_of(specials.begin(), specials.end(), [&](int32_t s) {
+        return s < 0 || static_cast<size_t>(s) >= V || tokens[static_cast<size_t>(s)].empty();
+      })) {
+    rules.specials_in_text = false;
+  }
   std::sort(rules.matched.begin(), rules.matched.end());
   BpeTokenizer t;
   t.special_flag_.assign(V, 0);

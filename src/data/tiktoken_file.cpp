@@ -7,6 +7,8 @@
 #include <charconv>
 #include <unordered_map>
 
+#include "core/strings.h"
+
 namespace tera {
 
 namespace {
@@ -119,15 +121,10 @@ Expected<BpeTokenizer> parse_tiktoken(std::string_view text, Pretokenizer patter
   std::vector<uint8_t> used;
   const int64_t id_limit = static_cast<int64_t>(std::count(text.begin(), text.end(), '\n') + 1 + specials.size()) +
                            kMaxUnusedIds;
-  size_t pos = 0, line_no = 0;
   std::string bytes;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  TextLines lines(text);
+  for (std::string_view line; lines.next(line);) {
+    const size_t line_no = lines.number();
     if (line.empty()) continue;
     Line l;
     int64_t rank = 0;

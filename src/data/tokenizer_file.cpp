@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/file_util.h"
+#include "core/strings.h"
 #include "data/byte_unicode.h"
 #include "data/hf_tokenizer.h"
 #include "data/tiktoken_file.h"
@@ -134,14 +135,9 @@ Expected<BpeTokenizer> parse_gpt2_tokenizer(std::string_view vocab_json, std::st
     ids.emplace(key, id);
   }
   std::vector<BpeMerge> merges;
-  size_t line_no = 0, pos = 0;
-  while (pos < merges_txt.size()) {
-    size_t end = merges_txt.find('\n', pos);
-    if (end == std::string_view::npos) end = merges_txt.size();
-    std::string_view line = merges_txt.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  TextLines lines(merges_txt);
+  for (std::string_view line; lines.next(line);) {
+    const size_t line_no = lines.number();
     if (line.empty() || (line_no == 1 && line.starts_with("#version"))) continue;
     const size_t sp = line.find(' ');
     const std::string left(line.substr(0, sp == std::string_view::npos ? line.size() : sp));

@@ -25,26 +25,8 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 from safetensors_torch import read_safetensors  # noqa: E402
 
 TERA, DUMP, CONFIG, CORPUS = (os.path.abspath(a) for a in sys.argv[1:5])
-ENV = dict(os.environ, OMP_NUM_THREADS="2")
 BACKEND = os.environ.get("TERA_TEST_BACKEND", "")
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def run(cmd, expect=0, must_say=()):
-    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=ENV, timeout=600)
-    out = r.stdout + r.stderr
-    check(r.returncode == expect, f"{' '.join(os.path.basename(c) for c in cmd[:3])} ...: exit {r.returncode} "
-          f"(expected {expect})" + ("" if r.returncode == expect else "\n" + out[-3000:]))
-    for s in must_say:
-        check(s in out, f"  the message names {s!r}" + ("" if s in out else ": " + out[-600:]))
-    check("internal error" not in out, "  no internal error")
-    return r
+from cli_checks import ENV, check, failures, finish, run  # noqa: E402,F401
 
 
 def write_safetensors(path, tensors):
@@ -79,10 +61,7 @@ def main():
         body(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 def body(work):

@@ -41,7 +41,6 @@ from safetensors_torch import read_safetensors, read_safetensors_file  # noqa: E
 from export_parity import llama_forward  # noqa: E402
 
 TERA, DUMP, CONFIG, CORPUS = (os.path.abspath(a) for a in sys.argv[1:5])
-ENV = dict(os.environ, OMP_NUM_THREADS="2")
 BACKEND = os.environ.get("TERA_TEST_BACKEND", "")
 SHARD = 64000  # --max-shard-size 64KB (10^3, as Hugging Face)
 # Llama 3.1's scaling with a small original context: head size 8 has
@@ -49,24 +48,7 @@ SHARD = 64000  # --max-shard-size 64KB (10^3, as Hugging Face)
 # kept, above 256 / 1 stretched by 8, between smoothed: each kind occurs.
 ROPE = ["--set", "model.rope_scaling=llama3", "--set", "model.rope_factor=8", "--set", "model.rope_low_freq_factor=1",
         "--set", "model.rope_high_freq_factor=8", "--set", "model.rope_original_seq_len=256"]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def run(cmd, expect=0, must_say=()):
-    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=ENV, timeout=600)
-    out = r.stdout + r.stderr
-    check(r.returncode == expect, f"{' '.join(os.path.basename(c) for c in cmd[:3])} ...: exit {r.returncode} "
-          f"(expected {expect})" + ("" if r.returncode == expect else "\n" + out[-3000:]))
-    for s in must_say:
-        check(s in out, f"  the message names {s!r}" + ("" if s in out else ": " + out[-600:]))
-    check("internal error" not in out, "  no internal error")
-    return r
+from cli_checks import ENV, check, failures, finish, run  # noqa: E402,F401
 
 
 def logits(path):
@@ -80,10 +62,7 @@ def main():
         body(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        sys.exit(1)
-    print("all checks passed")
+    finish()
 
 
 def check_export(d, what):

@@ -170,6 +170,11 @@ TEST(Tiktoken, OpenTokenizerNeedsThePatternAndTellsFormatsApart) {
 }
 
 TEST(HfTokenizer, WrittenFilesReadBackToTheSameTokenizer) {
+  // The byte tokenizer (what a shard directory encoded with "bytes" holds).
+  auto bytes = parse_hf_tokenizer(tokenizer_to_json(BpeTokenizer::bytes()), "bytes.json");
+  ASSERT_TRUE(bytes.ok()) << bytes.error();
+  EXPECT_TRUE(bytes->is_bytes());
+  EXPECT_EQ(bytes->fingerprint(), BpeTokenizer::bytes().fingerprint());
   const BpeTokenizer trained = small_tokenizer();
   const std::string text = english_like(2, 400) + " <|endoftext|> " + random_bytes(2, 40);
   // tera's trained tokenizer: special tokens are not text, marked by tera's key.
