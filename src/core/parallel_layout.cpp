@@ -1,7 +1,6 @@
 // Rank arithmetic, layout strings and recompute names; see parallel_layout.h.
 #include "core/parallel_layout.h"
 
-#include <charconv>
 #include <fmt/format.h>
 #include <map>
 
@@ -77,8 +76,7 @@ namespace {
 
 Expected<int64_t> parse_count(const std::string& key, const std::string& s) {
   int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || v < 0 || v > (int64_t{1} << 30)) {
+  if (!parse_int64(s, v) || v < 0 || v > (int64_t{1} << 30)) {
     return Status::error("layout key " + key + "=" + s + " must be a non-negative integer (at most 2^30)");
   }
   return v;

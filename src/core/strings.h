@@ -1,10 +1,14 @@
 // Small string helpers shared by the parsers of command-line lists
-// ("tp=8,pp=4", "8,16,64").
+// ("tp=8,pp=4", "8,16,64") and of text files.
 #pragma once
 
+#include <charconv>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace tera {
@@ -21,6 +25,22 @@ inline std::vector<std::string> split(std::string_view text, char sep) {
     start = end + 1;
   }
 }
+
+// True when all of s is a decimal integer (an optional '-' and digits, nothing
+// else) that fits in 64 bits; v is then its value.
+inline bool parse_int64(std::string_view s, int64_t& v) {
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
+}
+
+// A map keyed by strings that is looked up by std::string_view without
+// making a string (heterogeneous lookup).
+struct StringViewHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringViewHash, std::equal_to<>>;
 
 // Walks the lines of a text file held in memory: a line ends at '\n' (a '\r'
 // before it is dropped; the last line needs no '\n'). Usage:

@@ -255,7 +255,7 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
   if (auto it = c.map_.find(piece); it != c.map_.end()) {
     const auto [begin, n] = it->second;
     out.insert(out.end(), c.ids_.begin() + begin, c.ids_.begin() + begin + n);
-  } else if (auto w = whole_.empty() ? whole_.end() : whole_.find(std::string(piece)); w != whole_.end()) {
+  } else if (auto w = whole_.empty() ? whole_.end() : whole_.find(piece); w != whole_.end()) {
     out.push_back(w->second);
     remember(piece, out.data() + first, 1, c);
   } else {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/strings.h"
 #include "data/pair_map.h"
 #include "data/pretokenize.h"
 
@@ -55,12 +56,7 @@ class EncodeCache {
 
  private:
   friend class BpeTokenizer;
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>, Hash, std::equal_to<>>
-      map_;  // piece -> (begin, n) in ids_
+  StringMap<std::pair<uint32_t, uint32_t>> map_;  // piece -> (begin, n) in ids_
   std::vector<int32_t> ids_;
   // In front of map_: a direct-mapped table of short pieces (<= 8 bytes) that
   // encode to <= 3 ids, small enough to stay in cache (common words hit here).
@@ -142,7 +138,7 @@ class BpeTokenizer {
   int32_t eot_ = -1;
   uint64_t fingerprint_ = 0;
   EncodingRules rules_;
-  std::unordered_map<std::string, int32_t> whole_;         // token bytes -> id (whole_piece_first)
+  StringMap<int32_t> whole_;                                // token bytes -> id (whole_piece_first)
   std::vector<std::vector<int32_t>> matched_by_first_;      // [first byte] -> matched ids, longest first
   bool splits_at_spaces_ = true;
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/strings.h"
 #include "data/bpe_tokenizer.h"
 #include "data/text_chunks.h"
 
@@ -31,11 +32,7 @@ class WordCounts {
   }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, int64_t, Hash, std::equal_to<>> map_;
+  StringMap<int64_t> map_;
   int64_t total_ = 0;
 };
 

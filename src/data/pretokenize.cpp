@@ -77,6 +77,20 @@ inline size_t trailing_space_piece(const uint8_t* s, size_t n) {
 
 inline bool is_cr_lf(uint8_t c) { return c == '\r' || c == '\n'; }
 
+// GPT-2's pattern.
+size_t gpt2_length(const uint8_t* s, size_t n) {
+  // 's|'t|'re|'ve|'m|'ll|'d
+  if (const size_t c = contraction_length(s, n, false)) return c;
+  const Unit first = unit_at(s, n);
+  // ` ?X+` for X = \p{L}, \p{N}, [^\s\p{L}\p{N}]: an optional ASCII space, then a run of one class.
+  if (first.cls != CharClass::space) return run_end(s, n, first.len, first.cls);
+  if (s[0] == ' ' && n > 1) {
+    const Unit next = unit_at(s + 1, n - 1);
+    if (next.cls != CharClass::space) return run_end(s, n, 1 + next.len, next.cls);
+  }
+  return trailing_space_piece(s, n);
+}
+
 // cl100k (digits = 3) and qwen2 (digits = 1).
 size_t cl100k_length(const uint8_t* s, size_t n, int digits) {
   // (?i:'s|'t|'re|'ve|'m|'ll|'d)
@@ -161,24 +175,11 @@ std::optional<Pretokenizer> pretokenizer_from_regex(std::string_view regex) {
 
 size_t pretoken_length(Pretokenizer p, const uint8_t* s, size_t n) {
   switch (p) {
-    case Pretokenizer::gpt2: return pretoken_length(s, n);
+    case Pretokenizer::gpt2: return gpt2_length(s, n);
     case Pretokenizer::cl100k: return cl100k_length(s, n, 3);
     case Pretokenizer::qwen2: return cl100k_length(s, n, 1);
   }
   return n;
-}
-
-size_t pretoken_length(const uint8_t* s, size_t n) {
-  // 's|'t|'re|'ve|'m|'ll|'d
-  if (const size_t c = contraction_length(s, n, false)) return c;
-  const Unit first = unit_at(s, n);
-  // ` ?X+` for X = \p{L}, \p{N}, [^\s\p{L}\p{N}]: an optional ASCII space, then a run of one class.
-  if (first.cls != CharClass::space) return run_end(s, n, first.len, first.cls);
-  if (s[0] == ' ' && n > 1) {
-    const Unit next = unit_at(s + 1, n - 1);
-    if (next.cls != CharClass::space) return run_end(s, n, 1 + next.len, next.cls);
-  }
-  return trailing_space_piece(s, n);
 }
 
 size_t find_safe_split(std::string_view text, size_t from) {

@@ -34,7 +34,6 @@ std::optional<Pretokenizer> pretokenizer_from_regex(std::string_view regex);
 const char* pretokenizer_regex(Pretokenizer p);
 
 // Length in bytes of the piece that starts at s[0, n), n >= 1.
-size_t pretoken_length(const uint8_t* s, size_t n);  // gpt2
 size_t pretoken_length(Pretokenizer p, const uint8_t* s, size_t n);
 
 // Calls f(std::string_view piece) for each piece of text, in order.

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <unordered_map>
 
 #include "core/strings.h"
@@ -50,11 +49,6 @@ bool decode_base64(std::string_view s, std::string& out) {
   return true;
 }
 
-bool parse_int(std::string_view s, int64_t& v) {
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
 struct Line {
   std::string_view token, rank;
 };
@@ -92,21 +86,18 @@ bool looks_like_tiktoken(std::string_view text) {
   std::string bytes;
   int64_t rank = 0;
   const std::string_view first = text.substr(0, text.find('\n'));
-  return split_line(first, l) && decode_base64(l.token, bytes) && parse_int(l.rank, rank);
+  return split_line(first, l) && decode_base64(l.token, bytes) && parse_int64(l.rank, rank);
 }
 
 Expected<std::vector<TiktokenSpecial>> parse_special_list(std::string_view list, const std::string& what) {
   std::vector<TiktokenSpecial> out;
-  size_t pos = 0;
-  while (pos < list.size()) {
-    size_t end = list.find(',', pos);
-    if (end == std::string_view::npos) end = list.size();
-    const std::string_view item = list.substr(pos, end - pos);
-    pos = end + 1;
+  if (list.empty()) return out;
+  for (const std::string& piece : split(list, ',')) {
+    const std::string_view item = piece;
     if (item.empty()) continue;
     const size_t eq = item.rfind('=');
     int64_t id = -1;
-    if (eq == std::string_view::npos || eq == 0 || !parse_int(item.substr(eq + 1), id) || id < 0 || id > kMaxRank) {
+    if (eq == std::string_view::npos || eq == 0 || !parse_int64(item.substr(eq + 1), id) || id < 0 || id > kMaxRank) {
       return Status::error(fmt::format("{}: \"{}\" must be TEXT=ID with an id in [0, {}] (e.g. <|endoftext|>=100257)",
                                        what, item, kMaxRank));
     }
@@ -128,7 +119,7 @@ Expected<BpeTokenizer> parse_tiktoken(std::string_view text, Pretokenizer patter
     if (line.empty()) continue;
     Line l;
     int64_t rank = 0;
-    if (!split_line(line, l) || !decode_base64(l.token, bytes) || !parse_int(l.rank, rank)) {
+    if (!split_line(line, l) || !decode_base64(l.token, bytes) || !parse_int64(l.rank, rank)) {
       return Status::error(fmt::format("{}:{}: expected \"BASE64 RANK\" (a tiktoken rank file)", what, line_no));
     }
     if (rank < 0 || rank > kMaxRank || rank >= id_limit) {

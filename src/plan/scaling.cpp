@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 
 namespace tera {
 
@@ -28,8 +27,7 @@ Expected<std::vector<int64_t>> parse_points(const std::string& text) {
   std::vector<int64_t> p;
   for (const std::string& item : split(text, ',')) {
     int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || v < 1 || v > kMaxPlanGpus) {
+    if (!parse_int64(item, v) || v < 1 || v > kMaxPlanGpus) {
       return Status::error(fmt::format("--points: '{}' is not a GPU count in [1, {}]; write e.g. --points 8,16,64", item,
                                        kMaxPlanGpus));
     }
