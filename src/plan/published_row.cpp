@@ -1,0 +1,397 @@
+// The published-runs row vocabulary (published_row.h): each column read,
+// checked and named in messages by file, line and row id.
+#include "plan/published_row.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace tera {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool contains(const std::string& hay, const char* needle) { return lower(hay).find(lower(needle)) != std::string::npos; }
+
+struct RowReader {
+  const std::map<std::string, std::string>& row;
+  std::string where;  // "file:line (row_id N)"
+
+  std::string text(const char* col) const {
+    auto it = row.find(col);
+    return it == row.end() ? "" : it->second;
+  }
+  bool has(const char* col) const { return !text(col).empty(); }
+  Expected<double> number(const char* col) const {
+    const std::string s = text(col);
+    double v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v)) {
+      return Status::error(fmt::format("{}: column {} = '{}' is not a number; fix the value", where, col, s));
+    }
+    return v;
+  }
+  Expected<int64_t> integer(const char* col) const {
+    auto v = number(col);
+    if (!v.ok()) return v.status();
+    if (*v < 0 || *v != std::floor(*v)) {
+      return Status::error(fmt::format("{}: column {} = '{}' must be a non-negative integer", where, col, text(col)));
+    }
+    return static_cast<int64_t>(*v);
+  }
+};
+
+// Which preset a row's hardware runs on ("" when none does).
+std::string cluster_for(const std::string& gpu_type) {
+  if (contains(gpu_type, "A100")) return "selene";
+  // The 500 W HBM2e H100 (torchtitan's Grand Teton hosts) is its own part.
+  if (contains(gpu_type, "H100") && contains(gpu_type, "HBM2e")) return "h100-hbm2e";
+  if (contains(gpu_type, "H100")) return "dgx-h100";
+  if (contains(gpu_type, "H200")) return "dgx-h200";
+  if (contains(gpu_type, "MI250X")) return "frontier";
+  return "";
+}
+
+#define TERA_ASSIGN_OR_RETURN(lhs, expr) \
+  auto lhs##_e = (expr);                 \
+  if (!lhs##_e.ok()) return lhs##_e.status(); \
+  auto lhs = *lhs##_e
+
+
+// The model columns, the Llama family's untied embeddings and the precision into `w`; assumptions flagged on `p`.
+Status parse_model(const RowReader& r, Workload* w, RowPrediction* p) {
+  ModelConfig& m = w->model;
+  TERA_ASSIGN_OR_RETURN(layers, r.integer("layers"));
+  TERA_ASSIGN_OR_RETURN(hidden, r.integer("hidden"));
+  TERA_ASSIGN_OR_RETURN(heads, r.integer("heads"));
+  TERA_ASSIGN_OR_RETURN(seq, r.integer("seq_len"));
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.seq_len = seq;
+  m.vocab_align = 1;  // sources state the (already padded) vocabulary they used
+  if (r.has("vocab")) {
+    TERA_ASSIGN_OR_RETURN(v, r.integer("vocab"));
+    m.vocab = v;
+  } else {
+    m.vocab = 51200;  // GPT-2 BPE padded as Megatron-LM does
+    p->flags.push_back("vocab=51200 assumed");
+  }
+  if (r.has("ffn_hidden")) {
+    TERA_ASSIGN_OR_RETURN(f, r.integer("ffn_hidden"));
+    m.ffn_hidden = f;
+  } else {
+    p->flags.push_back("ffn_hidden=4h assumed");
+  }
+  if (r.has("kv_heads")) {
+    TERA_ASSIGN_OR_RETURN(kv, r.integer("kv_heads"));
+    m.kv_heads = kv;
+  }
+  if (r.has("mlp")) {
+    auto k = parse_mlp_kind(r.text("mlp"));
+    if (!k.ok()) return Status::error(r.where + ": column mlp: " + k.error());
+    m.mlp = *k;
+  }
+  // The gated-MLP family (Llama) unties its input and output embeddings.
+  if (untied_by_family(m)) {
+    w->untied_embeddings = true;
+    p->flags.push_back("untied embeddings (Llama family)");
+  }
+  if (Status s = validate_model_config(m); !s) return Status::error(r.where + ": " + s.message());
+  const std::string prec = lower(r.text("precision"));
+  // A 16-bit row runs its stack's mixed precision: the stack profiles of
+  // every framework in the files keep every activation in 16 bits.
+  w->precision = contains(prec, "fp32") && !contains(prec, "mixed") ? Precision::fp32 : Precision::bf16;
+  w->fp8_gemms = contains(prec, "fp8");  // float8 linear layers; the rest bf16 with fp32 masters
+  if (!contains(prec, "fp16") && !contains(prec, "bf16") && !contains(prec, "mixed") && !contains(prec, "fp32") &&
+      !w->fp8_gemms) {
+    p->flags.push_back("precision=bf16 assumed");
+  }
+  return ok_status();
+}
+
+// The context-parallel degree (1 when the row has no cp column).
+Expected<int> parse_cp(const RowReader& r) {
+  int cp = 1;
+  if (r.has("cp")) {
+    TERA_ASSIGN_OR_RETURN(c, r.integer("cp"));
+    if (c < 1) return Status::error(r.where + ": column cp must be >= 1");
+    cp = static_cast<int>(c);
+  }
+  return cp;
+}
+
+// Sequences per step: global_batch_seqs, else micro_batch x grad_accum x dp (dp from tp and pp when absent).
+Expected<int64_t> parse_global_batch(const RowReader& r, int64_t gpus, int cp, RowPrediction* p) {
+  int64_t gb = 0;
+  if (r.has("global_batch_seqs")) {
+    TERA_ASSIGN_OR_RETURN(g, r.integer("global_batch_seqs"));
+    gb = g;
+  } else if (r.has("micro_batch") && r.has("grad_accum") && (r.has("dp") || (r.has("tp") && r.has("pp")))) {
+    TERA_ASSIGN_OR_RETURN(mb, r.integer("micro_batch"));
+    TERA_ASSIGN_OR_RETURN(acc, r.integer("grad_accum"));
+    int64_t dp = 0;
+    if (r.has("dp")) {
+      TERA_ASSIGN_OR_RETURN(d, r.integer("dp"));
+      dp = d;
+    } else {
+      TERA_ASSIGN_OR_RETURN(tp, r.integer("tp"));
+      TERA_ASSIGN_OR_RETURN(pp, r.integer("pp"));
+      dp = tp * pp > 0 ? gpus / (tp * pp * cp) : 0;
+    }
+    gb = mb * acc * dp;
+    p->flags.push_back("global batch = micro_batch x grad_accum x dp");
+  }
+  if (gb < 1) return Status::error(r.where + ": global_batch_seqs is missing or not positive; give it (sequences per step)");
+  return gb;
+}
+
+// The row's cluster preset into c->cl (40 GB parts as such); an fp8 row on a part with no fp8 peak is skipped.
+Status load_cluster(const RowReader& r, const std::string& preset, ClusterLoader load, RowCase* c) {
+  RowPrediction& p = c->p;
+  auto cl_e = load(preset);
+  if (!cl_e.ok()) return Status::error(r.where + ": " + cl_e.error());
+  c->cl = *cl_e;
+  p.cluster = preset;
+  if (contains(r.text("gpu_type"), "40GB")) c->cl.gpu.memory_bytes = 40.0 * (1 << 30);
+  if (c->w.fp8_gemms && c->cl.gpu.peak_flops_8 <= 0) {
+    p.skip_reason = fmt::format("fp8 run on {} ({}), which has no fp8 peak to price it with", c->cl.gpu.name, preset);
+  }
+  return ok_status();
+}
+
+// A layout setting the row fixes: column `col` (>= 1) into *out; left open when absent.
+Status fixed_int(const RowReader& r, const char* col, std::optional<int>* out) {
+  if (!r.has(col)) return ok_status();
+  auto v = r.integer(col);
+  if (!v.ok()) return v.status();
+  if (*v < 1) return Status::error(fmt::format("{}: column {} must be >= 1", r.where, col));
+  *out = static_cast<int>(*v);
+  return ok_status();
+}
+
+// The ZeRO stage from zero_fsdp_distopt (open when the column names none); Megatron's local DDP reduces after backward.
+void parse_zero(const RowReader& r, RowCase* c) {
+  SearchSpace& space = c->space;
+  RowPrediction& p = c->p;
+  const std::string zero = lower(r.text("zero_fsdp_distopt"));
+  if (contains(zero, "zero-3") || contains(zero, "fsdp")) space.zero = 3;
+  else if (contains(zero, "zero-2")) space.zero = 2;
+  else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
+  else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
+  if (!space.zero && c->profile.zero_stages == 0) {
+    space.zero = 0;
+    p.flags.push_back("zero=0 (the stack has no ZeRO)");
+  }
+  if (!space.zero && space.dp.value_or(2) > 1) p.flags.push_back("zero chosen");
+  if (contains(zero, "ddp-impl local")) c->cl.stack.dp_overlap = false;  // Megatron's local DDP reduces after backward
+}
+
+// The layout settings the row fixes into c->space; each one left to the search is flagged.
+Status parse_space(const RowReader& r, int cp, RowCase* c) {
+  SearchSpace& space = c->space;
+  RowPrediction& p = c->p;
+  space.max_micro_batch = 32;
+  TERA_RETURN_IF_ERROR(fixed_int(r, "tp", &space.tp));
+  TERA_RETURN_IF_ERROR(fixed_int(r, "pp", &space.pp));
+  TERA_RETURN_IF_ERROR(fixed_int(r, "dp", &space.dp));
+  TERA_RETURN_IF_ERROR(fixed_int(r, "micro_batch", &space.micro_batch));
+  space.cp = cp;
+  if (space.tp && space.pp && !space.dp) space.dp = p.gpus / (*space.tp * *space.pp * cp);
+  if (!space.tp) p.flags.push_back("tp chosen");
+  if (!space.pp) p.flags.push_back("pp chosen");
+  if (!space.micro_batch) p.flags.push_back("micro_batch chosen");
+  const std::string sp = lower(r.text("sequence_parallel"));
+  if (sp == "yes" || sp == "true") space.sequence_parallel = true;
+  else if (sp == "no" || sp == "false") space.sequence_parallel = false;
+  else p.flags.push_back("sequence_parallel chosen");
+  if (space.pp && *space.pp == 1) {
+    space.vpp = 1;
+  } else if (r.has("vpp_chunks")) {
+    TERA_RETURN_IF_ERROR(fixed_int(r, "vpp_chunks", &space.vpp));
+  } else {
+    p.flags.push_back("vpp chosen");
+  }
+  parse_zero(r, c);
+  return ok_status();
+}
+
+// The outcome to predict into p->metric and p->reported: the first reported column, a
+// rate per GPU before a utilisation in another convention than Megatron's.
+Status parse_outcome(const RowReader& r, RowPrediction* p) {
+  // A measured rate per GPU is preferred to a utilisation in a convention
+  // other than Megatron's (torchtitan's MFU counts its own FLOPs and divisor).
+  const bool rate_first = r.has("throughput_tokens_per_s_per_gpu") && !r.has("reported_tflops_per_gpu");
+  static const std::pair<MetricKind, const char*> kOutcomes[] = {
+      {MetricKind::tflops_per_gpu, "reported_tflops_per_gpu"},
+      {MetricKind::util_pct, "reported_util_pct"},
+      {MetricKind::iteration_time_s, "iteration_time_s"},
+      {MetricKind::tokens_per_s_per_gpu, "throughput_tokens_per_s_per_gpu"},
+      {MetricKind::tokens_per_s, "throughput_tokens_per_s"},
+      {MetricKind::seq_per_s, "throughput_seq_per_s"}};
+  const char* col = nullptr;
+  for (const auto& [kind, name] : kOutcomes) {
+    if (rate_first && kind == MetricKind::util_pct) continue;
+    if (r.has(name)) {
+      p->metric = kind;
+      col = name;
+      break;
+    }
+  }
+  if (!col) {
+    return Status::error(r.where + ": no outcome to predict; give reported_tflops_per_gpu, reported_util_pct, "
+                                   "iteration_time_s or a throughput column");
+  }
+  TERA_ASSIGN_OR_RETURN(reported, r.number(col));
+  if (!(reported > 0) || !std::isfinite(reported)) {
+    // An error relative to 0 or to a negative figure means nothing (+inf%, 202%).
+    return Status::error(fmt::format("{}: {} = {} cannot be scored; a reported figure must be a positive number", r.where,
+                                     col, reported));
+  }
+  p->reported = reported;
+  return ok_status();
+}
+
+// The FLOP convention of the reported figure from util_metric, else from the FLOPs that time x TFLOP/s imply.
+Status parse_convention(const RowReader& r, int64_t gpus, double f_model, double f_eq3, RowPrediction* p) {
+  const std::string um = r.text("util_metric");
+  if (contains(um, "MFU")) {
+    p->convention = FlopConvention::model;
+  } else if (contains(um, "HFU") || contains(um, "recompute") || contains(um, "hardware") || contains(um, "Table 1") ||
+             contains(um, "% of peak")) {
+    p->convention = FlopConvention::megatron_eq3;
+  } else if (p->metric == MetricKind::tflops_per_gpu && r.has("iteration_time_s")) {
+    // Both given: the FLOPs they imply tell which formula the source used.
+    TERA_ASSIGN_OR_RETURN(t, r.number("iteration_time_s"));
+    const double implied = p->reported * 1e12 * static_cast<double>(gpus) * t;
+    p->convention = std::fabs(implied - f_eq3) < std::fabs(implied - f_model) ? FlopConvention::megatron_eq3
+                                                                             : FlopConvention::model;
+    p->flags.push_back("FLOP convention inferred from time x TFLOP/s");
+  } else if (p->metric != MetricKind::iteration_time_s) {
+    p->flags.push_back("FLOP convention assumed model");
+  }
+  return ok_status();
+}
+
+// Activation recompute from its column, else full when the FLOP convention counts the recomputed forward.
+void parse_recompute(const RowReader& r, SearchSpace* space, RowPrediction* p) {
+  const std::string rc = lower(r.text("activation_recompute"));
+  if (rc.rfind("full", 0) == 0) space->recompute = Recompute::full;
+  else if (rc.rfind("selective", 0) == 0) space->recompute = Recompute::selective;
+  else if (rc.rfind("none", 0) == 0) space->recompute = Recompute::none;
+  else if (p->convention == FlopConvention::megatron_eq3 && p->metric != MetricKind::iteration_time_s) {
+    // A source that counts the recomputed forward in its FLOPs recomputed.
+    space->recompute = Recompute::full;
+    p->flags.push_back("recompute=full inferred from the FLOP convention");
+  } else {
+    p->flags.push_back("recompute chosen");
+  }
+}
+
+// When the row fixes every setting, its layout into c->fixed; an inconsistent one skips the row.
+void fix_layout(int cp, RowCase* c) {
+  RowCase& rc_case = *c;
+  const SearchSpace& space = rc_case.space;
+  const Workload& w = rc_case.w;
+  RowPrediction& p = rc_case.p;
+  rc_case.complete = space.tp && space.pp && space.dp && space.micro_batch && space.vpp && space.zero &&
+                     space.sequence_parallel && space.recompute;
+  if (rc_case.complete) {
+    ParallelLayout& l = rc_case.fixed;
+    l.tp = *space.tp;
+    l.pp = *space.pp;
+    l.dp = *space.dp;
+    l.cp = cp;
+    l.vpp = *space.vpp;
+    l.micro_batch = *space.micro_batch;
+    l.zero = *space.zero;
+    l.sequence_parallel = *space.sequence_parallel;
+    l.recompute = *space.recompute;
+    l.schedule = l.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+    if (Status s = check_layout(l, w, p.gpus); !s) {
+      p.skip_reason = "the row's layout is inconsistent: " + s.message();
+    }
+  }
+}
+
+// A row read and checked: model, GPUs, cluster, layout constraints, outcome and FLOP convention.
+Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
+  RowCase rc_case;
+  RowPrediction& p = rc_case.p;
+  p.row_id = r.text("row_id");
+  p.source = r.text("source");
+  p.model = r.text("model");
+  rc_case.profile = profile_for_framework(r.text("framework"), r.text("zero_fsdp_distopt"));
+  p.profile = rc_case.profile.name;
+  TERA_RETURN_IF_ERROR(parse_model(r, &rc_case.w, &p));
+  TERA_ASSIGN_OR_RETURN(gpus, r.integer("num_gpus"));
+  if (gpus < 1) return Status::error(r.where + ": num_gpus must be positive");
+  p.gpus = static_cast<int>(gpus);
+  TERA_ASSIGN_OR_RETURN(cp, parse_cp(r));
+  const std::string preset = cluster_for(r.text("gpu_type"));
+  if (preset.empty()) {
+    p.skip_reason = fmt::format("gpu_type '{}' has no cluster preset (A100, H100, H200, MI250X)", r.text("gpu_type"));
+    return rc_case;
+  }
+  TERA_ASSIGN_OR_RETURN(gb, parse_global_batch(r, gpus, cp, &p));
+  rc_case.w.global_batch = gb;
+  TERA_RETURN_IF_ERROR(load_cluster(r, preset, load, &rc_case));
+  if (!p.skip_reason.empty()) return rc_case;
+  TERA_RETURN_IF_ERROR(parse_space(r, cp, &rc_case));
+  // Metric and its FLOP convention.
+  TERA_RETURN_IF_ERROR(parse_outcome(r, &p));
+  const ModelSpec spec(rc_case.w.model);
+  const double tokens = static_cast<double>(gb * rc_case.w.model.seq_len);
+  const double f_model = tokens * spec.train_flops_per_token(false), f_eq3 = tokens * spec.train_flops_per_token(true);
+  TERA_RETURN_IF_ERROR(parse_convention(r, gpus, f_model, f_eq3, &p));
+  parse_recompute(r, &rc_case.space, &p);
+  rc_case.gb = gb;
+  rc_case.tokens = tokens;
+  rc_case.f_model = f_model;
+  rc_case.f_eq3 = f_eq3;
+  rc_case.peak = rc_case.cl.gpu.peak_flops_16 / 1e12;
+  if (r.has("gpu_peak_tflops_used_by_source")) {
+    TERA_ASSIGN_OR_RETURN(src_peak, r.number("gpu_peak_tflops_used_by_source"));
+    rc_case.peak = src_peak;
+  }
+  fix_layout(cp, &rc_case);
+  return rc_case;
+}
+
+}  // namespace
+
+Expected<ParsedRuns> parse_runs(const std::vector<CsvTable>& tables, const std::vector<std::string>& wheres,
+                                ClusterLoader load) {
+  ParsedRuns out;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const CsvTable& table = tables[t];
+    const std::string& where = wheres.at(t);
+    for (const char* col : {"row_id", "layers", "hidden", "heads", "seq_len", "num_gpus", "gpu_type"}) {
+      if (std::find(table.header.begin(), table.header.end(), col) == table.header.end()) {
+        return Status::error(fmt::format("{}: missing column '{}'; the schema is shared/calibration/published_runs.csv's",
+                                         where, col));
+      }
+    }
+    for (size_t i = 0; i < table.rows.size(); ++i) {
+      const auto& row = table.rows[i];
+      RowReader r{row, fmt::format("{}:{} (row_id {})", where, table.row_lines[i], row.at("row_id"))};
+      auto c = parse_case(r, load);
+      if (!c.ok()) {  // the message names the file, line, row id and column
+        out.skipped.push_back(c.error());
+      } else if (!c->p.skip_reason.empty()) {
+        out.skipped.push_back("row_id " + c->p.row_id + " (" + where + "): " + c->p.skip_reason);
+      } else {
+        out.cases.push_back(std::move(*c));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tera
