@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const ModelSpec spec(*model);
-    const Workload w{*model, c.global_batch, Precision::mixed};
+    const Workload w{*model, c.global_batch, Precision::bf16};
     std::vector<double> times;
     SearchResult r;
     for (int i = 0; i < repeats; ++i) {

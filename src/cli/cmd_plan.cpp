@@ -23,7 +23,7 @@ namespace tera::cli {
 namespace {
 
 struct PlanArgs {
-  std::string model, cluster, explain, emit, precision = "mixed", stack;
+  std::string model, cluster, explain, emit, precision = "bf16", stack;
   int gpus = 0, top = 10;
   int64_t global_batch = 0, seq = 0;
   bool seq_given = false;
@@ -226,7 +226,7 @@ Command add_plan_command(CLI::App& parent) {
   sub->add_option("--explain", a->explain, "Break down one layout's step, e.g. tp=8,pp=4,vpp=2,mb=1,zero=1,sp=1,recompute=selective");
   sub->add_option("--emit", a->emit, "Print the best (or --explain) layout as a tera config or Megatron-LM arguments")
       ->check(CLI::IsMember({"tera", "megatron"}));
-  sub->add_option("--precision", a->precision, "mixed (16-bit, fp32 master weights) or fp32")->capture_default_str();
+  sub->add_option("--precision", a->precision, kPrecisionHelp)->capture_default_str();
   sub->add_option("--stack", a->stack,
                   "Software stack profile (megatron-lm, megatron-core, torchtitan, torchtitan-compile, llm.c, ...; "
                   "default: the cluster preset's own)");

@@ -26,7 +26,7 @@ namespace tera::cli {
 namespace {
 
 struct SimulateArgs {
-  std::string model, cluster, layout, schedule, precision = "mixed", trace, plot;
+  std::string model, cluster, layout, schedule, precision = "bf16", trace, plot;
   int64_t global_batch = 0, seq = 0, gpus = 0;
   bool json = false, no_memory_check = false;
   // Sweeps.
@@ -420,7 +420,7 @@ Command add_simulate_command(CLI::App& parent) {
       ->check(int_in(1, kMaxPlanGpus));
   sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")->check(int_in(1, kMaxPlanSeq));
   sub->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b or interleaved (default: from vpp)");
-  sub->add_option("--precision", a->precision, "mixed (16-bit, fp32 master weights) or fp32")->capture_default_str();
+  sub->add_option("--precision", a->precision, kPrecisionHelp)->capture_default_str();
   sub->add_option("--trace", a->trace, "Write the simulated step as a Chrome trace (the format of tera train --trace)");
   sub->add_flag("--json", a->json, "Print JSON (one object, or an array of sweep points)");
   sub->add_flag("--no-memory-check", a->no_memory_check, "Simulate a layout that does not fit in memory (warns)");

@@ -1,6 +1,6 @@
 // The cost model (see cost_model.h). Optimizer traffic per local parameter:
-// mixed precision reads fp32 master, m, v and grad and writes master, m, v
-// and the 16-bit weight (30 bytes); fp32 reads p, g, m, v and writes p, m, v
+// bf16 reads fp32 master (tera: the fp32 parameter), m, v and grad and writes
+// master, m, v and the 16-bit weight copy (30 bytes); fp32 reads p, g, m, v and writes p, m, v
 // (28 bytes). Point-to-point messages carry 1/tp of an activation (Megatron's
 // scatter/gather optimization, or the sequence-parallel shard), re-gathered
 // inside the node when sequence parallelism is off.
@@ -103,7 +103,7 @@ double zero_exposed(const ParallelLayout& l, const PrecisionBytes& pb, const Clu
 }  // namespace
 
 PartCosts price_parts(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl) {
-  const PrecisionBytes pb = precision_bytes(w.precision);
+  const PrecisionBytes pb = precision_bytes(w.precision, cl.stack);
   PartCosts pc;
   pc.peak_flops = peak_flops(cl, w.precision).value();
   OpsOptions o;
@@ -140,7 +140,7 @@ StepCosts price_step(const ModelSpec& spec, const ParallelLayout& l, const Workl
 
 StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const ParallelLayout& l,
                      const Workload& w, const Cluster& cl) {
-  const PrecisionBytes pb = precision_bytes(w.precision);
+  const PrecisionBytes pb = precision_bytes(w.precision, cl.stack);
   StepCosts sc;
   sc.peak_flops = parts.peak_flops;
   const double block_p = split.block, emb_p = split.wte;
@@ -195,7 +195,7 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
   // the first and last stage, optimizer step, ZeRO-1/2 parameter all-gather.
   const Group dp{l.dp_cp(), l.tp};  // every rank holding the same parameters (dp x cp)
   const double bucket = 40e6;
-  const double opt_bytes = w.precision == Precision::mixed ? 30 : 28;
+  const double opt_bytes = w.precision == Precision::bf16 ? 30 : 28;  // + the 16-bit weight copy written
   for (int s = 0; s < l.pp; ++s) {
     const double P = stage_params(split, l, layers, s);
     double reduce = 0, last = 0;

@@ -26,10 +26,9 @@ Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& 
                                      layout));
   }
   if (w.fp8_gemms) return Status::error("--emit tera: the plan prices fp8 GEMMs, which tera's runtime does not have");
-  // What the runtime allocates for train.precision = "bf16" is what the
-  // planner prices with bf16 GEMM inputs over fp32 (model/memory_plan.h);
-  // "mixed" (16-bit weights and activations) is priced closest by it.
-  const bool bf16 = w.precision == Precision::mixed || cl.stack.bf16_gemm_inputs;
+  // Precision bf16 is train.precision = "bf16"; on a stack without
+  // activations_16bit the plan priced exactly what the runtime allocates.
+  const bool bf16 = w.precision == Precision::bf16;
   std::string s = "# Written by tera plan --emit tera: layout " + layout + "\n[model]\n";
   s += fmt::format("arch = \"{}\"\nlayers = {}\nhidden = {}\nheads = {}\nseq_len = {}\nvocab = {}\nvocab_align = {}\n",
                    arch_name(m.arch), m.layers, m.hidden, m.heads, m.seq_len, m.vocab, m.vocab_align);
@@ -47,9 +46,9 @@ Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& 
   s += fmt::format("attention = \"{}\"\n", cl.stack.flash_attention ? "flash" : "naive");
   s += fmt::format("\n[train]\nmicro_batch = {}\nglobal_batch = {}\nrecompute = \"{}\"\nprecision = \"{}\"\n",
                    l.micro_batch, w.global_batch, recompute_name(l.recompute), bf16 ? "bf16" : "fp32");
-  if (w.precision == Precision::mixed) {
-    s += "# priced as mixed precision (16-bit weights and activations, fp32 masters); tera's bf16 keeps fp32 "
-         "activations where docs/precision.md says\n";
+  if (bf16 && cl.stack.activations_16bit) {
+    s += "# priced as the cluster's stack runs bf16 (every activation in 16 bits); tera's bf16 keeps fp32 "
+         "activations where docs/precision.md says: plan with --stack tera to price what this config allocates\n";
   }
   if (cl.stack.dropout) s += "# priced with dropout masks, which tera's runtime does not keep\n";
   s += fmt::format("\n[parallel]\ntp = {}\npp = {}\ndp = {}\nzero = {}\nsequence_parallel = {}\nschedule = \"{}\"\n",
@@ -99,7 +98,7 @@ std::string emit_megatron_args(const ParallelLayout& l, const Workload& w, const
     arg("--use-torch-fsdp2");
     s += "\n# note: ZeRO-3 maps to Megatron-Core's torch FSDP2 path (--use-torch-fsdp2)\n";
   }
-  if (w.precision == Precision::mixed) arg("--bf16");
+  if (w.precision == Precision::bf16) arg("--bf16");
   if (w.fp8_gemms) arg("--fp8-format hybrid");
   if (s.back() != '\n') s += '\n';
   return s;

@@ -84,7 +84,16 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   TERA_RETURN_IF_ERROR(f.boolean("stack.dp_overlap", &c.stack.dp_overlap, false));
   TERA_RETURN_IF_ERROR(f.boolean("stack.dropout", &c.stack.dropout, false));
   TERA_RETURN_IF_ERROR(f.boolean("stack.p2p_overlap", &c.stack.p2p_overlap, false));
-  TERA_RETURN_IF_ERROR(f.boolean("stack.bf16_gemm_inputs", &c.stack.bf16_gemm_inputs, false));
+  TERA_RETURN_IF_ERROR(f.boolean("stack.activations_16bit", &c.stack.activations_16bit, false));
+  // Written by tera before the precision vocabulary had tera's bf16 (false:
+  // nothing to do; true meant tera's bf16 priced as fp32).
+  bool old_bf16_gemm_inputs = false;
+  TERA_RETURN_IF_ERROR(f.boolean("stack.bf16_gemm_inputs", &old_bf16_gemm_inputs, false));
+  if (old_bf16_gemm_inputs) {
+    return Status::error(fmt::format("{}: stack.bf16_gemm_inputs is gone: tera's bf16 is priced with --precision bf16 "
+                                     "on a stack without activations_16bit (docs/precision.md); delete the key",
+                                     where));
+  }
   // [memory]
   v = c.memory.reserved_bytes / kGiB;
   TERA_RETURN_IF_ERROR(f.number("memory.reserved_gib", &v, false, 0, 1e6));
@@ -117,9 +126,9 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
                    e.gemm_max, e.gemm_half_dim, e.hbm, e.flash, e.attention, e.softmax, e.intra_link, e.inter_link, e.alpha_intra * 1e6,
                    e.alpha_inter * 1e6, e.kernel_overhead * 1e6, e.overlap_loss, e.step_overhead * 1e3);
   s += fmt::format("[stack]\nflash_attention = {}\ntp_comm_overlap = {}\ndp_overlap = {}\np2p_overlap = {}\ndropout = {}\n"
-                   "bf16_gemm_inputs = {}\n\n",
+                   "activations_16bit = {}\n\n",
                    c.stack.flash_attention, c.stack.tp_comm_overlap, c.stack.dp_overlap, c.stack.p2p_overlap,
-                   c.stack.dropout, c.stack.bf16_gemm_inputs);
+                   c.stack.dropout, c.stack.activations_16bit);
   s += fmt::format("[memory]\nreserved_gib = {:.4g}\nfragmentation = {:.4g}\n", c.memory.reserved_bytes / kGiB,
                    c.memory.fragmentation);
   return s;

@@ -65,10 +65,10 @@ struct Stack {
   bool dp_overlap = true;        // gradient reduction overlapped with backward (all but the last bucket)
   bool p2p_overlap = true;       // pipeline sends run beside compute (else the sender waits for each transfer)
   bool dropout = true;           // attention/hidden dropout masks kept (Megatron GPT default)
-  // tera's CPU runtime with train.precision = "bf16": fp32 activations, the
-  // linear layers' inputs rounded to bf16 into cast buffers, a bf16 copy of
-  // the weights (model/memory_plan.h); priced with Precision::fp32.
-  bool bf16_gemm_inputs = false;
+  // Mixed precision as Megatron-LM, DeepSpeed, torchtitan and llm.c run it:
+  // with Precision::bf16, every activation and the working weights in 16
+  // bits. Off: tera's bf16 (plan/layout.h), what `tera train` allocates.
+  bool activations_16bit = false;
   // ZeRO-3 gathers and reduces each parameter tensor on its own (DeepSpeed)
   // rather than a block's parameters as one flat buffer (FSDP): one
   // collective's latency per tensor of the block.

@@ -56,10 +56,10 @@ ActivationOptions activation_options(const ParallelLayout& l, const Workload& w,
   o.tp = l.tp;
   o.sequence_parallel = l.sequence_parallel;
   o.recompute = l.recompute;
-  o.dtype = precision_bytes(w.precision).act;
+  o.dtype = precision_bytes(w.precision, cl.stack).act;
   o.flash_attention = cl.stack.flash_attention;
   o.dropout = cl.stack.dropout;
-  o.gemm = cl.stack.bf16_gemm_inputs ? DType::bf16 : DType::f32;
+  o.gemm = gemm_input_dtype(w.precision, cl.stack);
   return o;
 }
 
@@ -117,9 +117,8 @@ MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int dp_
   // Slots: the micro-batches the schedule keeps in flight on the stage
   // (promised_in_flight: the tests hold it equal to the built schedule's).
   const int slots = promised_in_flight(l.schedule, l.pp, static_cast<int>(micro_batches(l, w_)), l.vpp, stage);
-  return memory_plan_bytes(z, l.zero, precision_bytes(w_.precision).act, activation_options(l, w_, cl_).gemm,
-                           tables(l), l.recompute, plan, slots,
-                           unit_count);
+  const ActivationOptions o = activation_options(l, w_, cl_);
+  return memory_plan_bytes(z, l.zero, o.dtype, o.gemm, tables(l), l.recompute, plan, slots, unit_count);
 }
 
 MemoryBreakdown MemoryTables::with_allowances(const MemoryReport& plan, int stage) const {

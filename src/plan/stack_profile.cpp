@@ -23,7 +23,7 @@ bool has(const std::string& hay, const char* needle) { return lower(hay).find(ne
 const std::vector<std::string>& profile_names() {
   static const std::vector<std::string> names = {"megatron-lm", "megatron-core", "megatron-deepspeed",
                                                  "deepspeed-zero3", "torchtitan", "torchtitan-compile", "llm.c",
-                                                 "preset"};
+                                                 "tera", "preset"};
   return names;
 }
 
@@ -47,6 +47,16 @@ StackParams fitted_params(const std::string& profile) {
 }
 
 Expected<StackProfile> stack_profile(const std::string& name) {
+  if (name == "tera") {
+    StackProfile p;
+    p.name = "tera";
+    p.flash_attention = true;  // the runtime's default attention (model.attention = "flash")
+    p.dropout = false;
+    p.tp_comm_overlap = false;
+    p.activations_16bit = false;
+    p.params = fitted_params(p.name);
+    return p;
+  }
   // Each profile by a framework text that selects it (the facts live in one place).
   static const std::map<std::string, std::pair<const char*, const char*>> kText = {
       {"megatron-lm", {"Megatron-LM", ""}},
@@ -92,6 +102,7 @@ StackProfile profile_for_framework(const std::string& fw, const std::string& sha
   } else {
     p.name = "preset";
   }
+  if (p.name != "preset") p.activations_16bit = true;
   p.params = fitted_params(p.name);
   return p;
 }
@@ -101,6 +112,7 @@ Cluster apply_profile(const Cluster& cl, const StackProfile& p) {
   if (p.flash_attention) c.stack.flash_attention = *p.flash_attention;
   if (p.dropout) c.stack.dropout = *p.dropout;
   if (p.tp_comm_overlap) c.stack.tp_comm_overlap = *p.tp_comm_overlap;
+  if (p.activations_16bit) c.stack.activations_16bit = *p.activations_16bit;
   if (p.zero_per_tensor) c.stack.zero_per_tensor = true;
   c.eff.gemm_max = std::min(1.0, c.eff.gemm_max * p.params.gemm_scale);
   c.eff.flash = std::min(1.0, c.eff.flash * p.params.gemm_scale);

@@ -35,6 +35,7 @@ struct StackParams {
 struct StackProfile {
   std::string name;
   std::optional<bool> flash_attention, dropout, tp_comm_overlap;  // unset: the preset's
+  std::optional<bool> activations_16bit;  // hardware.h Stack; unset: the preset's
   // The highest ZeRO stage the stack implements (unset: any). Megatron-LM
   // before 2022 had none (its distributed optimizer came in 2022).
   std::optional<int> zero_stages;
@@ -47,7 +48,10 @@ struct StackProfile {
 // torchtitan (torch FSDP2, SDPA flash attention, no dropout; AsyncTP when the
 // text says "AsyncTP ON"; torchtitan-compile when it says "torch.compile ON"), llm.c (cuDNN flash attention, no dropout),
 // deepspeed-zero3 (a row whose sharding column names DeepSpeed's ZeRO-3); any
-// other text: "preset" (the cluster preset's stack unchanged).
+// other text: "preset" (the cluster preset's stack unchanged). Every one of
+// them keeps activations in 16 bits under bf16 (activations_16bit). The
+// profile "tera" (no framework text selects it) is tera's own runtime: flash
+// attention, no dropout, no TP overlap, tera's bf16.
 StackProfile profile_for_framework(const std::string& framework, const std::string& sharding = "");
 // A profile by name (profile_names()); an unknown name is an error naming them.
 Expected<StackProfile> stack_profile(const std::string& name);

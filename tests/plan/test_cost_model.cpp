@@ -12,6 +12,7 @@ namespace {
 
 Cluster round_cluster() {
   Cluster c;
+  c.stack.activations_16bit = true;  // bf16 as the 16-bit stacks run it (the cases below)
   c.gpu.peak_flops_16 = 100e12;
   c.gpu.peak_flops_32 = 10e12;
   c.gpu.memory_bytes = 80e9;

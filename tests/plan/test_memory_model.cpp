@@ -24,6 +24,9 @@ Cluster plain_cluster() {
   c.memory.reserved_bytes = 0;
   c.memory.fragmentation = 0;
   c.stack.dropout = false;
+  // bf16 as the 16-bit stacks run it (16-bit weights and activations): the
+  // hand-worked counts below; tera's own bf16 is SingleProcessIsTheResidentPlan's.
+  c.stack.activations_16bit = true;
   return c;
 }
 
@@ -69,7 +72,7 @@ TEST(MemoryModel, ZeroStagesHandWorked) {
   //   zero 3: params 2P/4, gathered 2(R + 2M) (bf16), else as zero 2
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
-  Workload w{small_gpt(), 16, Precision::mixed};
+  Workload w{small_gpt(), 16, Precision::bf16};
   ParallelLayout l;
   l.dp = 4;
   const double wte = 1000 * 64, io = 32 * 64 + 64 + 64, M = 12 * 64 * 64 + 13 * 64;
@@ -97,17 +100,20 @@ TEST(MemoryModel, ZeroStagesHandWorked) {
 TEST(MemoryModel, SingleProcessIsTheResidentPlan) {
   // pp = tp = dp = 1: the planner's buffers are the one-process memory plan
   // (what Gpt allocates) plus the optimizer state, for every recompute
-  // policy, both precisions and both attention kinds (the stack's fused
-  // attention and the model's flash); activations are the whole model's tables.
+  // policy, both precisions (bf16 as tera runs it and as the 16-bit stacks
+  // do) and both attention kinds (the stack's fused attention and the
+  // model's flash); activations are the whole model's tables.
+  for (bool sixteen : {false, true}) {
   for (bool flash : {false, true}) {
   ModelConfig mc = small_gpt();
   mc.attention = flash ? AttentionKind::flash : AttentionKind::naive;
   const ModelSpec spec(mc);
   Cluster cl = plain_cluster();
   cl.stack.flash_attention = flash;
+  cl.stack.activations_16bit = sixteen;
   const ParamTable table(spec);
   for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-    for (Precision prec : {Precision::fp32, Precision::mixed}) {
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
       Workload w{mc, 12, prec};
       ParallelLayout l;
       l.micro_batch = 3;
@@ -115,13 +121,15 @@ TEST(MemoryModel, SingleProcessIsTheResidentPlan) {
       const MemoryBreakdown m = memory_per_gpu(spec, l, w, cl);
       ActivationOptions o;
       o.recompute = rc;
-      o.dtype = precision_bytes(prec).act;
+      o.dtype = precision_bytes(prec, cl.stack).act;
+      o.gemm = gemm_input_dtype(prec, cl.stack);
       o.flash_attention = flash;
       const MemoryPlan plan = resident_memory_plan(spec, table, 3, o);
       for (MemoryClass c : kAllMemoryClasses) EXPECT_EQ(m.plan[c], plan.bytes(c)) << recompute_name(rc) << " " << memory_class_name(c);
       const ActivationTableBytes t = activation_table_bytes(spec, 3, 32, o);
       EXPECT_EQ(m.plan[MemoryClass::activations], t.boundary[1 << 3] + 8 * t.saved_layer + t.working);
     }
+  }
   }
   }
 }
@@ -137,7 +145,7 @@ TEST(MemoryModel, PipelineSlotsFromSchedule) {
   // the embedding's chunk and of a middle chunk.
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
-  Workload w{small_gpt(), 16, Precision::mixed};
+  Workload w{small_gpt(), 16, Precision::bf16};
   ParallelLayout l;
   l.pp = 4;
   ActivationOptions o;
@@ -166,7 +174,7 @@ TEST(MemoryModel, AllowancesOnTop) {
   // The allocator allowance is a fraction of tera's buffers; reserved is added as is.
   const ModelSpec spec(small_gpt());
   Cluster cl = plain_cluster();
-  Workload w{small_gpt(), 4, Precision::mixed};
+  Workload w{small_gpt(), 4, Precision::bf16};
   ParallelLayout l;
   const double bare = memory_per_gpu(spec, l, w, cl).total();
   cl.memory.fragmentation = 0.1;
@@ -182,7 +190,7 @@ TEST(MemoryModel, SequenceParallelAndTensorParallelShrinkActivations) {
   // parallelism divides the rest too; selective drops the 5as^2b.
   const ModelSpec spec(small_gpt());
   const Cluster cl = plain_cluster();
-  Workload w{small_gpt(), 8, Precision::mixed};
+  Workload w{small_gpt(), 8, Precision::bf16};
   ParallelLayout a, b, c;
   b.tp = 4;
   c.tp = 4;

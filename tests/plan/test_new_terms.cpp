@@ -15,6 +15,7 @@ namespace {
 
 Cluster round_cluster() {
   Cluster c;
+  c.stack.activations_16bit = true;  // bf16 as the 16-bit stacks run it (the cases below)
   c.gpu.peak_flops_16 = 100e12;
   c.gpu.peak_flops_32 = 10e12;
   c.gpu.peak_flops_8 = 200e12;
@@ -69,7 +70,7 @@ TEST(Fp8, LinearGemmsAtTheFp8PeakWithCasts) {
   only.ops.push_back(*qkv);
   const PassCost g8 = price_pass(only, c, 100e12, 1, 200e12);
   EXPECT_NEAR(g8.gemm, std::max(qkv->flops / 200e12, qkv->bytes / 1e12), 1e-18);
-  Workload w{tiny().config(), 8, Precision::mixed};
+  Workload w{tiny().config(), 8, Precision::bf16};
   w.fp8_gemms = true;
   EXPECT_DOUBLE_EQ(gemm_peak_flops(c, w).value(), 200e12);
   Cluster a100 = c;
@@ -113,7 +114,7 @@ TEST(ContextParallel, LayoutCountsAndChecks) {
   l.cp = 2;
   EXPECT_EQ(l.world(), 8);
   EXPECT_EQ(l.dp_cp(), 8);
-  Workload w{tiny().config(), 8, Precision::mixed};
+  Workload w{tiny().config(), 8, Precision::bf16};
   EXPECT_TRUE(check_layout(l, w, 8));
   l.cp = 3;  // 2 * 3 does not divide 64
   l.dp = 1;
@@ -131,7 +132,7 @@ TEST(ZeroPerTensor, OneLatencyPerParameterTensor) {
   ParallelLayout l;
   l.dp = 16;
   l.zero = 3;
-  Workload w{spec.config(), 16, Precision::mixed};
+  Workload w{spec.config(), 16, Precision::bf16};
   Cluster c = round_cluster();
   c.eff.alpha_inter = 1e-3;  // large enough to dominate the bytes
   const StepCosts flat = price_step(spec, l, w, c);
@@ -152,7 +153,7 @@ TEST(ZeroThree, FirstGatherAndLastReduceScatterExposed) {
   ParallelLayout l;
   l.dp = 16;
   l.zero = 3;
-  Workload w{spec.config(), 16, Precision::mixed};
+  Workload w{spec.config(), 16, Precision::bf16};
   const Cluster c = round_cluster();
   const PartCosts parts = price_parts(spec, l, w, c);
   const ParamSplit split = param_split(spec, 1);
@@ -181,7 +182,7 @@ TEST(UntiedEmbeddings, TheHeadIsItsOwnParameters) {
   two.pp = 2;
   EXPECT_DOUBLE_EQ(stage_params(p, two, 2, 1), 100 + 96 * 64 + 128);
   const ModelSpec& spec = tiny();
-  Workload w{spec.config(), 8, Precision::mixed};
+  Workload w{spec.config(), 8, Precision::bf16};
   Cluster c = round_cluster();
   const StepCosts tied = price_step(spec, two, w, c);
   w.untied_embeddings = true;
@@ -230,6 +231,79 @@ TEST(StackProfile, ScalesThePresetsParameters) {
   // gemm_max never exceeds the peak.
   p.params.gemm_scale = 3;
   EXPECT_DOUBLE_EQ(apply_profile(c, p).eff.gemm_max, 1.0);
+}
+
+// Issue 36: one precision vocabulary. bf16 is tera's bf16 (fp32 states and
+// activations, bf16 GEMM inputs) unless the stack keeps every activation in
+// 16 bits, as the published runs' stacks (and the GPU presets) do.
+TEST(PrecisionVocabulary, Bf16IsTerasUnlessTheStackKeeps16BitActivations) {
+  EXPECT_EQ(parse_precision("bf16").value(), Precision::bf16);
+  EXPECT_EQ(parse_precision("mixed").value(), Precision::bf16);
+  EXPECT_EQ(parse_precision("fp16").value(), Precision::bf16);
+  EXPECT_EQ(parse_precision("fp32").value(), Precision::fp32);
+  EXPECT_STREQ(precision_name(Precision::bf16), "bf16");
+  EXPECT_NE(parse_precision("int8").error().find("bf16 or fp32"), std::string::npos);
+  Stack tera_stack, sixteen;
+  sixteen.activations_16bit = true;
+  // tera's bf16: the fp32 states (its parameters are the masters), fp32
+  // activations, bf16 GEMM inputs (the memory plan's cast buffers and copies).
+  const PrecisionBytes t = precision_bytes(Precision::bf16, tera_stack);
+  EXPECT_EQ(t.param, 4);
+  EXPECT_EQ(t.master, 0);
+  EXPECT_EQ(t.act, DType::f32);
+  EXPECT_EQ(gemm_input_dtype(Precision::bf16, tera_stack), DType::bf16);
+  // The 16-bit stacks: 2 B weights, fp32 grads, 4 B masters, 16-bit activations.
+  const PrecisionBytes m = precision_bytes(Precision::bf16, sixteen);
+  EXPECT_EQ(m.param, 2);
+  EXPECT_EQ(m.grad, 4);
+  EXPECT_EQ(m.master, 4);
+  EXPECT_EQ(m.act, DType::bf16);
+  EXPECT_EQ(gemm_input_dtype(Precision::bf16, sixteen), DType::f32);
+  // fp32 is fp32 on any stack.
+  for (const Stack& s : {tera_stack, sixteen}) {
+    EXPECT_EQ(precision_bytes(Precision::fp32, s).act, DType::f32);
+    EXPECT_EQ(gemm_input_dtype(Precision::fp32, s), DType::f32);
+  }
+  // Every framework's profile keeps 16-bit activations; "tera" is the runtime's
+  // stack; "preset" leaves the cluster file's choice.
+  for (const std::string& n : profile_names()) {
+    const StackProfile p = stack_profile(n).value();
+    if (n == "preset") {
+      EXPECT_FALSE(p.activations_16bit.has_value());
+    } else {
+      EXPECT_EQ(*p.activations_16bit, n != "tera") << n;
+    }
+  }
+  const Cluster on_tera = apply_profile(round_cluster(), stack_profile("tera").value());
+  EXPECT_FALSE(on_tera.stack.activations_16bit);
+  EXPECT_TRUE(on_tera.stack.flash_attention);
+  EXPECT_FALSE(on_tera.stack.dropout);
+}
+
+// The key is written and read back; the old key is read when false and
+// refused, with the fix, when true.
+TEST(PrecisionVocabulary, ClusterFilesCarryTheStackKey) {
+  Cluster c = round_cluster();
+  c.name = "round";
+  for (bool v : {false, true}) {
+    c.stack.activations_16bit = v;
+    auto back = parse_cluster_toml(cluster_to_toml(c, "# test\n"), "round.toml");
+    ASSERT_TRUE(back.ok()) << back.error();
+    EXPECT_EQ(back->stack.activations_16bit, v);
+  }
+  std::string text = cluster_to_toml(c, "");
+  const size_t at = text.find("activations_16bit");
+  ASSERT_NE(at, std::string::npos);
+  std::string old = text;
+  old.replace(at, text.find('\n', at) - at, "bf16_gemm_inputs = false");
+  EXPECT_TRUE(parse_cluster_toml(old, "old.toml").ok());
+  old = text;
+  old.replace(at, text.find('\n', at) - at, "bf16_gemm_inputs = true");
+  auto refused = parse_cluster_toml(old, "old.toml");
+  ASSERT_FALSE(refused.ok());
+  for (const char* word : {"old.toml", "stack.bf16_gemm_inputs", "--precision bf16", "delete the key"}) {
+    EXPECT_NE(refused.error().find(word), std::string::npos) << refused.error();
+  }
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ TEST(Layout, ParseAndCheckNameEveryFactor) {
   EXPECT_EQ(parse_layout(layout_string(*l), 0).value(), *l);
   EXPECT_FALSE(parse_layout("tp=2,bogus=1", 8).ok());
   EXPECT_FALSE(parse_layout("tp=3,pp=2", 16).ok());  // 6 does not divide 16
-  const Workload w{ModelConfig{.layers = 8, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::mixed};
+  const Workload w{ModelConfig{.layers = 8, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::bf16};
   ParallelLayout bad{2, 4, 3, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};
   EXPECT_NE(check_layout(bad, w, 16).message().find("parallel.tp (2) * parallel.pp (4) * parallel.dp (3) = 24 != world size 16"),
             std::string::npos);
@@ -147,7 +147,7 @@ TEST(Layout, ParseAndCheckNameEveryFactor) {
 TEST(Layout, PlannerTakesTheLayoutsTheRuntimeRuns) {
   // 7 layers over pp 2 x vpp 2 (the runtime splits them 2/2/2/1) and an
   // explicit uneven 1F1B split: refused by the planner before, priced now.
-  const Workload w{ModelConfig{.layers = 7, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::mixed};
+  const Workload w{ModelConfig{.layers = 7, .hidden = 64, .heads = 8, .seq_len = 32, .vocab = 100}, 16, Precision::bf16};
   ParallelLayout inter{1, 2, 1, 2, 1, 0, false, Recompute::none, ScheduleKind::interleaved};
   EXPECT_TRUE(check_layout(inter, w, 2).is_ok()) << check_layout(inter, w, 2).message();
   ParallelLayout uneven{1, 2, 1, 1, 1, 0, false, Recompute::none, ScheduleKind::one_f_one_b};

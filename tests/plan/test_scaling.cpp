@@ -36,6 +36,7 @@ ModelConfig tiny_model() {
 // message and the optimizer step take 0 s.
 Cluster round_cluster() {
   Cluster c;
+  c.stack.activations_16bit = true;  // bf16 as the 16-bit stacks run it (the cases below)
   c.name = "round";
   c.gpu.peak_flops_16 = c.gpu.peak_flops_32 = 7340032;
   c.gpu.memory_bytes = 1e12;
@@ -54,7 +55,7 @@ Cluster round_cluster() {
 
 Evaluation simulate(const std::string& layout, int64_t global_batch) {
   const ModelConfig m = tiny_model();
-  const Workload w{m, global_batch, Precision::mixed};
+  const Workload w{m, global_batch, Precision::bf16};
   ParallelLayout l = parse_layout(layout, 0).value();
   EXPECT_TRUE(check_layout(l, w, l.world()).is_ok()) << layout;
   return evaluate_layout(ModelSpec(m), l, w, round_cluster());
@@ -100,7 +101,7 @@ TEST(SimulateRound, TensorParallelismSplitsTheWorkExactly) {
   // same FLOPs) and communication is free: 1F1B pp = 2 takes half of 432/14.
   ModelConfig m = tiny_model();
   m.heads = 2;
-  const Workload w{m, 4, Precision::mixed};
+  const Workload w{m, 4, Precision::bf16};
   const ParallelLayout l = parse_layout("tp=2,pp=2,dp=1,mb=1", 0).value();
   ASSERT_TRUE(check_layout(l, w, 4).is_ok());
   const Evaluation e = evaluate_layout(ModelSpec(m), l, w, round_cluster());
@@ -109,7 +110,7 @@ TEST(SimulateRound, TensorParallelismSplitsTheWorkExactly) {
 
 TEST(SimulateRound, TraceSpansMatchTheTimeline) {
   const ModelConfig m = tiny_model();
-  const Workload w{m, 4, Precision::mixed};
+  const Workload w{m, 4, Precision::bf16};
   const ParallelLayout l = parse_layout("tp=1,pp=2,dp=1,mb=1", 0).value();
   const ModelSpec spec(m);
   const Cluster cl = round_cluster();
@@ -139,7 +140,7 @@ TEST(Sweep, WeakScalingWithFreeCommunicationIsExactly100Percent) {
   // point runs the same pipeline in the same time. ZeRO-0 (ZeRO-1's optimizer
   // shard would shrink with dp; here the optimizer is free anyway).
   const ModelConfig m = tiny_model();
-  const Workload w{m, 4, Precision::mixed};
+  const Workload w{m, 4, Precision::bf16};
   SweepOptions o;
   o.kind = SweepKind::weak;
   o.gpus = doubling_points(2, 1024, 2).value();
@@ -160,7 +161,7 @@ TEST(Sweep, StrongScalingShrinksTheMicroBatchCountAndTheEfficiency) {
   // Global batch 16 fixed, pp = 2: dp 1, 2, 4, 8 gives M = 16, 8, 4, 2 and the
   // step 2 + M * 87/14 + 4; efficiency = (16 * 87/14 + 6) / (dp * (M * 87/14 + 6)).
   const ModelConfig m = tiny_model();
-  const Workload w{m, 16, Precision::mixed};
+  const Workload w{m, 16, Precision::bf16};
   SweepOptions o;
   o.kind = SweepKind::strong;
   o.gpus = {2, 4, 8, 16, 64};
@@ -181,7 +182,7 @@ TEST(Sweep, StrongScalingShrinksTheMicroBatchCountAndTheEfficiency) {
 
 TEST(Sweep, ReplanFindsALayoutAtEveryPoint) {
   const ModelConfig m = tiny_model();
-  const Workload w{m, 8, Precision::mixed};
+  const Workload w{m, 8, Precision::bf16};
   SweepOptions o;
   o.kind = SweepKind::weak;
   o.gpus = {1, 2, 4};
@@ -193,7 +194,7 @@ TEST(Sweep, ReplanFindsALayoutAtEveryPoint) {
 
 TEST(Sweep, TheFirstPointMustRun) {
   const ModelConfig m = tiny_model();
-  const Workload w{m, 3, Precision::mixed};
+  const Workload w{m, 3, Precision::bf16};
   SweepOptions o;
   o.gpus = {4, 8};
   o.global_batch = 3;

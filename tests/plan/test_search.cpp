@@ -11,6 +11,7 @@ namespace {
 
 Cluster synthetic(double memory_gb, double intra_gb_s, double nic_gb_s) {
   Cluster c;
+  c.stack.activations_16bit = true;  // bf16 as the 16-bit stacks run it (the cases below)
   c.name = "synthetic";
   c.gpu.peak_flops_16 = 100e12;
   c.gpu.peak_flops_32 = 10e12;
@@ -36,7 +37,7 @@ TEST(Search, SmallModelWithPlentyOfMemoryIsPureDataParallel) {
   // best layout is pure data parallelism without recompute.
   const ModelConfig m = model(4, 256, 4, 128);
   const ModelSpec spec(m);
-  const Workload w{m, 64, Precision::mixed};
+  const Workload w{m, 64, Precision::bf16};
   const SearchResult r = search_layouts(spec, w, synthetic(80, 100, 100), 8, SearchSpace{}, 3);
   ASSERT_FALSE(r.best.empty());
   const ParallelLayout& l = r.best.front().layout;
@@ -53,7 +54,7 @@ TEST(Search, TightMemoryForcesShardingOrRecompute) {
   // best layout must shard or split it (and still fit).
   const ModelConfig m = model(8, 512, 8, 256);
   const ModelSpec spec(m);
-  const Workload w{m, 64, Precision::mixed};
+  const Workload w{m, 64, Precision::bf16};
   const double replicated = 18.0 * static_cast<double>(spec.num_params_alloc());
   const Cluster cl = synthetic(replicated * 0.8 / 1e9, 100, 100);
   const SearchResult r = search_layouts(spec, w, cl, 8, SearchSpace{}, 1);
@@ -69,7 +70,7 @@ TEST(Search, BranchAndBoundMatchesExhaustivePricing) {
   // top 5 with the search's (which simulates only what its bound allows).
   const ModelConfig m = model(8, 256, 8, 128);
   const ModelSpec spec(m);
-  const Workload w{m, 32, Precision::mixed};
+  const Workload w{m, 32, Precision::bf16};
   const Cluster cl = synthetic(2, 50, 5);
   const SearchResult r = search_layouts(spec, w, cl, 8, SearchSpace{}, 5);
   std::vector<double> all;
@@ -108,7 +109,7 @@ TEST(Search, BranchAndBoundMatchesExhaustivePricing) {
 TEST(Search, NothingFitsReportsTheSmallest) {
   const ModelConfig m = model(8, 1024, 8, 256);
   const ModelSpec spec(m);
-  const Workload w{m, 8, Precision::mixed};
+  const Workload w{m, 8, Precision::bf16};
   const SearchResult r = search_layouts(spec, w, synthetic(0.01, 100, 100), 8, SearchSpace{}, 3);
   EXPECT_TRUE(r.best.empty());
   ASSERT_TRUE(r.smallest.has_value());

@@ -118,23 +118,24 @@ class PlanRobustness(RobustnessCase):
         self.assertNotIn("internal error", r.stdout + r.stderr)
         self.assert_unchanged(before, keep)
 
-    def cluster(self, flash, bf16_gemm_inputs):
+    def cluster(self, flash):
         """This machine's preset as four "GPUs" (tp up to 4), its stack as tera's runtime computes."""
         with open(os.path.join(REPO, "configs", "clusters", "local.toml")) as f:
             text = f.read()
         text = re.sub(r"(?m)^(package_)?gpus = \d+$", lambda m: (m.group(1) or "") + "gpus = 4", text)
         text = re.sub(r"(?m)^flash_attention = \w+$", f"flash_attention = {str(flash).lower()}", text)
-        text = re.sub(r"(?m)^dropout = \w+$", f"dropout = false\nbf16_gemm_inputs = {str(bf16_gemm_inputs).lower()}", text)
-        text = re.sub(r"(?m)^(peak_tflops_32 = .*)$", r"\1\npeak_tflops_16 = 0.7", text)  # --precision mixed prices too
-        return self.write(f"c-{flash}-{bf16_gemm_inputs}.toml", text)
+        text = re.sub(r"(?m)^dropout = \w+$", "dropout = false", text)
+        text = re.sub(r"(?m)^(peak_tflops_32 = .*)$", r"\1\npeak_tflops_16 = 0.7", text)  # --precision bf16 prices too
+        return self.write(f"c-{flash}.toml", text)
 
     # Issue 35 row 13: the emitted config trains, and what each rank of the
-    # plan's fullest stage allocates is what the plan priced, class by class.
+    # plan's fullest stage allocates is what the plan priced, class by class,
+    # in both precisions as `tera plan --precision` names them (issue 36).
     def test_round2_row13_emitted_config_trains_what_was_planned(self):
         for name, model, flash, bf16 in (("gpt2", GPT2, True, False), ("llama", LLAMA, False, True)):
             mfile = self.write(f"{name}.toml", model)
-            plan = ["plan", "--model", mfile, "--cluster", self.cluster(flash, bf16), "--gpus", "4", "--global-batch",
-                    "8", "--precision", "fp32"]
+            plan = ["plan", "--model", mfile, "--cluster", self.cluster(flash), "--gpus", "4", "--global-batch",
+                    "8", "--precision", "bf16" if bf16 else "fp32"]
             r = self.tera(*plan, "--emit", "tera")
             self.assertEqual(r.returncode, 0, r.stderr)
             emitted = r.stdout
@@ -163,7 +164,7 @@ class PlanRobustness(RobustnessCase):
     # and the search behind --emit tera keeps to what the runtime runs.
     def test_round2_row13_emit_refuses_what_train_cannot_run(self):
         mfile = self.write("gpt2.toml", GPT2)
-        plan = ["plan", "--model", mfile, "--cluster", self.cluster(False, False), "--gpus", "4", "--global-batch", "8",
+        plan = ["plan", "--model", mfile, "--cluster", self.cluster(False), "--gpus", "4", "--global-batch", "8",
                 "--precision", "fp32"]
         r = self.tera(*plan, "--explain", "tp=1,pp=1,dp=4,recompute=selective", "--emit", "tera")
         self.assert_refused(r, ["--emit tera", "selective", "recompute=full"])
@@ -173,7 +174,7 @@ class PlanRobustness(RobustnessCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn('precision = "bf16"', r.stdout)
         self.assertNotIn('"selective"', r.stdout)
-        m = self.tera("plan", "--model", self.write("llama.toml", LLAMA), "--cluster", self.cluster(True, False),
+        m = self.tera("plan", "--model", self.write("llama.toml", LLAMA), "--cluster", self.cluster(True),
                       "--gpus", "4", "--global-batch", "8", "--emit", "megatron")
         self.assertEqual(m.returncode, 0, m.stderr)
         for flag in ("--position-embedding-type rope", "--rotary-base 500000", "--normalization RMSNorm",

@@ -26,6 +26,7 @@
 #include "comm/in_process_comm.h"
 #include "model/layout_check.h"
 #include "plan/memory_model.h"
+#include "plan/stack_profile.h"
 #include "train/engine.h"
 #include "train/memory_check.h"
 
@@ -148,16 +149,24 @@ const Backend& recording_backend() {
   return b;
 }
 
-// The planner's view of the run: fp32 pricing, the runtime's stack (its attention and bf16 GEMM inputs,
-// no dropout), no allowances.
-Cluster runtime_cluster(AttentionKind attention, DType precision) {
+// The planner's view of the run as `tera plan --stack tera --precision P`
+// prices it (the words parsed as the command parses them): tera's stack, its
+// attention, no allowances.
+Cluster runtime_cluster(AttentionKind attention) {
   Cluster cl;
+  auto profile = stack_profile("tera");
+  EXPECT_TRUE(profile.ok());
+  cl = apply_profile(cl, *profile);
   cl.stack.flash_attention = attention == AttentionKind::flash;
-  cl.stack.bf16_gemm_inputs = precision == DType::bf16;
-  cl.stack.dropout = false;
   cl.memory.fragmentation = 0;
   cl.memory.reserved_bytes = 0;
   return cl;
+}
+
+Precision planner_precision(DType precision) {
+  auto p = parse_precision(precision == DType::bf16 ? "bf16" : "fp32");
+  EXPECT_TRUE(p.ok());
+  return *p;
 }
 
 TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
@@ -173,8 +182,8 @@ TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
     ASSERT_TRUE(checked.is_ok()) << describe(c) << ": " << checked.message();
     const ParallelLayout layout = with_world_size(cfg.parallel, world_size);
     const ModelSpec spec(cfg.model);
-    const Workload w{cfg.model, cfg.train.global_batch, Precision::fp32};
-    MemoryTables planner(spec, w, runtime_cluster(c.attention, c.precision));
+    const Workload w{cfg.model, cfg.train.global_batch, planner_precision(c.precision)};
+    MemoryTables planner(spec, w, runtime_cluster(c.attention));
     std::mutex mu;
     InProcessWorld::run(layout.world(), [&](Communicator& world) {
       omp_set_num_threads(1);
