@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """End-to-end tests of `tera plan` and `tera calibrate`: outputs, JSON keys,
 --explain adding up, --emit, and every bad input exiting 2 with a message.
-Usage: test_plan_cli.py TERA_BINARY [CALIBRATION_CSV]"""
+Usage: test_plan_cli.py TERA_BINARY [CALIBRATION_CSV [TEST_CLASS...]]
+(the classes named run; default PlanCli. Calibrate and CrossValidation take
+minutes: the full tier's, tests/plan/CMakeLists.txt)"""
 import json
 import os
 import re
@@ -116,24 +118,23 @@ class PlanCli(unittest.TestCase):
         self.assertNotIn("skipped", both.stdout)  # cp and fp8 rows are priced
 
     @unittest.skipUnless(CSV, "no calibration file given")
-    def test_cross_validation_by_source(self):
-        # Issue 19's honest figure on the calibration file: leave-one-source-out median <= 7%,
-        # no source's held-out median above 12%, in-sample median <= 5%.
-        r = run("plan", "validate", CSV, "--cross-validate", "source", "--fail-above-median", "7")
-        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
-        per_source = [l for l in r.stdout.splitlines() if l.count("%") == 4]
-        self.assertEqual(len(per_source), 6, r.stdout[-3000:])  # 5 sources + "all"
-        for line in per_source:
-            in_median, _, held_median, _ = [float(x.rstrip("%")) for x in line.split()[-4:]]
-            self.assertLessEqual(held_median, 12.0, line)
-            if line.startswith("all"):
-                self.assertLessEqual(in_median, 5.0, line)
+    def test_validation_json(self):
         self.bad(["plan", "validate", CSV, "--cross-validate", "row"], "the unit is 'source'")
         j = run("plan", "validate", CSV, "--json")
         rows = json.loads(j.stdout)
         self.assertGreater(len(rows), 40)
         for key in ("row_id", "metric", "predicted", "reported", "rel_error"):
             self.assertIn(key, rows[0])
+
+
+# `tera calibrate` times GEMMs and profiles two training runs: about a minute
+# each on 2 cores, so the full tier's (plan.cli.calibrate).
+class Calibrate(unittest.TestCase):
+    def bad(self, args, needle):
+        r = run(*args)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn(needle, r.stderr)
+        self.assertNotIn("internal error", r.stderr)
 
     def test_calibrate_writes_a_usable_preset(self):
         with tempfile.TemporaryDirectory() as d:
@@ -182,5 +183,22 @@ class PlanCli(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
+class CrossValidation(unittest.TestCase):
+    @unittest.skipUnless(CSV, "no calibration file given")
+    def test_cross_validation_by_source(self):
+        # Issue 19's honest figure on the calibration file: leave-one-source-out median <= 7%,
+        # no source's held-out median above 12%, in-sample median <= 5%.
+        r = run("plan", "validate", CSV, "--cross-validate", "source", "--fail-above-median", "7")
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr)
+        per_source = [l for l in r.stdout.splitlines() if l.count("%") == 4]
+        self.assertEqual(len(per_source), 6, r.stdout[-3000:])  # 5 sources + "all"
+        for line in per_source:
+            in_median, _, held_median, _ = [float(x.rstrip("%")) for x in line.split()[-4:]]
+            self.assertLessEqual(held_median, 12.0, line)
+            if line.startswith("all"):
+                self.assertLessEqual(in_median, 5.0, line)
+
+
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0], "-v"])
+    classes = sys.argv[3:] or ["PlanCli"]
+    unittest.main(argv=[sys.argv[0], "-v", *classes])
