@@ -33,6 +33,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/output_paths.h"
+#include "comm/agree.h"
 #include "comm/world.h"
 #include "core/file_util.h"
 #include "core/timer.h"
@@ -240,15 +241,14 @@ void set_rank_threads(const CommWorld& world, bool mpi) {
 // together); false, printed by rank 0, when it is unusable.
 bool check_out(const CalibrateArgs& a, Communicator& comm) {
   const bool first = comm.rank() == 0;
-  std::string out_error;
+  Status out = ok_status();
   if (first) {
-    const Status s = a.out.empty() ? Status::error("--out: no default location (neither XDG_CONFIG_HOME nor HOME is "
-                                                   "set); pass --out FILE")
-                                   : check_output_file(a.out, "--out", a.force, /*create_parent=*/true);
-    if (!s) out_error = s.message();
+    out = a.out.empty() ? Status::error("--out: no default location (neither XDG_CONFIG_HOME nor HOME is set); pass "
+                                        "--out FILE")
+                        : check_output_file(a.out, "--out", a.force, /*create_parent=*/true);
   }
-  if (comm.all_reduce_max(out_error.empty() ? 0.0 : 1.0) > 0) {
-    if (first) print_error(out_error);
+  if (Status s = agree(comm, out, "rank 0 refused --out (see its message)"); !s) {
+    if (first) print_error(s.message());
     return false;
   }
   return true;
@@ -582,7 +582,7 @@ int run_calibrate(const CalibrateArgs& a) {
   m.fit = fit_linear_layers(m.rt, first, &m.record);
   const std::string failure = time_in_training(comm, &m.insitu);
   // Every rank stops together (a lone early return would leave the others in a collective).
-  if (comm.all_reduce_max(failure.empty() ? 0.0 : 1.0) > 0) {
+  if (any_rank(comm, !failure.empty())) {
     if (!failure.empty()) print_error("calibrate: " + failure);
     return kExitFailure;
   }

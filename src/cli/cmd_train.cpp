@@ -19,6 +19,7 @@
 #include "cli/console.h"
 #include "cli/rank_threads.h"
 #include "cli/train_metrics.h"
+#include "comm/agree.h"
 #include "comm/world.h"
 #include "config/config.h"
 #include "core/file_util.h"
@@ -81,8 +82,8 @@ bool check_output_flags(const TrainArgs& args, Communicator& comm) {
       if (!path.empty() && outputs) outputs = probe_output_file(path, flag);
     }
   }
-  if (comm.all_reduce_max(outputs ? 0.0 : 1.0) > 0) {
-    if (first) print_error(outputs.message());
+  if (Status s = agree(comm, outputs, "rank 0 refused an output (see its message)"); !s) {
+    if (first) print_error(s.message());
     return false;
   }
   return true;
@@ -113,7 +114,7 @@ bool bind_rank_device(const Backend& backend, CommWorld& world, const LocalPlace
     print_error(fmt::format("train.backend = \"{}\", rank {} ({} of {} on {}): {}", backend.name, comm.rank(),
                             world.local_rank(), world.local_size(), world.host(), why));
   }
-  if (comm.all_reduce_max(why.empty() ? 0.0 : 1.0) > 0) return false;
+  if (any_rank(comm, !why.empty())) return false;
   // Every rank's device and node, in rank order: two ranks on one GPU (each
   // shown the same single GPU) would fail later inside NCCL.
   constexpr int64_t kId = 64, kHost = 192;
@@ -150,8 +151,8 @@ bool open_metrics(const TrainArgs& args, const Trainer& tr, Communicator& comm, 
       if (!*metrics) metrics_st = Status::error("--metrics " + args.metrics + ": cannot open for writing");
     }
   }
-  if (comm.all_reduce_max(metrics_st ? 0.0 : 1.0) > 0) {
-    if (first) print_error(metrics_st.message());
+  if (Status s = agree(comm, metrics_st, "rank 0 could not open --metrics (see its message)"); !s) {
+    if (first) print_error(s.message());
     return false;
   }
   return true;

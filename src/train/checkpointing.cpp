@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "comm/agree.h"
+
 namespace tera {
 
 Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info, const std::string& root, int64_t keep) {
@@ -24,16 +26,16 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
 #pragma omp parallel for reduction(+ : bad)
     for (size_t i = 0; i < total; ++i) bad += !std::isfinite(d[i]);
   }
-  if (world.all_reduce_max(static_cast<double>(bad)) > 0) {
-    return Status::error(fmt::format("not writing checkpoint step {}: {} parameter or optimizer values are not finite "
-                                     "(on some rank); the checkpoints already in {} are left as they are",
-                                     info.step, bad > 0 ? std::to_string(bad) : std::string("some"), root));
-  }
+  const auto nonfinite = [&](const std::string& count) {
+    return fmt::format("not writing checkpoint step {}: {} parameter or optimizer values are not finite (on some "
+                       "rank); the checkpoints already in {} are left as they are",
+                       info.step, count, root);
+  };
+  TERA_RETURN_IF_ERROR(agree(world, bad > 0 ? Status::error(nonfinite(std::to_string(bad))) : ok_status(),
+                             nonfinite("some")));
   // 2. Rank 0 makes the staging directory; everyone learns if it failed.
   Status st = world.rank() == 0 ? begin_checkpoint_dir(root, info.step) : ok_status();
-  if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-    return st ? Status::error("rank 0 could not create the checkpoint directory (see its message)") : st;
-  }
+  TERA_RETURN_IF_ERROR(agree(world, st, "rank 0 could not create the checkpoint directory (see its message)"));
   const std::string tmp = staging_dir(root, info.step);
   // A checkpoint that fails (a full disk) leaves no staging directory behind.
   const auto abandon = [&] {
@@ -91,10 +93,10 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
     dir = commit_checkpoint_dir(root, info, keep);
   }
   // 5. Nobody moves on (or exits) before the checkpoint is in place.
-  if (world.all_reduce_max(dir ? 0.0 : 1.0) > 0) {
+  if (Status committed = agree(world, dir.status(), "rank 0 could not commit the checkpoint (see its message)");
+      !committed) {
     abandon();
-    if (!dir) return dir.status();
-    return Status::error("rank 0 could not commit the checkpoint (see its message)");
+    return committed;
   }
   return (std::filesystem::path(root) / step_dir_name(info.step)).string();
 }

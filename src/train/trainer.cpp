@@ -12,6 +12,7 @@
 #include "core/file_util.h"
 #include "train/checkpointing.h"
 #include "train/preemption.h"
+#include "comm/agree.h"
 #include "comm/in_process_comm.h"
 #include "config/config.h"
 #include "core/format.h"
@@ -125,10 +126,7 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
       t->data_ = std::move(*data);
     }
   }
-  if (world.all_reduce_max(local ? 0.0 : 1.0) > 0) {
-    if (!local) return local;
-    return Status::peer_failed("another rank could not start (its message above names the problem)");
-  }
+  TERA_RETURN_IF_ERROR(agree(world, local, "another rank could not start (its message above names the problem)"));
   // The process groups, and each one's device communicator as the
   // backend's memory and this build allow (refused with the choices when
   // none can be made; the choice is the same on every rank).
@@ -159,11 +157,8 @@ Expected<std::unique_ptr<Trainer>> Trainer::create(const RunConfig& cfg, const B
   }
   // The lowest failing rank keeps its message: bad input every rank sees
   // (a layout the world cannot take) is printed once per job.
-  const double lowest_failed = world.all_reduce_max(local ? -1.0 : static_cast<double>(world.size() - world.rank()));
-  if (lowest_failed > 0) {
-    if (!local && world.size() - world.rank() == static_cast<int>(lowest_failed)) return local;
-    return Status::peer_failed("another rank could not start (its message above names the problem)");
-  }
+  TERA_RETURN_IF_ERROR(agree(world, local, "another rank could not start (its message above names the problem)",
+                             AgreeReport::lowest_failed_rank));
 
   if (!trace_path.empty()) {
     t->trace_ = std::make_unique<Trace>(world.rank());
@@ -357,9 +352,7 @@ Status Trainer::start(const StartOptions& options) {
   std::string dir;
   if (resume.empty()) {
     const Status st = is_first_rank() ? claim_checkpoint_root(options.start_over) : ok_status();
-    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-      return st ? Status::peer_failed("another rank (rank 0) refused the checkpoint directory (see its message)") : st;
-    }
+    TERA_RETURN_IF_ERROR(agree(world, st, "another rank (rank 0) refused the checkpoint directory (see its message)"));
   } else if (options.start_over) {
     return Status::error("--start-over and --resume contradict each other: --start-over deletes the checkpoints "
                          "--resume would continue; pass one of them");
@@ -384,9 +377,7 @@ Status Trainer::start(const StartOptions& options) {
         log("--resume auto: no checkpoint under " + checkpoint_root() + "; starting from step 0");
       }
     }
-    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-      return st ? Status::peer_failed("another rank (rank 0) could not choose a checkpoint (see its message)") : st;
-    }
+    TERA_RETURN_IF_ERROR(agree(world, st, "another rank (rank 0) could not choose a checkpoint (see its message)"));
     step = world.all_reduce_max(step);
     if (step >= 0) dir = (std::filesystem::path(checkpoint_root()) / step_dir_name(static_cast<int64_t>(step))).string();
     resume_step = static_cast<int64_t>(step);
@@ -398,9 +389,7 @@ Status Trainer::start(const StartOptions& options) {
       st = info ? verify_checkpoint(dir, *info) : info.status();
       if (info) resume_step = info->step;
     }
-    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-      return st ? Status::peer_failed("another rank (rank 0) found the checkpoint invalid (see its message)") : st;
-    }
+    TERA_RETURN_IF_ERROR(agree(world, st, "another rank (rank 0) found the checkpoint invalid (see its message)"));
   }
   // What this run would replace: another run's final weights, or a later timeline.
   {
@@ -410,9 +399,7 @@ Status Trainer::start(const StartOptions& options) {
                        : check_newer_than_resumed(cfg_, resume_step, options.discard_newer, resume == "auto",
                                                   [this](const std::string& m) { log(m); });
     }
-    if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-      return st ? Status::peer_failed("another rank (rank 0) refused the run's outputs (see its message)") : st;
-    }
+    TERA_RETURN_IF_ERROR(agree(world, st, "another rank (rank 0) refused the run's outputs (see its message)"));
   }
   Status st = ok_status();
   if (!dir.empty()) {
@@ -421,9 +408,7 @@ Status Trainer::start(const StartOptions& options) {
     st = init_weights_from(cfg_.ckpt.init);
   }
   // Loading is per rank: a failure anywhere stops everyone.
-  if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-    return st ? Status::peer_failed("another rank could not load the checkpoint (see its message)") : st;
-  }
+  TERA_RETURN_IF_ERROR(agree(world, st, "another rank could not load the checkpoint (see its message)"));
   if (!dir.empty()) {
     resumed_ = true;
     if (!cfg_.ckpt.init.empty()) {
@@ -556,10 +541,7 @@ Status Trainer::save_final() {
     for (const auto& [info, data] : tensors) named.push_back({info->name, info->shape, data.data()});
     st = save_model_checkpoint(dir, named, meta);
   }
-  if (groups().world->all_reduce_max(st ? 0.0 : 1.0) > 0 && st) {
-    return Status::error("the first rank could not write the checkpoint (see its message)");
-  }
-  return st;
+  return agree(*groups().world, st, "the first rank could not write the checkpoint (see its message)");
 }
 
 MemoryReport Trainer::memory() const { return engine_->memory(); }
