@@ -8,6 +8,7 @@
 
 #include "ckpt/model_checkpoint.h"
 #include "core/file_util.h"
+#include "core/parallel_layout_json.h"
 
 namespace tera {
 
@@ -86,6 +87,7 @@ Expected<CheckpointInfo> checkpoint_info_from_json(const json& j, const std::str
     return ok_status();
   };
   TERA_RETURN_IF_ERROR(obj("layout", &info.layout));
+  if (auto layout = layout_from_json(info.layout, what + " 'layout'"); !layout) return layout.status();
   TERA_RETURN_IF_ERROR(obj("loader", &info.loader));
   TERA_RETURN_IF_ERROR(obj("lr_schedule", &info.lr_schedule));
   TERA_RETURN_IF_ERROR(obj("rng", &info.rng));

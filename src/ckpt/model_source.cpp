@@ -9,6 +9,7 @@
 #include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "core/file_util.h"
+#include "core/parallel_layout_json.h"
 
 namespace tera {
 
@@ -138,8 +139,10 @@ Expected<ModelSourceReader> ModelSourceReader::open(const ModelSource& source, c
       r.tokenizer_ = info.tokenizer;
       r.tokenizer_base_ = r.source_.path;
       r.tokenizer_where_ = (fs::path(r.source_.path) / "meta.json").string();
-      if (info.layout.is_object() && info.layout.contains("micro_batch") && info.layout["micro_batch"].is_number_integer()) {
-        r.micro_batch_ = info.layout["micro_batch"].get<int64_t>();
+      if (info.layout.contains("micro_batch")) {  // checked by read_checkpoint_info; not recorded before 2026-12-02
+        auto layout = layout_from_json(info.layout, r.tokenizer_where_ + " 'layout'");
+        if (!layout) return layout.status();
+        r.micro_batch_ = layout->micro_batch;
       }
       r.ckpt_.emplace(std::move(*reader));
       return r;

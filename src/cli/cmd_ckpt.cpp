@@ -42,6 +42,7 @@
 #include "data/tokenizer_file.h"
 #include "model/stage_plan.h"
 #include "core/parallel_layout.h"
+#include "core/parallel_layout_json.h"
 #include "model/layout_check.h"
 
 namespace tera::cli {
@@ -520,10 +521,11 @@ int run_reshard(const CkptArgs& a) {
   }
   CheckpointInfo info = src;
   info.files.clear();
-  info.layout = {{"tp", tp}, {"pp", pp}, {"dp", layout->dp}, {"zero", layout->zero}, {"vpp", vpp},
-                 {"schedule", schedule_kind_name(layout->schedule)}, {"stage_layers", layout->stage_layers},
-                 {"resharded_from", src.layout}};
+  // The target layout; the micro-batch stays the source run's (recorded only where it was).
+  info.layout = layout_to_json(*layout);
+  info.layout.erase("micro_batch");
   if (src.layout.contains("micro_batch")) info.layout["micro_batch"] = src.layout["micro_batch"];
+  info.layout["resharded_from"] = src.layout;
   const bool moments = src.optimizer_state;
   info.optimizer_state = moments;
   std::vector<float> global;

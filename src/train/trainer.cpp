@@ -16,6 +16,7 @@
 #include "comm/in_process_comm.h"
 #include "config/config.h"
 #include "core/format.h"
+#include "core/parallel_layout_json.h"
 #include "core/timer.h"
 #include "core/file_util.h"
 #include "model/layout_check.h"
@@ -307,9 +308,7 @@ Expected<std::string> Trainer::save_checkpoint() {
   info.model = cfg_.model;
   info.tokenizer = data_.tokenizer;
   const ParallelLayout& l = groups().layout;
-  info.layout = {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"zero", l.zero}, {"sequence_parallel", l.sequence_parallel},
-                 {"schedule", schedule_kind_name(l.schedule)}, {"vpp", l.vpp}, {"stage_layers", l.stage_layers},
-                 {"micro_batch", l.micro_batch}};
+  info.layout = layout_to_json(l);
   info.loader = data_.sampler->state(info.consumed_samples).to_json();
   info.lr_schedule = {{"lr", cfg_.train.lr}, {"min_lr", cfg_.train.min_lr}, {"warmup", cfg_.train.warmup},
                       {"steps", cfg_.train.steps}, {"next_step", next_step_}, {"next_lr", schedule_.at(next_step_)}};
