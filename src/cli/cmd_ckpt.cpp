@@ -33,6 +33,7 @@
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
 #include "ckpt/safetensors_index.h"
+#include "ckpt/shard_map.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/output_paths.h"
@@ -545,11 +546,8 @@ int run_reshard(const CkptArgs& a) {
             print_error(st.message());
             return kExitFailure;
           }
-          store.emplace_back(static_cast<size_t>(numel(e.local_shape)), 0.0f);
-          for (int64_t i = 0; i < numel(e.local_shape); ++i) {
-            const int64_t g = table.global_index(e, i);
-            if (g >= 0) store.back()[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
-          }
+          store.emplace_back(static_cast<size_t>(e.count));
+          ShardMap(table).scatter(e, global.data(), store.back().data());
         }
       }
       // Pointers taken once `store` stops growing.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "ckpt/shard_map.h"
 #include "comm/agree.h"
 
 namespace tera {
@@ -101,27 +102,9 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
   return (std::filesystem::path(root) / step_dir_name(info.step)).string();
 }
 
-namespace {
-
-// Writes the global tensor's elements this rank holds into local[] (the
-// table's layout); padding stays 0.
-void scatter_local(const ParamTable& table, const ParamEntry& e, const float* global, float* local) {
-  if (table.tp() == 1 || e.info->tp_split == TpSplit::none) {  // the whole tensor, in order, then padding
-    const int64_t n = numel(e.info->shape);
-    std::copy(global, global + n, local + e.offset);
-    std::fill(local + e.offset + n, local + e.offset + e.count, 0.0f);
-    return;
-  }
-  for (int64_t i = 0; i < e.count; ++i) {
-    const int64_t gi = table.global_index(e, i);
-    local[e.offset + i] = gi >= 0 ? global[gi] : 0.0f;
-  }
-}
-
-}  // namespace
-
 Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
   const ParamTable& table = engine.table();
+  const ShardMap map(table);
   const size_t total = static_cast<size_t>(table.total_floats());
   std::vector<float> p(total, 0.0f), zeros(total, 0.0f), global;
   Status st = ok_status();
@@ -129,7 +112,7 @@ Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
     if (!st) return;
     global.assign(static_cast<size_t>(numel(e.info->shape)), 0.0f);
     st = read(*e.info, global.data());
-    if (st) scatter_local(table, e, global.data(), p.data());
+    if (st) map.scatter(e, global.data(), p.data() + e.offset);
   });
   if (!st) return st;
   engine.load_state(p.data(), zeros.data(), zeros.data());
@@ -138,6 +121,7 @@ Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
 
 Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bool with_optimizer) {
   const ParamTable& table = engine.table();
+  const ShardMap map(table);
   const size_t total = static_cast<size_t>(table.total_floats());
   std::vector<float> p(total, 0.0f), m(total, 0.0f), v(total, 0.0f), global;
   const bool moments = with_optimizer && reader.info().optimizer_state;
@@ -157,7 +141,7 @@ Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bo
       st = reader.read_global(k, *info, global.data());
       if (!st) return;
       float* dst = k == StateKind::param ? p.data() : k == StateKind::exp_avg ? m.data() : v.data();
-      scatter_local(table, e, global.data(), dst);
+      map.scatter(e, global.data(), dst + e.offset);
     }
   });
   if (!st) return st;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "ckpt/shard_map.h"
 #include "comm/agree.h"
 #include "core/check.h"
 #include "core/strings.h"
@@ -245,12 +246,9 @@ std::vector<std::pair<const ParamInfo*, std::vector<float>>> Engine::gather_glob
       const ParamEntry& here = table_->entries()[k];
       std::vector<float> global(static_cast<size_t>(numel(here.info->shape)));
       for (int r = 0; r < p; ++r) {
-        const ParamEntry& e = tables[static_cast<size_t>(r)].entries()[k];
-        const float* src = all.data() + static_cast<size_t>(r) * local.size() + e.offset;
-        for (int64_t i = 0; i < e.count; ++i) {
-          const int64_t gi = tables[static_cast<size_t>(r)].global_index(e, i);
-          if (gi >= 0) global[static_cast<size_t>(gi)] = src[i];
-        }
+        const ParamTable& table = tables[static_cast<size_t>(r)];
+        const ParamEntry& e = table.entries()[k];
+        ShardMap(table).gather(e, all.data() + static_cast<size_t>(r) * local.size() + e.offset, global.data());
       }
       mine.emplace_back(here.info, std::move(global));
     }
