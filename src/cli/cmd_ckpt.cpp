@@ -32,8 +32,8 @@
 #include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
+#include "ckpt/reshard.h"
 #include "ckpt/safetensors_index.h"
-#include "ckpt/shard_map.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/output_paths.h"
@@ -43,7 +43,6 @@
 #include "data/tokenizer_file.h"
 #include "model/stage_plan.h"
 #include "core/parallel_layout.h"
-#include "core/parallel_layout_json.h"
 #include "model/layout_check.h"
 
 namespace tera::cli {
@@ -514,68 +513,13 @@ int run_reshard(const CkptArgs& a) {
   if (Status s = check_layout(*layout, spec.config(), /*global_batch=*/0, /*world=*/0); !s) {
     return bad_input("--layout " + a.layout + ": " + s.message());
   }
-  const int tp = layout->tp, pp = layout->pp, vpp = layout->vpp;
-  const std::vector<int64_t> per = virtual_stage_layers(*layout, spec.config().layers);
-  if (Status s = begin_checkpoint_dir(a.out, src.step); !s) {
-    print_error(s.message());
-    return kExitFailure;
-  }
-  CheckpointInfo info = src;
-  info.files.clear();
-  // The target layout; the micro-batch stays the source run's (recorded only where it was).
-  info.layout = layout_to_json(*layout);
-  info.layout.erase("micro_batch");
-  if (src.layout.contains("micro_batch")) info.layout["micro_batch"] = src.layout["micro_batch"];
-  info.layout["resharded_from"] = src.layout;
-  const bool moments = src.optimizer_state;
-  info.optimizer_state = moments;
-  std::vector<float> global;
-  for (int s = 0; s < pp; ++s) {
-    const StagePlan plan = make_stage_plan(per, pp, s);
-    const bool tied_copy = pp > 1 && plan.has_head() && !plan.has_embedding();
-    for (int t = 0; t < tp; ++t) {
-      const ParamTable table(spec, ArenaLayout::kAlignFloats, tp, t, plan);
-      std::vector<std::vector<float>> store;
-      std::vector<StTensorRef> refs;
-      for (const ParamEntry& e : table.entries()) {
-        if (tied_copy && e.info->name == "wte.weight") continue;
-        for (StateKind k : kAllStateKinds) {
-          if (k != StateKind::param && !moments) continue;
-          global.resize(static_cast<size_t>(numel(e.info->shape)));
-          if (Status st = reader->read_global(k, *e.info, global.data()); !st) {
-            print_error(st.message());
-            return kExitFailure;
-          }
-          store.emplace_back(static_cast<size_t>(e.count));
-          ShardMap(table).scatter(e, global.data(), store.back().data());
-        }
-      }
-      // Pointers taken once `store` stops growing.
-      size_t idx = 0;
-      for (const ParamEntry& e : table.entries()) {
-        if (tied_copy && e.info->name == "wte.weight") continue;
-        for (StateKind k : kAllStateKinds) {
-          if (k != StateKind::param && !moments) continue;
-          const auto& buf = store[idx++];
-          refs.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, buf.data(), buf.size() * sizeof(float)});
-        }
-      }
-      auto f = write_shard_file(staging_dir(a.out, src.step), shard_file_name(s, t), refs, tp, t,
-                                {{"pp_stage", std::to_string(s)}});
-      if (!f) {
-        print_error(f.error());
-        return kExitFailure;
-      }
-      info.files.push_back(*f);
-    }
-  }
-  auto dir = commit_checkpoint_dir(a.out, info, /*keep=*/1 << 30);
+  auto dir = reshard_checkpoint(*reader, *layout, a.out);
   if (!dir) {
     print_error(dir.error());
     return kExitFailure;
   }
   fmt::print("resharded {} (layout {}) -> {} (tp {}, pp {}; {} files); train with ckpt.dir = {} and --resume auto\n",
-             source->path, src.layout.dump(), *dir, tp, pp, info.files.size(), a.out);
+             source->path, src.layout.dump(), *dir, layout->tp, layout->pp, layout->tp * layout->pp, a.out);
   return kExitOk;
 }
 

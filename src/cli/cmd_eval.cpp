@@ -1,6 +1,7 @@
 // `tera eval`: mean per-token loss of a checkpoint over consecutive windows of
 // a text file (encoded with the checkpoint's tokenizer) or a token-shard
-// directory; the last line is `val_loss=<float>` for scripts. --batches past
+// directory (the loop: train/evaluation.h); the last line is
+// `val_loss=<float>` for scripts. --batches past
 // the end of the data is refused (windows never wrap around); long
 // evaluations print progress on stderr.
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include "data/tokenizer_file.h"
 #include "data/training_data.h"
 #include "model/gpt.h"
+#include "train/evaluation.h"
 
 namespace tera::cli {
 
@@ -86,7 +88,7 @@ int run_eval(const EvalArgs& args) {
   }
   // Windows never wrap around: --batches past the data is refused, naming
   // how many batches the data holds (the last one may be partial).
-  const int64_t windows = ((*data)->num_tokens() - 1) / T;
+  const int64_t windows = eval_windows(**data, T);
   const int64_t have = (windows + B - 1) / B;
   if (args.batches > have) {
     print_error(fmt::format("--batches {}: --data {} holds only {} batch{} of {} windows of {} tokens ({} windows); "
@@ -95,8 +97,6 @@ int run_eval(const EvalArgs& args) {
     return kExitBadInput;
   }
   const int64_t count = args.batches > 0 ? std::min(args.batches * B, windows) : windows;
-  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
-  double sum = 0;
   // Progress on stderr every ~2 s for long evaluations (stdout stays the
   // result, for scripts); none with --quiet.
   double every_s = 2.0;
@@ -105,21 +105,17 @@ int run_eval(const EvalArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   bool printed = false;
-  for (int64_t first = 0; first < count; first += B) {
-    const int64_t b = std::min(B, count - first);
-    fill_sequential_windows(**data, T, first, b, tokens.data(), targets.data());
-    sum += model.forward_loss(tokens.data(), targets.data(), b, T);
+  const double sum = eval_loss_sum(model, **data, T, B, count, [&](int64_t done, double loss_sum) {
     const auto now = std::chrono::steady_clock::now();
-    if (!args.quiet && now - last >= every && first + b < count) {
-      last = now;
-      const double secs = std::chrono::duration<double>(now - start).count();
-      const double done = static_cast<double>(first + b);
-      fmt::print(stderr, "eval: {}/{} windows ({:.0f}%), loss so far {:.4f}, {:.0f} s, eta {:.0f} s\n", first + b,
-                 count, 100.0 * done / static_cast<double>(count), sum / (done * static_cast<double>(T)), secs,
-                 secs / done * static_cast<double>(count - first - b));
-      printed = true;
-    }
-  }
+    if (args.quiet || now - last < every) return;
+    last = now;
+    const double secs = std::chrono::duration<double>(now - start).count();
+    const double d = static_cast<double>(done);
+    fmt::print(stderr, "eval: {}/{} windows ({:.0f}%), loss so far {:.4f}, {:.0f} s, eta {:.0f} s\n", done, count,
+               100.0 * d / static_cast<double>(count), loss_sum / (d * static_cast<double>(T)), secs,
+               secs / d * static_cast<double>(count - done));
+    printed = true;
+  });
   if (printed) {
     fmt::print(stderr, "eval: {} windows in {:.0f} s\n", count,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
