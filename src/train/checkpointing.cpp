@@ -11,6 +11,30 @@
 
 namespace tera {
 
+namespace {
+
+// This rank's shard file in `dir`: every tensor of its table with both
+// moments (the tied embedding's copy on the last stage left to stage 0's).
+// p, m, v: [table.total_floats()] in the table's layout.
+Expected<CheckpointFile> write_rank_file(const Engine& engine, const float* p, const float* m, const float* v,
+                                         const std::string& dir) {
+  const Groups& g = engine.groups();
+  std::vector<StTensorRef> tensors;
+  const bool skip_wte = engine.holds_tied_copy();
+  engine.table().for_each([&](const ParamEntry& e) {
+    if (skip_wte && e.info->name == "wte.weight") return;
+    const size_t bytes = static_cast<size_t>(numel(e.local_shape)) * sizeof(float);
+    for (StateKind k : kAllStateKinds) {
+      const float* base = k == StateKind::param ? p : k == StateKind::exp_avg ? m : v;
+      tensors.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, base + e.offset, bytes});
+    }
+  });
+  return write_shard_file(dir, shard_file_name(g.coord.pp, g.coord.tp), tensors, g.layout.tp, g.coord.tp,
+                          {{"pp_stage", std::to_string(g.coord.pp)}});
+}
+
+}  // namespace
+
 Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info, const std::string& root, int64_t keep) {
   const Groups& g = engine.groups();
   Communicator& world = *g.world;
@@ -48,18 +72,7 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
   const bool writer = g.coord.dp == 0;
   CheckpointFile written;
   if (writer) {
-    std::vector<StTensorRef> tensors;
-    const bool skip_wte = engine.holds_tied_copy();  // stage 0 writes the tied embedding
-    table.for_each([&](const ParamEntry& e) {
-      if (skip_wte && e.info->name == "wte.weight") return;
-      const size_t bytes = static_cast<size_t>(numel(e.local_shape)) * sizeof(float);
-      for (StateKind k : kAllStateKinds) {
-        const float* base = k == StateKind::param ? p.data() : k == StateKind::exp_avg ? m.data() : v.data();
-        tensors.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, base + e.offset, bytes});
-      }
-    });
-    auto f = write_shard_file(tmp, shard_file_name(g.coord.pp, g.coord.tp), tensors, g.layout.tp, g.coord.tp,
-                              {{"pp_stage", std::to_string(g.coord.pp)}});
+    auto f = write_rank_file(engine, p.data(), m.data(), v.data(), tmp);
     if (f) {
       written = *f;
     } else {
