@@ -35,6 +35,14 @@ struct EvalArgs {
   std::string backend = "cpu";
 };
 
+// The source's weights into the one-process model.
+Status load_weights(const ModelSourceReader& src, Gpt& model) {
+  std::vector<float> host(static_cast<size_t>(model.table().total_floats()));
+  TERA_RETURN_IF_ERROR(src.read_into(model.table(), host.data()));
+  model.load_parameters(host.data());
+  return ok_status();
+}
+
 int run_eval(const EvalArgs& args) {
   if (args.ckpt.empty()) {
     print_error("eval: name the model to evaluate: tera eval SOURCE --data FILE (or --ckpt SOURCE)");
@@ -78,13 +86,9 @@ int run_eval(const EvalArgs& args) {
   // batches, so the same sums, from a step-N and from its final/).
   const int64_t B = src->micro_batch() > 0 ? src->micro_batch() : 8;
   Gpt model(ModelSpec(src->model()), *be, B);
-  {
-    std::vector<float> host(static_cast<size_t>(model.table().total_floats()));
-    if (Status s = src->read_into(model.table(), host.data()); !s) {
-      print_error(s.message());
-      return kExitBadInput;
-    }
-    model.load_parameters(host.data());
+  if (Status s = load_weights(*src, model); !s) {
+    print_error(s.message());
+    return kExitBadInput;
   }
   // Windows never wrap around: --batches past the data is refused, naming
   // how many batches the data holds (the last one may be partial).

@@ -244,6 +244,39 @@ nlohmann::json sweep_json(const SweepResult& r) {
   return a;
 }
 
+// The sweep's text report: what ran, the table, skipped points, notes on
+// efficiencies above 100% and layouts that do not fit.
+void print_sweep(const SimulateArgs& a, const Workload& w, const Cluster& cl, const SweepOptions& o,
+                 const SweepResult& result, double seconds, bool planned_first) {
+  const SweepResult* r = &result;
+  const ModelSpec spec(w.model);
+  fmt::print("tera simulate --sweep {}: {} ({} parameters, seq {}) on {}, global batch {} at {} GPUs{}; {}\n", a.sweep,
+             a.model, human_count(static_cast<double>(spec.num_params())), w.model.seq_len, cl.name, w.global_batch,
+             o.gpus.front(), a.sweep == "weak" ? " (grows with the GPU count)" : " (fixed)",
+             o.layout ? "fixed layout, dp scales" : "layout re-planned at every point");
+  fmt::print("{} points simulated in {:.3f} s; efficiency = tokens/s per GPU relative to the first point\n",
+             r->points.size(), seconds);
+  if (planned_first) {
+    fmt::print("layout: the best at {} GPUs, held fixed ({}); --replan searches every point\n", o.gpus.front(),
+               layout_string(*o.layout));
+  }
+  if (o.failures) {
+    fmt::print("failure model: node MTBF {} h, checkpoint write {} s, restart {} s; interval sqrt(2 x write x MTBF/nodes) "
+               "(Young), goodput from Daly's model\n",
+               a.node_mtbf_hours, a.ckpt_write_s, a.restart_s);
+  }
+  fmt::print("\n{}", sweep_table(*r, cl, o.failures.has_value(), o.train_tokens > 0));
+  for (const std::string& s : r->skipped) fmt::print("skipped {}\n", s);
+  // An efficiency above 100% has a cause other than scaling; say which.
+  for (const std::string& note : efficiency_notes(*r)) fmt::print("note: {}\n", note);
+  for (const SweepPoint& p : r->points) {
+    if (!p.eval.fits) {
+      fmt::print("warning: at {} GPUs the layout needs {:.1f} GiB per GPU of {:.1f} GiB (fits = NO)\n", p.gpus,
+                 p.eval.memory.total() / kGiB, cl.gpu.memory_bytes / kGiB);
+    }
+  }
+}
+
 int run_sweep_command(const SimulateArgs& a, const Setup& st) {
   if (a.sweep != "weak" && a.sweep != "strong") {
     return bad("--sweep " + a.sweep + ": choose weak (global batch grows with dp) or strong (global batch fixed)");
@@ -307,31 +340,7 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
     fmt::print("{}\n", sweep_json(*r).dump(2));
     return kExitOk;
   }
-  fmt::print("tera simulate --sweep {}: {} ({} parameters, seq {}) on {}, global batch {} at {} GPUs{}; {}\n", a.sweep,
-             a.model, human_count(static_cast<double>(spec.num_params())), w.model.seq_len, cl.name, w.global_batch,
-             o.gpus.front(), a.sweep == "weak" ? " (grows with the GPU count)" : " (fixed)",
-             o.layout ? "fixed layout, dp scales" : "layout re-planned at every point");
-  fmt::print("{} points simulated in {:.3f} s; efficiency = tokens/s per GPU relative to the first point\n",
-             r->points.size(), seconds);
-  if (planned_first) {
-    fmt::print("layout: the best at {} GPUs, held fixed ({}); --replan searches every point\n", o.gpus.front(),
-               layout_string(*o.layout));
-  }
-  if (o.failures) {
-    fmt::print("failure model: node MTBF {} h, checkpoint write {} s, restart {} s; interval sqrt(2 x write x MTBF/nodes) "
-               "(Young), goodput from Daly's model\n",
-               a.node_mtbf_hours, a.ckpt_write_s, a.restart_s);
-  }
-  fmt::print("\n{}", sweep_table(*r, cl, o.failures.has_value(), o.train_tokens > 0));
-  for (const std::string& s : r->skipped) fmt::print("skipped {}\n", s);
-  // An efficiency above 100% has a cause other than scaling; say which.
-  for (const std::string& note : efficiency_notes(*r)) fmt::print("note: {}\n", note);
-  for (const SweepPoint& p : r->points) {
-    if (!p.eval.fits) {
-      fmt::print("warning: at {} GPUs the layout needs {:.1f} GiB per GPU of {:.1f} GiB (fits = NO)\n", p.gpus,
-                 p.eval.memory.total() / kGiB, cl.gpu.memory_bytes / kGiB);
-    }
-  }
+  print_sweep(a, w, cl, o, *r, seconds, planned_first);
   if (!a.plot.empty()) fmt::print("plot: {}\n", a.plot);
   return kExitOk;
 }
