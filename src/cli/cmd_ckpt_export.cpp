@@ -109,6 +109,22 @@ Expected<std::string> write_tokenizer_files(const BpeTokenizer& tok, const Expor
   return note;
 }
 
+// --out, the files beside it and an earlier export's shards: replaced only
+// with --force, never inside the checkpoint exported.
+Status check_export_outputs(const CkptArgs& a, const ExportPaths& side, const std::vector<std::string>& earlier) {
+  TERA_RETURN_IF_ERROR(check_output_file(a.out, "--out", a.force, /*create_parent=*/true));
+  for (const std::string& p : earlier) {
+    TERA_RETURN_IF_ERROR(refuse_existing(p, "--out " + a.out + " writes its shards beside it", a.force));
+  }
+  for (const std::string& p : {side.config, side.vocab, side.merges, side.tokenizer}) {
+    TERA_RETURN_IF_ERROR(refuse_existing(p, "--out " + a.out + " writes beside it", a.force));
+  }
+  if (is_within(a.out, a.dir) || same_file(a.out, a.dir)) {
+    return Status::error("--out " + a.out + ": is inside the checkpoint it exports (" + a.dir + "); write it elsewhere");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 int run_export(const CkptArgs& a) {
@@ -130,19 +146,8 @@ int run_export(const CkptArgs& a) {
   }
   const ExportPaths side = export_paths(a.out);
   const CreatedDirsGuard created(parent_dir(a.out));
-  if (Status s = check_output_file(a.out, "--out", a.force, /*create_parent=*/true); !s) return bad_input(s.message());
   const std::vector<std::string> earlier = earlier_export_weights(a.out);
-  for (const std::string& p : earlier) {
-    if (Status s = refuse_existing(p, "--out " + a.out + " writes its shards beside it", a.force); !s) {
-      return bad_input(s.message());
-    }
-  }
-  for (const std::string& p : {side.config, side.vocab, side.merges, side.tokenizer}) {
-    if (Status s = refuse_existing(p, "--out " + a.out + " writes beside it", a.force); !s) return bad_input(s.message());
-  }
-  if (is_within(a.out, a.dir) || same_file(a.out, a.dir)) {
-    return bad_input("--out " + a.out + ": is inside the checkpoint it exports (" + a.dir + "); write it elsewhere");
-  }
+  if (Status s = check_export_outputs(a, side, earlier); !s) return bad_input(s.message());
   auto src = open_source(a.dir, a.heads);
   if (!src) return bad_input(src.error());
   if (is_within(a.out, src->source().path)) {

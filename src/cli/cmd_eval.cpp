@@ -35,6 +35,32 @@ struct EvalArgs {
   std::string backend = "cpu";
 };
 
+// The model source and the data it is evaluated on, checked against each
+// other (the data's vocabulary within the model's, a window's worth of tokens).
+struct EvalInputs {
+  ModelSourceReader src;
+  std::unique_ptr<TokenDataset> data;
+};
+
+Expected<EvalInputs> open_inputs(const EvalArgs& args) {
+  auto source = resolve_model_source(args.ckpt);
+  if (!source) return source.status();
+  ModelSourceOptions opt;
+  opt.heads = args.heads;
+  auto src = ModelSourceReader::open(*source, opt);
+  if (!src) return src.status();
+  auto tok = tokenizer_from_reference(src->tokenizer(), src->tokenizer_base(), src->tokenizer_where());
+  if (!tok) return tok.status();
+  auto data = open_eval_data(args.data, *tok, "--data");
+  if (!data) return data.status();
+  if ((*data)->vocab() > src->model().vocab) {
+    return Status::error(fmt::format("--data {}: vocabulary {} is larger than the checkpoint's model.vocab {}",
+                                     args.data, (*data)->vocab(), src->model().vocab));
+  }
+  TERA_RETURN_IF_ERROR(check_dataset_fits(**data, src->model().seq_len, "--data " + args.data));
+  return EvalInputs{std::move(*src), std::move(*data)};
+}
+
 // The source's weights into the one-process model.
 Status load_weights(const ModelSourceReader& src, Gpt& model) {
   std::vector<float> host(static_cast<size_t>(model.table().total_floats()));
@@ -50,38 +76,14 @@ int run_eval(const EvalArgs& args) {
   }
   const std::unique_ptr<Backend> be = start_backend(args.backend, "--backend");
   if (be == nullptr) return kExitBadInput;
-  auto source = resolve_model_source(args.ckpt);
-  if (!source) {
-    print_error(source.error());
+  auto inputs = open_inputs(args);
+  if (!inputs) {
+    print_error(inputs.error());
     return kExitBadInput;
   }
-  ModelSourceOptions opt;
-  opt.heads = args.heads;
-  auto src = ModelSourceReader::open(*source, opt);
-  if (!src) {
-    print_error(src.error());
-    return kExitBadInput;
-  }
-  auto tok = tokenizer_from_reference(src->tokenizer(), src->tokenizer_base(), src->tokenizer_where());
-  if (!tok) {
-    print_error(tok.error());
-    return kExitBadInput;
-  }
-  auto data = open_eval_data(args.data, *tok, "--data");
-  if (!data) {
-    print_error(data.error());
-    return kExitBadInput;
-  }
-  if ((*data)->vocab() > src->model().vocab) {
-    print_error(fmt::format("--data {}: vocabulary {} is larger than the checkpoint's model.vocab {}", args.data,
-                            (*data)->vocab(), src->model().vocab));
-    return kExitBadInput;
-  }
+  const ModelSourceReader* src = &inputs->src;
+  const TokenDataset& data = *inputs->data;
   const int64_t T = src->model().seq_len;
-  if (Status s = check_dataset_fits(**data, T, "--data " + args.data); !s) {
-    print_error(s.message());
-    return kExitBadInput;
-  }
   // The training run's micro-batch when the source records it (the same
   // batches, so the same sums, from a step-N and from its final/).
   const int64_t B = src->micro_batch() > 0 ? src->micro_batch() : 8;
@@ -92,7 +94,7 @@ int run_eval(const EvalArgs& args) {
   }
   // Windows never wrap around: --batches past the data is refused, naming
   // how many batches the data holds (the last one may be partial).
-  const int64_t windows = eval_windows(**data, T);
+  const int64_t windows = eval_windows(data, T);
   const int64_t have = (windows + B - 1) / B;
   if (args.batches > have) {
     print_error(fmt::format("--batches {}: --data {} holds only {} batch{} of {} windows of {} tokens ({} windows); "
@@ -109,7 +111,7 @@ int run_eval(const EvalArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   bool printed = false;
-  const double sum = eval_loss_sum(model, **data, T, B, count, [&](int64_t done, double loss_sum) {
+  const double sum = eval_loss_sum(model, data, T, B, count, [&](int64_t done, double loss_sum) {
     const auto now = std::chrono::steady_clock::now();
     if (args.quiet || now - last < every) return;
     last = now;
