@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include "ckpt/model_checkpoint.h"
+#include "ckpt/shard_map.h"
 #include "core/file_util.h"
+#include "core/parallel_layout_json.h"
 
 namespace tera {
 
@@ -86,6 +88,7 @@ Expected<CheckpointInfo> checkpoint_info_from_json(const json& j, const std::str
     return ok_status();
   };
   TERA_RETURN_IF_ERROR(obj("layout", &info.layout));
+  if (auto layout = layout_from_json(info.layout, what + " 'layout'"); !layout) return layout.status();
   TERA_RETURN_IF_ERROR(obj("loader", &info.loader));
   TERA_RETURN_IF_ERROR(obj("lr_schedule", &info.lr_schedule));
   TERA_RETURN_IF_ERROR(obj("rng", &info.rng));
@@ -342,22 +345,13 @@ Status CheckpointReader::read_global(StateKind kind, const ParamInfo& param, flo
       return Status::error(file.path() + ": '" + name + "' is " + s.tensor->dtype + " " + shape_str(s.tensor->shape) +
                            ", expected F32 " + shape_str(e->local_shape) + " for its tp slice");
     }
-    const auto* src = static_cast<const float*>(s.tensor->data);
-    const int64_t count = numel(e->local_shape);
-    if (table.tp() == 1 || e->info->tp_split == TpSplit::none) {
-      // The whole tensor, in order (vocab padding rows, if any, at the end).
-      std::memcpy(out, src, static_cast<size_t>(n) * sizeof(float));
+    const ShardMap map(table);
+    if (map.whole(*e)) {  // one slice holds it all
+      map.gather(*e, s.tensor->data, out);
       return ok_status();
     }
     if (covered.empty()) covered.assign(static_cast<size_t>(n), 0);
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t g = table.global_index(*e, i);
-      if (g < 0 || g >= n) continue;  // vocab padding
-      float v;
-      std::memcpy(&v, src + i, sizeof v);  // the mapping may not be float-aligned
-      out[g] = v;
-      covered[static_cast<size_t>(g)] = 1;
-    }
+    map.gather(*e, s.tensor->data, out, covered.data());
   }
   if (std::find(covered.begin(), covered.end(), 0) != covered.end()) {
     return Status::error(dir_ + ": the slices of '" + name + "' do not cover the whole tensor (a shard file is missing)");

@@ -64,7 +64,10 @@ struct CheckpointInfo {
   int64_t consumed_samples = 0;  // step * global batch
   ModelConfig model;
   std::string tokenizer = "bytes";
-  nlohmann::json layout = nlohmann::json::object();     // tp, pp, dp, zero, sequence_parallel, schedule, vpp, stage_layers
+  // The layout that wrote it, as written (core/parallel_layout_json.h: read
+  // checks it with layout_from_json; `ckpt reshard` nests the source's as
+  // "resharded_from"; micro_batch only where recorded).
+  nlohmann::json layout = nlohmann::json::object();
   nlohmann::json loader = nlohmann::json::object();     // data/token_loader.h LoaderState
   nlohmann::json lr_schedule = nlohmann::json::object();
   nlohmann::json rng = nlohmann::json::object();

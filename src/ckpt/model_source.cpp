@@ -9,6 +9,7 @@
 #include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "core/file_util.h"
+#include "core/parallel_layout_json.h"
 
 namespace tera {
 
@@ -108,106 +109,123 @@ Expected<ModelSource> resolve_model_source(const std::string& path) {
 Expected<ModelSourceReader> ModelSourceReader::open(const ModelSource& source, const ModelSourceOptions& opt) {
   ModelSourceReader r;
   r.source_ = source;
+  Status st = ok_status();
   switch (source.kind) {
     case ModelSourceKind::checkpoint:
-    case ModelSourceKind::checkpoint_root: {
-      auto reader = CheckpointReader::open(source.path, opt.verify_crc);
-      // A live run's retention can delete the checkpoint chosen before it
-      // is read (ckpt.keep = 1, a checkpoint every step): while a newer one
-      // has appeared, read the newest (bounded); if that one is invalid
-      // itself, the newest valid one.
-      if (!reader && source.kind == ModelSourceKind::checkpoint_root) {
-        for (int again = 0; again < 20 && !reader; ++again) {
-          const auto all = list_checkpoints(source.given);
-          if (all.empty() || fs::path(r.source_.path).filename() == all.front().second) break;  // not superseded
-          r.source_.path = (fs::path(source.given) / all.front().second).string();
-          reader = CheckpointReader::open(r.source_.path, opt.verify_crc);
-        }
-        if (!reader) {
-          auto valid = resolve_model_source(source.given);
-          if (valid && valid->path != r.source_.path) {
-            r.source_ = *valid;
-            reader = CheckpointReader::open(r.source_.path, opt.verify_crc);
-          }
-        }
-      }
-      if (!reader) return reader.status();
-      const CheckpointInfo& info = reader->info();
-      r.spec_ = std::make_unique<ModelSpec>(info.model);
-      r.step_ = info.step;
-      r.tokenizer_ = info.tokenizer;
-      r.tokenizer_base_ = r.source_.path;
-      r.tokenizer_where_ = (fs::path(r.source_.path) / "meta.json").string();
-      if (info.layout.is_object() && info.layout.contains("micro_batch") && info.layout["micro_batch"].is_number_integer()) {
-        r.micro_batch_ = info.layout["micro_batch"].get<int64_t>();
-      }
-      r.ckpt_.emplace(std::move(*reader));
-      return r;
+    case ModelSourceKind::checkpoint_root: st = r.open_checkpoint(opt); break;
+    case ModelSourceKind::model_dir: st = r.open_model_dir(); break;
+    case ModelSourceKind::safetensors: st = r.open_safetensors(opt); break;
+    default: st = Status::error(source.given + ": unknown source kind");
+  }
+  if (!st) return st;
+  return r;
+}
+
+// A training checkpoint, or a ckpt.dir's newest valid one.
+Status ModelSourceReader::open_checkpoint(const ModelSourceOptions& opt) {
+  const ModelSource source = source_;  // as asked (source_ follows a superseded checkpoint)
+  auto reader = CheckpointReader::open(source.path, opt.verify_crc);
+  // A live run's retention can delete the checkpoint chosen before it
+  // is read (ckpt.keep = 1, a checkpoint every step): while a newer one
+  // has appeared, read the newest (bounded); if that one is invalid
+  // itself, the newest valid one.
+  if (!reader && source.kind == ModelSourceKind::checkpoint_root) {
+    for (int again = 0; again < 20 && !reader; ++again) {
+      const auto all = list_checkpoints(source.given);
+      if (all.empty() || fs::path(source_.path).filename() == all.front().second) break;  // not superseded
+      source_.path = (fs::path(source.given) / all.front().second).string();
+      reader = CheckpointReader::open(source_.path, opt.verify_crc);
     }
-    case ModelSourceKind::model_dir: {
-      auto meta = read_checkpoint_meta(source.path);
-      if (!meta) return meta.status();
-      const std::string path = (fs::path(source.path) / "model.safetensors").string();
-      auto file = SafetensorsFile::open(path);
-      if (!file) return file.status();
-      if (!meta->tensors_crc32) {
-        return Status::error((fs::path(source.path) / "meta.json").string() +
-                             ": 'tensors' must hold the tensor file name and its crc32");
+    if (!reader) {
+      auto valid = resolve_model_source(source.given);
+      if (valid && valid->path != source_.path) {
+        source_ = *valid;
+        reader = CheckpointReader::open(source_.path, opt.verify_crc);
       }
-      if (*meta->tensors_crc32 != file->crc32()) {
-        return Status::error(path + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is "
-                                                "corrupt or was replaced",
-                                                file->crc32(), *meta->tensors_crc32));
-      }
-      r.spec_ = std::make_unique<ModelSpec>(meta->model);
-      r.step_ = meta->step;
-      r.tokenizer_ = meta->tokenizer;
-      r.tokenizer_base_ = source.path;
-      r.tokenizer_where_ = (fs::path(source.path) / "meta.json").string();
-      if (meta->extra.is_object() && meta->extra.contains("micro_batch") && meta->extra["micro_batch"].is_number_integer()) {
-        r.micro_batch_ = meta->extra["micro_batch"].get<int64_t>();
-      }
-      r.file_.emplace(std::move(*file));
-      return r;
-    }
-    case ModelSourceKind::safetensors: {
-      auto file = SafetensorsFile::open(source.path);
-      if (!file) return file.status();
-      r.hf_llama_ = is_hf_llama_file(*file);
-      if (r.hf_llama_) {
-        // Llama's config.json describes the model fully: a run reading it
-        // (ckpt.init) must be that model, but for the context length, which
-        // no Llama weight depends on.
-        auto model = infer_hf_llama_config(*file);
-        if (!model) return model.status();
-        if (opt.model != nullptr) {
-          ModelConfig file_model = *model;
-          file_model.seq_len = opt.model->seq_len;
-          file_model.vocab_align = opt.model->vocab_align;
-          if (const std::string d = model_config_diff(file_model, *opt.model); !d.empty()) {
-            return Status::error(source.path + ": another model (" + d + "; the checkpoint's values are its config.json's)");
-          }
-        }
-        r.spec_ = std::make_unique<ModelSpec>(opt.model != nullptr ? *opt.model : *model);
-      } else if (opt.model != nullptr) {
-        r.spec_ = std::make_unique<ModelSpec>(*opt.model);
-      } else {
-        auto model = infer_hf_gpt2_config(*file, opt.heads);
-        if (!model) return model.status();
-        r.spec_ = std::make_unique<ModelSpec>(*model);
-      }
-      // GPT-2's tokenizer files beside the weights (what ckpt export writes), else byte-level.
-      const fs::path beside = fs::path(source.path).has_parent_path() ? fs::path(source.path).parent_path() : fs::path(".");
-      std::error_code ec;
-      const bool gpt2 = fs::exists(beside / "vocab.json", ec) || fs::exists(beside / "merges.txt", ec);
-      r.tokenizer_ = gpt2 ? "." : "bytes";  // "." resolves to the directory beside the file
-      r.tokenizer_base_ = beside.string();
-      r.tokenizer_where_ = source.path;
-      r.file_.emplace(std::move(*file));
-      return r;
     }
   }
-  return Status::error(source.given + ": unknown source kind");
+  if (!reader) return reader.status();
+  const CheckpointInfo& info = reader->info();
+  spec_ = std::make_unique<ModelSpec>(info.model);
+  step_ = info.step;
+  tokenizer_ = info.tokenizer;
+  tokenizer_base_ = source_.path;
+  tokenizer_where_ = (fs::path(source_.path) / "meta.json").string();
+  if (info.layout.contains("micro_batch")) {  // checked by read_checkpoint_info; not recorded before 2026-12-02
+    auto layout = layout_from_json(info.layout, tokenizer_where_ + " 'layout'");
+    if (!layout) return layout.status();
+    micro_batch_ = layout->micro_batch;
+  }
+  ckpt_.emplace(std::move(*reader));
+  return ok_status();
+}
+
+// A tera-model directory: meta.json and model.safetensors, its checksum checked.
+Status ModelSourceReader::open_model_dir() {
+  const ModelSource& source = source_;
+  auto meta = read_checkpoint_meta(source.path);
+  if (!meta) return meta.status();
+  const std::string path = (fs::path(source.path) / "model.safetensors").string();
+  auto file = SafetensorsFile::open(path);
+  if (!file) return file.status();
+  if (!meta->tensors_crc32) {
+    return Status::error((fs::path(source.path) / "meta.json").string() +
+                         ": 'tensors' must hold the tensor file name and its crc32");
+  }
+  if (*meta->tensors_crc32 != file->crc32()) {
+    return Status::error(path + fmt::format(": checksum mismatch (file {:08x}, meta.json {:08x}); the file is "
+                                            "corrupt or was replaced",
+                                            file->crc32(), *meta->tensors_crc32));
+  }
+  spec_ = std::make_unique<ModelSpec>(meta->model);
+  step_ = meta->step;
+  tokenizer_ = meta->tokenizer;
+  tokenizer_base_ = source.path;
+  tokenizer_where_ = (fs::path(source.path) / "meta.json").string();
+  if (meta->extra.is_object() && meta->extra.contains("micro_batch") && meta->extra["micro_batch"].is_number_integer()) {
+    micro_batch_ = meta->extra["micro_batch"].get<int64_t>();
+  }
+  file_.emplace(std::move(*file));
+  return ok_status();
+}
+
+// A safetensors file with Hugging Face (GPT-2, Llama) or tera names.
+Status ModelSourceReader::open_safetensors(const ModelSourceOptions& opt) {
+  const ModelSource& source = source_;
+  auto file = SafetensorsFile::open(source.path);
+  if (!file) return file.status();
+  hf_llama_ = is_hf_llama_file(*file);
+  if (hf_llama_) {
+    // Llama's config.json describes the model fully: a run reading it
+    // (ckpt.init) must be that model, but for the context length, which
+    // no Llama weight depends on.
+    auto model = infer_hf_llama_config(*file);
+    if (!model) return model.status();
+    if (opt.model != nullptr) {
+      ModelConfig file_model = *model;
+      file_model.seq_len = opt.model->seq_len;
+      file_model.vocab_align = opt.model->vocab_align;
+      if (const std::string d = model_config_diff(file_model, *opt.model); !d.empty()) {
+        return Status::error(source.path + ": another model (" + d + "; the checkpoint's values are its config.json's)");
+      }
+    }
+    spec_ = std::make_unique<ModelSpec>(opt.model != nullptr ? *opt.model : *model);
+  } else if (opt.model != nullptr) {
+    spec_ = std::make_unique<ModelSpec>(*opt.model);
+  } else {
+    auto model = infer_hf_gpt2_config(*file, opt.heads);
+    if (!model) return model.status();
+    spec_ = std::make_unique<ModelSpec>(*model);
+  }
+  // GPT-2's tokenizer files beside the weights (what ckpt export writes), else byte-level.
+  const fs::path beside = fs::path(source.path).has_parent_path() ? fs::path(source.path).parent_path() : fs::path(".");
+  std::error_code ec;
+  const bool gpt2 = fs::exists(beside / "vocab.json", ec) || fs::exists(beside / "merges.txt", ec);
+  tokenizer_ = gpt2 ? "." : "bytes";  // "." resolves to the directory beside the file
+  tokenizer_base_ = beside.string();
+  tokenizer_where_ = source.path;
+  file_.emplace(std::move(*file));
+  return ok_status();
 }
 
 Status ModelSourceReader::read(const ParamInfo& param, float* out) const {

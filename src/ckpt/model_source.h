@@ -83,6 +83,10 @@ class ModelSourceReader {
   Status read_into(const ParamTable& table, float* params) const;
 
  private:
+  // open() by kind, filling this reader.
+  Status open_checkpoint(const ModelSourceOptions& opt);
+  Status open_model_dir();
+  Status open_safetensors(const ModelSourceOptions& opt);
   ModelSourceReader() = default;
   ModelSource source_;
   std::unique_ptr<ModelSpec> spec_;

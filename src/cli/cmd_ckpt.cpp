@@ -17,64 +17,44 @@
 //                                         layout's shard files under ROOT/step-N
 // Outputs are checked before any work (cli/output_paths.h): an existing one
 // is replaced only with --force (atomically), and never one of the inputs.
+// Export and import are cmd_ckpt_export.cpp; what both files share is
+// ckpt_args.h.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ckpt/checkpoint.h"
-#include "ckpt/hf_gpt2.h"
 #include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/model_source.h"
-#include "ckpt/safetensors_index.h"
+#include "ckpt/reshard.h"
+#include "cli/ckpt_args.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/output_paths.h"
-#include "cli/tokenizer_flags.h"
 #include "core/file_util.h"
 #include "core/format.h"
-#include "data/tokenizer_file.h"
-#include "model/stage_plan.h"
 #include "core/parallel_layout.h"
+#include "data/tokenizer_file.h"
 #include "model/layout_check.h"
 
 namespace tera::cli {
 
-namespace {
-
 namespace fs = std::filesystem;
-
-struct CkptArgs {
-  std::string dir;     // SOURCE of inspect, export, reshard
-  std::string file;    // SOURCE of import
-  std::string out;
-  std::string format = "safetensors";
-  std::string layout;  // reshard target
-  int64_t heads = 0;   // a safetensors SOURCE without config.json
-  std::string tokenizer;  // import: "bytes", a tokenizer file or directory (default: tokenizer.json or vocab.json beside the file)
-  TokenizerFlags tokenizer_flags;  // import: --pattern, --special (a tiktoken --tokenizer)
-  bool force = false;     // replace an existing --out
-  std::string dtype = "fp32";            // export: fp32 or bf16
-  std::string max_shard_size = "5GB";    // export: shards above this (Hugging Face's default)
-};
 
 int bad_input(const std::string& msg) {
   print_error(msg);
   return kExitBadInput;
 }
 
-// The tokenizer a source records.
 Expected<BpeTokenizer> source_tokenizer(const ModelSourceReader& src) {
   return tokenizer_from_reference(src.tokenizer(), src.tokenizer_base(), src.tokenizer_where());
 }
 
-// Resolves and opens SOURCE; a safetensors file's heads from --heads when no config.json is beside it.
 Expected<ModelSourceReader> open_source(const std::string& path, int64_t heads) {
   auto source = resolve_model_source(path);
   if (!source) return source.status();
@@ -83,43 +63,12 @@ Expected<ModelSourceReader> open_source(const std::string& path, int64_t heads) 
   return ModelSourceReader::open(*source, opt);
 }
 
-// The files export writes beside --out (GPT-2's names, fixed by Hugging Face).
-struct ExportPaths {
-  std::string config, vocab, merges, tokenizer;
-};
-
 ExportPaths export_paths(const std::string& out) {
   const fs::path parent = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
   return {(parent / "config.json").string(), (parent / "vocab.json").string(), (parent / "merges.txt").string(),
           (parent / "tokenizer.json").string()};
 }
 
-// The weight files an earlier export to `out` may have left: out itself, its
-// index and its shards (STEM-NNNNN-of-NNNNN.safetensors).
-std::vector<std::string> earlier_export_weights(const std::string& out) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const std::string& p : {out, out + ".index.json"}) {
-    if (fs::exists(p, ec)) found.push_back(p);
-  }
-  const fs::path dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
-  std::string stem = fs::path(out).filename().string();
-  if (stem.size() > 12 && stem.compare(stem.size() - 12, 12, ".safetensors") == 0) stem.resize(stem.size() - 12);
-  const std::string prefix = stem + "-";
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    // STEM-00001-of-00002.safetensors: the prefix, 5 digits, "-of-", 5 digits, the suffix.
-    if (name.size() != prefix.size() + 26 || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string rest = name.substr(prefix.size());
-    bool shard = rest.compare(5, 4, "-of-") == 0 && rest.compare(14, 12, ".safetensors") == 0;
-    for (size_t i : {0, 1, 2, 3, 4, 9, 10, 11, 12, 13}) shard = shard && std::isdigit(static_cast<unsigned char>(rest[i]));
-    if (shard) found.push_back(e.path().string());
-  }
-  return found;
-}
-
-// What reading a source reads: the source itself, the config.json and
-// GPT-2 tokenizer files beside a safetensors file, a tokenizer it names.
 std::vector<InputPath> source_inputs(const ModelSourceReader& src, const std::string& given) {
   std::vector<InputPath> in = {{given, "the source"}, {src.source().path, "the source"}};
   if (src.source().kind == ModelSourceKind::safetensors) {
@@ -129,6 +78,8 @@ std::vector<InputPath> source_inputs(const ModelSourceReader& src, const std::st
   in.push_back({tokenizer_reference_path(src.tokenizer(), src.tokenizer_base()), "the source's tokenizer"});
   return in;
 }
+
+namespace {
 
 // A weights-only source: a tera-model directory or a safetensors file.
 int inspect_weights(const ModelSource& source, int64_t heads) {
@@ -255,221 +206,6 @@ int run_inspect(const CkptArgs& a) {
   return inspect_one(source->path);
 }
 
-int run_export(const CkptArgs& a) {
-  if (a.format != "safetensors") {
-    print_error("--format " + a.format + ": only 'safetensors' (Hugging Face names) is supported");
-    return kExitBadInput;
-  }
-  // Outputs first: the weights file and the files beside it; none inside the
-  // checkpoint it reads (a later checkpoint of the run replaces that directory).
-  if (a.dtype != "fp32" && a.dtype != "bf16") {
-    return bad_input("--dtype " + a.dtype + ": write 'fp32' (the master weights exactly) or 'bf16' (rounded to nearest "
-                     "even, half the bytes)");
-  }
-  auto max_shard = parse_shard_size(a.max_shard_size, "--max-shard-size");
-  if (!max_shard) return bad_input(max_shard.error());
-  if (is_safetensors_index_path(a.out)) {
-    return bad_input("--out " + a.out + ": name the weights file (e.g. model.safetensors); when the model is larger "
-                     "than --max-shard-size its shards and model.safetensors.index.json are written beside that name");
-  }
-  const ExportPaths side = export_paths(a.out);
-  const CreatedDirsGuard created(parent_dir(a.out));
-  if (Status s = check_output_file(a.out, "--out", a.force, /*create_parent=*/true); !s) return bad_input(s.message());
-  const std::vector<std::string> earlier = earlier_export_weights(a.out);
-  for (const std::string& p : earlier) {
-    if (Status s = refuse_existing(p, "--out " + a.out + " writes its shards beside it", a.force); !s) {
-      return bad_input(s.message());
-    }
-  }
-  for (const std::string& p : {side.config, side.vocab, side.merges, side.tokenizer}) {
-    if (Status s = refuse_existing(p, "--out " + a.out + " writes beside it", a.force); !s) return bad_input(s.message());
-  }
-  if (is_within(a.out, a.dir) || same_file(a.out, a.dir)) {
-    return bad_input("--out " + a.out + ": is inside the checkpoint it exports (" + a.dir + "); write it elsewhere");
-  }
-  auto src = open_source(a.dir, a.heads);
-  if (!src) return bad_input(src.error());
-  if (is_within(a.out, src->source().path)) {
-    return bad_input("--out " + a.out + ": is inside the checkpoint it exports (" + src->source().path +
-                     "); write it elsewhere");
-  }
-  const std::string beside_what = "--out " + a.out + " writes beside it";
-  if (Status s = refuse_overlapping_paths({{a.out, "--out", {}}, {side.config, beside_what, {}},
-                                           {side.vocab, beside_what, {}}, {side.merges, beside_what, {}},
-                                           {side.tokenizer, beside_what, {}}},
-                                          source_inputs(*src, a.dir));
-      !s) {
-    return bad_input(s.message());
-  }
-  auto tok = source_tokenizer(*src);
-  if (!tok) return bad_input(tok.error());
-  const ModelConfig model = src->model();
-  auto weights = src->read_all();
-  if (!weights) return bad_input(weights.error());
-  const bool llama = model.arch == Arch::llama;
-  HfExportOptions opt;
-  opt.eot = tok->eot();
-  opt.bf16 = a.dtype == "bf16";
-  opt.max_shard_bytes = *max_shard;
-  auto written = llama ? export_hf_llama(*weights, model, a.out, opt) : export_hf_gpt2(*weights, model, a.out, opt);
-  if (!written) {
-    print_error(written.error());
-    return kExitFailure;
-  }
-  // An earlier export's weight files that this one did not rewrite (--force):
-  // a reader of the directory must not find two models in it.
-  std::string stale_note;
-  for (const std::string& p : earlier) {
-    if (std::find(written->begin(), written->end(), p) != written->end()) continue;
-    std::error_code ec;
-    if (fs::remove(p, ec)) stale_note += "; removed the earlier export's " + fs::path(p).filename().string();
-  }
-  std::string tok_note = "byte-level model: no tokenizer files";
-  if (!tok->is_bytes()) {
-    // tokenizer.json always; GPT-2's pair too where it can say the same
-    // (GPT-2's pattern and rules, <|endoftext|> its only special token).
-    if (Status s = save_tokenizer(*tok, side.tokenizer); !s) {
-      print_error("the weights were written but not the tokenizer: " + s.message());
-      return kExitFailure;
-    }
-    tok_note = fmt::format("tokenizer ({} tokens) as tokenizer.json", tok->vocab_size());
-    if (gpt2_files_can_hold(*tok)) {
-      if (Status s = save_gpt2_tokenizer(*tok, side.vocab, side.merges); !s) {
-        print_error("the weights were written but not the tokenizer: " + s.message());
-        return kExitFailure;
-      }
-      tok_note += " and vocab.json + merges.txt";
-    } else {
-      for (const std::string& p : {side.vocab, side.merges}) {
-        std::error_code ec;
-        if (fs::remove(p, ec)) tok_note += "; removed the earlier export's " + fs::path(p).filename().string();
-      }
-    }
-  } else {
-    // A byte-level export beside an older BPE export (--force): its tokenizer
-    // files would be read back by import as this model's.
-    for (const std::string& p : {side.vocab, side.merges, side.tokenizer}) {
-      std::error_code ec;
-      if (fs::remove(p, ec)) tok_note += "; removed the earlier export's " + fs::path(p).filename().string();
-    }
-  }
-  const std::string where = written->size() == 1
-                                ? a.out
-                                : fmt::format("{} shards of at most {} tensor bytes, read through {}",
-                                              written->size() - 1, *max_shard, written->back());
-  fmt::print("exported {} tensors to {} (Hugging Face {} names, {}; config.json beside it; {}{})\n", weights->size(),
-             where, llama ? "Llama" : "GPT-2", opt.bf16 ? "bf16" : "fp32", tok_note, stale_note);
-  return kExitOk;
-}
-
-// import of a training checkpoint, a ckpt.dir or a tera-model directory: its
-// weights and tokenizer (or --tokenizer) as a self-contained tera-model directory.
-int import_tera_source(const CkptArgs& a, const ModelSource& source) {
-  auto src = ModelSourceReader::open(source);
-  if (!src) return bad_input(src.error());
-  std::vector<InputPath> inputs = source_inputs(*src, a.file);
-  inputs.push_back({a.tokenizer == "bytes" ? "" : a.tokenizer, "--tokenizer"});
-  if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return bad_input(s.message());
-  auto tok = a.tokenizer.empty() ? source_tokenizer(*src) : open_tokenizer(tokenizer_spec(a.tokenizer_flags, a.tokenizer));
-  if (!tok) return bad_input("tokenizer: " + tok.error());
-  if (tok->vocab_size() > src->model().vocab) {
-    return bad_input(fmt::format("tokenizer: {} tokens, more than the model's vocab {}", tok->vocab_size(),
-                                 src->model().vocab));
-  }
-  auto weights = src->read_all();
-  if (!weights) return bad_input(weights.error());
-  std::vector<NamedTensor> named;
-  for (const GlobalTensor& t : *weights) named.push_back({t.name, t.shape, t.data.data()});
-  CheckpointMeta meta;
-  meta.model = src->model();
-  meta.step = src->step();
-  meta.extra = {{"imported_from", source.path}};
-  if (src->micro_batch() > 0) meta.extra["micro_batch"] = src->micro_batch();
-  meta.tokenizer = tokenizer_reference(*tok);
-  if (Status s = save_model_checkpoint(a.out, named, meta); !s) {
-    print_error(s.message());
-    return kExitFailure;
-  }
-  fmt::print("imported {} ({}, step {}): {} layers, hidden {}, {} heads, seq {}, vocab {} -> {}\n", a.file,
-             model_source_kind_name(source.kind), src->step(), meta.model.layers, meta.model.hidden,
-             meta.model.heads, meta.model.seq_len, meta.model.vocab, a.out);
-  return kExitOk;
-}
-
-int run_import(const CkptArgs& a) {
-  const CreatedDirsGuard created(parent_dir(a.out));
-  if (Status s = check_output_dir_replace(a.out, "--out", a.force); !s) return bad_input(s.message());
-  auto source = resolve_model_source(a.file);
-  if (!source) return bad_input(source.error());
-  if (source->kind != ModelSourceKind::safetensors) return import_tera_source(a, *source);
-  {
-    const ExportPaths beside = export_paths(a.file);
-    const std::vector<InputPath> inputs = {{a.file, "the source"},
-                                           {beside.config, "the source's"},
-                                           {beside.vocab, "the source's"},
-                                           {beside.merges, "the source's"},
-                                           {beside.tokenizer, "the source's"},
-                                           {a.tokenizer == "bytes" ? "" : a.tokenizer, "--tokenizer"}};
-    if (Status s = refuse_overlapping_paths({{a.out, "--out", {"*"}}}, inputs); !s) return bad_input(s.message());
-  }
-  auto file = SafetensorsFile::open(a.file);
-  if (!file) return bad_input(file.error());
-  const bool llama = is_hf_llama_file(*file);
-  auto model = llama ? infer_hf_llama_config(*file) : infer_hf_gpt2_config(*file, a.heads);
-  if (!model) return bad_input(model.error());
-  const ModelSpec spec(*model);
-  if (Status s = llama ? check_hf_llama_tensors(*file, spec) : check_hf_gpt2_tensors(*file, spec); !s) {
-    return bad_input(s.message());
-  }
-  // The tokenizer: --tokenizer, else GPT-2's vocab.json + merges.txt beside
-  // the file (what export writes), else byte-level.
-  std::string tok_spec = a.tokenizer;
-  const fs::path beside = fs::path(a.file).has_parent_path() ? fs::path(a.file).parent_path() : fs::path(".");
-  std::error_code ec;
-  if (tok_spec.empty()) {
-    tok_spec = fs::exists(beside / "tokenizer.json", ec) || fs::exists(beside / "vocab.json", ec) ||
-                       fs::exists(beside / "merges.txt", ec)
-                   ? beside.string()
-                   : "bytes";
-  }
-  auto tok = open_tokenizer(tokenizer_spec(a.tokenizer_flags, tok_spec));
-  if (!tok) {
-    return bad_input("tokenizer: " + tok.error() +
-                     (a.tokenizer.empty() ? "; pass --tokenizer FILE|DIR, or --tokenizer bytes to import without one" : ""));
-  }
-  if (tok->vocab_size() > model->vocab) {
-    return bad_input(fmt::format("tokenizer {}: {} tokens, more than the {} rows of {}'s wte.weight", tok_spec,
-                                 tok->vocab_size(), model->vocab, a.file));
-  }
-  std::vector<std::vector<float>> data;
-  std::vector<NamedTensor> named;
-  data.reserve(spec.params().size());
-  for (const ParamInfo& p : spec.params()) {
-    data.emplace_back(static_cast<size_t>(numel(p.shape)));
-    if (Status s = llama ? read_hf_llama_tensor(*file, *model, p, data.back().data())
-                         : read_hf_or_tera_tensor(*file, p, data.back().data());
-        !s) {
-      print_error(s.message());
-      return kExitBadInput;
-    }
-    named.push_back({p.name, p.shape, data.back().data()});
-  }
-  CheckpointMeta meta;
-  meta.model = *model;
-  meta.extra = {{"imported_from", a.file}};
-  meta.tokenizer = tokenizer_reference(*tok);  // embedded: the directory is self-contained
-  if (Status s = save_model_checkpoint(a.out, named, meta); !s) {
-    print_error(s.message());
-    return kExitFailure;
-  }
-  fmt::print("imported {}: {}, {} layers, hidden {}, {} heads{}, seq {}, vocab {}, {} -> {} (use as ckpt.init)\n",
-             a.file, arch_name(model->arch), model->layers, model->hidden, model->heads,
-             model->kv() != model->heads ? fmt::format(" ({} kv)", model->kv()) : "", model->seq_len, model->vocab,
-             tok->is_bytes() ? std::string("byte-level tokens") : fmt::format("BPE tokenizer of {} tokens", tok->vocab_size()),
-             a.out);
-  return kExitOk;
-}
-
 int run_reshard(const CkptArgs& a) {
   // The planner's layout strings; dp and zero are only recorded (the files
   // depend on tp and pp), so dp may be left out.
@@ -512,70 +248,13 @@ int run_reshard(const CkptArgs& a) {
   if (Status s = check_layout(*layout, spec.config(), /*global_batch=*/0, /*world=*/0); !s) {
     return bad_input("--layout " + a.layout + ": " + s.message());
   }
-  const int tp = layout->tp, pp = layout->pp, vpp = layout->vpp;
-  const std::vector<int64_t> per = virtual_stage_layers(*layout, spec.config().layers);
-  if (Status s = begin_checkpoint_dir(a.out, src.step); !s) {
-    print_error(s.message());
-    return kExitFailure;
-  }
-  CheckpointInfo info = src;
-  info.files.clear();
-  info.layout = {{"tp", tp}, {"pp", pp}, {"dp", layout->dp}, {"zero", layout->zero}, {"vpp", vpp},
-                 {"schedule", schedule_kind_name(layout->schedule)}, {"stage_layers", layout->stage_layers},
-                 {"resharded_from", src.layout}};
-  if (src.layout.contains("micro_batch")) info.layout["micro_batch"] = src.layout["micro_batch"];
-  const bool moments = src.optimizer_state;
-  info.optimizer_state = moments;
-  std::vector<float> global;
-  for (int s = 0; s < pp; ++s) {
-    const StagePlan plan = make_stage_plan(per, pp, s);
-    const bool tied_copy = pp > 1 && plan.has_head() && !plan.has_embedding();
-    for (int t = 0; t < tp; ++t) {
-      const ParamTable table(spec, ArenaLayout::kAlignFloats, tp, t, plan);
-      std::vector<std::vector<float>> store;
-      std::vector<StTensorRef> refs;
-      for (const ParamEntry& e : table.entries()) {
-        if (tied_copy && e.info->name == "wte.weight") continue;
-        for (StateKind k : kAllStateKinds) {
-          if (k != StateKind::param && !moments) continue;
-          global.resize(static_cast<size_t>(numel(e.info->shape)));
-          if (Status st = reader->read_global(k, *e.info, global.data()); !st) {
-            print_error(st.message());
-            return kExitFailure;
-          }
-          store.emplace_back(static_cast<size_t>(numel(e.local_shape)), 0.0f);
-          for (int64_t i = 0; i < numel(e.local_shape); ++i) {
-            const int64_t g = table.global_index(e, i);
-            if (g >= 0) store.back()[static_cast<size_t>(i)] = global[static_cast<size_t>(g)];
-          }
-        }
-      }
-      // Pointers taken once `store` stops growing.
-      size_t idx = 0;
-      for (const ParamEntry& e : table.entries()) {
-        if (tied_copy && e.info->name == "wte.weight") continue;
-        for (StateKind k : kAllStateKinds) {
-          if (k != StateKind::param && !moments) continue;
-          const auto& buf = store[idx++];
-          refs.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, buf.data(), buf.size() * sizeof(float)});
-        }
-      }
-      auto f = write_shard_file(staging_dir(a.out, src.step), shard_file_name(s, t), refs, tp, t,
-                                {{"pp_stage", std::to_string(s)}});
-      if (!f) {
-        print_error(f.error());
-        return kExitFailure;
-      }
-      info.files.push_back(*f);
-    }
-  }
-  auto dir = commit_checkpoint_dir(a.out, info, /*keep=*/1 << 30);
+  auto dir = reshard_checkpoint(*reader, *layout, a.out);
   if (!dir) {
     print_error(dir.error());
     return kExitFailure;
   }
   fmt::print("resharded {} (layout {}) -> {} (tp {}, pp {}; {} files); train with ckpt.dir = {} and --resume auto\n",
-             source->path, src.layout.dump(), *dir, tp, pp, info.files.size(), a.out);
+             source->path, src.layout.dump(), *dir, layout->tp, layout->pp, layout->tp * layout->pp, a.out);
   return kExitOk;
 }
 

@@ -1,6 +1,7 @@
 // `tera eval`: mean per-token loss of a checkpoint over consecutive windows of
 // a text file (encoded with the checkpoint's tokenizer) or a token-shard
-// directory; the last line is `val_loss=<float>` for scripts. --batches past
+// directory (the loop: train/evaluation.h); the last line is
+// `val_loss=<float>` for scripts. --batches past
 // the end of the data is refused (windows never wrap around); long
 // evaluations print progress on stderr.
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include "data/tokenizer_file.h"
 #include "data/training_data.h"
 #include "model/gpt.h"
+#include "train/evaluation.h"
 
 namespace tera::cli {
 
@@ -33,6 +35,40 @@ struct EvalArgs {
   std::string backend = "cpu";
 };
 
+// The model source and the data it is evaluated on, checked against each
+// other (the data's vocabulary within the model's, a window's worth of tokens).
+struct EvalInputs {
+  ModelSourceReader src;
+  std::unique_ptr<TokenDataset> data;
+};
+
+Expected<EvalInputs> open_inputs(const EvalArgs& args) {
+  auto source = resolve_model_source(args.ckpt);
+  if (!source) return source.status();
+  ModelSourceOptions opt;
+  opt.heads = args.heads;
+  auto src = ModelSourceReader::open(*source, opt);
+  if (!src) return src.status();
+  auto tok = tokenizer_from_reference(src->tokenizer(), src->tokenizer_base(), src->tokenizer_where());
+  if (!tok) return tok.status();
+  auto data = open_eval_data(args.data, *tok, "--data");
+  if (!data) return data.status();
+  if ((*data)->vocab() > src->model().vocab) {
+    return Status::error(fmt::format("--data {}: vocabulary {} is larger than the checkpoint's model.vocab {}",
+                                     args.data, (*data)->vocab(), src->model().vocab));
+  }
+  TERA_RETURN_IF_ERROR(check_dataset_fits(**data, src->model().seq_len, "--data " + args.data));
+  return EvalInputs{std::move(*src), std::move(*data)};
+}
+
+// The source's weights into the one-process model.
+Status load_weights(const ModelSourceReader& src, Gpt& model) {
+  std::vector<float> host(static_cast<size_t>(model.table().total_floats()));
+  TERA_RETURN_IF_ERROR(src.read_into(model.table(), host.data()));
+  model.load_parameters(host.data());
+  return ok_status();
+}
+
 int run_eval(const EvalArgs& args) {
   if (args.ckpt.empty()) {
     print_error("eval: name the model to evaluate: tera eval SOURCE --data FILE (or --ckpt SOURCE)");
@@ -40,53 +76,25 @@ int run_eval(const EvalArgs& args) {
   }
   const std::unique_ptr<Backend> be = start_backend(args.backend, "--backend");
   if (be == nullptr) return kExitBadInput;
-  auto source = resolve_model_source(args.ckpt);
-  if (!source) {
-    print_error(source.error());
+  auto inputs = open_inputs(args);
+  if (!inputs) {
+    print_error(inputs.error());
     return kExitBadInput;
   }
-  ModelSourceOptions opt;
-  opt.heads = args.heads;
-  auto src = ModelSourceReader::open(*source, opt);
-  if (!src) {
-    print_error(src.error());
-    return kExitBadInput;
-  }
-  auto tok = tokenizer_from_reference(src->tokenizer(), src->tokenizer_base(), src->tokenizer_where());
-  if (!tok) {
-    print_error(tok.error());
-    return kExitBadInput;
-  }
-  auto data = open_eval_data(args.data, *tok, "--data");
-  if (!data) {
-    print_error(data.error());
-    return kExitBadInput;
-  }
-  if ((*data)->vocab() > src->model().vocab) {
-    print_error(fmt::format("--data {}: vocabulary {} is larger than the checkpoint's model.vocab {}", args.data,
-                            (*data)->vocab(), src->model().vocab));
-    return kExitBadInput;
-  }
+  const ModelSourceReader* src = &inputs->src;
+  const TokenDataset& data = *inputs->data;
   const int64_t T = src->model().seq_len;
-  if (Status s = check_dataset_fits(**data, T, "--data " + args.data); !s) {
-    print_error(s.message());
-    return kExitBadInput;
-  }
   // The training run's micro-batch when the source records it (the same
   // batches, so the same sums, from a step-N and from its final/).
   const int64_t B = src->micro_batch() > 0 ? src->micro_batch() : 8;
   Gpt model(ModelSpec(src->model()), *be, B);
-  {
-    std::vector<float> host(static_cast<size_t>(model.table().total_floats()));
-    if (Status s = src->read_into(model.table(), host.data()); !s) {
-      print_error(s.message());
-      return kExitBadInput;
-    }
-    model.load_parameters(host.data());
+  if (Status s = load_weights(*src, model); !s) {
+    print_error(s.message());
+    return kExitBadInput;
   }
   // Windows never wrap around: --batches past the data is refused, naming
   // how many batches the data holds (the last one may be partial).
-  const int64_t windows = ((*data)->num_tokens() - 1) / T;
+  const int64_t windows = eval_windows(data, T);
   const int64_t have = (windows + B - 1) / B;
   if (args.batches > have) {
     print_error(fmt::format("--batches {}: --data {} holds only {} batch{} of {} windows of {} tokens ({} windows); "
@@ -95,8 +103,6 @@ int run_eval(const EvalArgs& args) {
     return kExitBadInput;
   }
   const int64_t count = args.batches > 0 ? std::min(args.batches * B, windows) : windows;
-  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
-  double sum = 0;
   // Progress on stderr every ~2 s for long evaluations (stdout stays the
   // result, for scripts); none with --quiet.
   double every_s = 2.0;
@@ -105,21 +111,17 @@ int run_eval(const EvalArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   bool printed = false;
-  for (int64_t first = 0; first < count; first += B) {
-    const int64_t b = std::min(B, count - first);
-    fill_sequential_windows(**data, T, first, b, tokens.data(), targets.data());
-    sum += model.forward_loss(tokens.data(), targets.data(), b, T);
+  const double sum = eval_loss_sum(model, data, T, B, count, [&](int64_t done, double loss_sum) {
     const auto now = std::chrono::steady_clock::now();
-    if (!args.quiet && now - last >= every && first + b < count) {
-      last = now;
-      const double secs = std::chrono::duration<double>(now - start).count();
-      const double done = static_cast<double>(first + b);
-      fmt::print(stderr, "eval: {}/{} windows ({:.0f}%), loss so far {:.4f}, {:.0f} s, eta {:.0f} s\n", first + b,
-                 count, 100.0 * done / static_cast<double>(count), sum / (done * static_cast<double>(T)), secs,
-                 secs / done * static_cast<double>(count - first - b));
-      printed = true;
-    }
-  }
+    if (args.quiet || now - last < every) return;
+    last = now;
+    const double secs = std::chrono::duration<double>(now - start).count();
+    const double d = static_cast<double>(done);
+    fmt::print(stderr, "eval: {}/{} windows ({:.0f}%), loss so far {:.4f}, {:.0f} s, eta {:.0f} s\n", done, count,
+               100.0 * d / static_cast<double>(count), loss_sum / (d * static_cast<double>(T)), secs,
+               secs / d * static_cast<double>(count - done));
+    printed = true;
+  });
   if (printed) {
     fmt::print(stderr, "eval: {} windows in {:.0f} s\n", count,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -1,7 +1,8 @@
 // `tera simulate`: one training step of a layout on a cluster, event by event
 // (plan/simulator.h over the runtime's schedule), with per-stage bubble and
 // exposed communication and an optional Chrome trace; or a weak/strong
-// scaling sweep (plan/scaling.h) with an optional failure model and SVG plot.
+// scaling sweep (plan/sweep_plan.h, plan/scaling.h) with an optional failure
+// model and SVG plot.
 // Bad input is a message naming the flag and the fix, exit code 2.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "plan/scaling.h"
 #include "plan/scaling_plot.h"
 #include "plan/sim_trace.h"
+#include "plan/sweep_plan.h"
 
 namespace tera::cli {
 
@@ -197,11 +199,6 @@ int run_single(const SimulateArgs& a, const Setup& st) {
   return kExitOk;
 }
 
-std::string short_layout_text(const ParallelLayout& l) {
-  return fmt::format("tp={} pp={} cp={} vpp={} mb={} zero={} recompute={}", l.tp, l.pp, l.cp, l.vpp, l.micro_batch,
-                     l.zero, recompute_name(l.recompute));
-}
-
 std::string sweep_table(const SweepResult& r, const Cluster& cl, bool failures, bool ttt) {
   std::string s = fmt::format("{:>7} {:>6}  {:>3} {:>3} {:>6} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>7}  {:>10}  {:>12}  {:>8}  "
                               "{:>5}  {:>6}  {:>6}  {:>4}",
@@ -247,11 +244,43 @@ nlohmann::json sweep_json(const SweepResult& r) {
   return a;
 }
 
+// The sweep's text report: what ran, the table, skipped points, notes on
+// efficiencies above 100% and layouts that do not fit.
+void print_sweep(const SimulateArgs& a, const Workload& w, const Cluster& cl, const SweepOptions& o,
+                 const SweepResult& result, double seconds, bool planned_first) {
+  const SweepResult* r = &result;
+  const ModelSpec spec(w.model);
+  fmt::print("tera simulate --sweep {}: {} ({} parameters, seq {}) on {}, global batch {} at {} GPUs{}; {}\n", a.sweep,
+             a.model, human_count(static_cast<double>(spec.num_params())), w.model.seq_len, cl.name, w.global_batch,
+             o.gpus.front(), a.sweep == "weak" ? " (grows with the GPU count)" : " (fixed)",
+             o.layout ? "fixed layout, dp scales" : "layout re-planned at every point");
+  fmt::print("{} points simulated in {:.3f} s; efficiency = tokens/s per GPU relative to the first point\n",
+             r->points.size(), seconds);
+  if (planned_first) {
+    fmt::print("layout: the best at {} GPUs, held fixed ({}); --replan searches every point\n", o.gpus.front(),
+               layout_string(*o.layout));
+  }
+  if (o.failures) {
+    fmt::print("failure model: node MTBF {} h, checkpoint write {} s, restart {} s; interval sqrt(2 x write x MTBF/nodes) "
+               "(Young), goodput from Daly's model\n",
+               a.node_mtbf_hours, a.ckpt_write_s, a.restart_s);
+  }
+  fmt::print("\n{}", sweep_table(*r, cl, o.failures.has_value(), o.train_tokens > 0));
+  for (const std::string& s : r->skipped) fmt::print("skipped {}\n", s);
+  // An efficiency above 100% has a cause other than scaling; say which.
+  for (const std::string& note : efficiency_notes(*r)) fmt::print("note: {}\n", note);
+  for (const SweepPoint& p : r->points) {
+    if (!p.eval.fits) {
+      fmt::print("warning: at {} GPUs the layout needs {:.1f} GiB per GPU of {:.1f} GiB (fits = NO)\n", p.gpus,
+                 p.eval.memory.total() / kGiB, cl.gpu.memory_bytes / kGiB);
+    }
+  }
+}
+
 int run_sweep_command(const SimulateArgs& a, const Setup& st) {
-  SweepOptions o;
-  if (a.sweep == "weak") o.kind = SweepKind::weak;
-  else if (a.sweep == "strong") o.kind = SweepKind::strong;
-  else return bad("--sweep " + a.sweep + ": choose weak (global batch grows with dp) or strong (global batch fixed)");
+  if (a.sweep != "weak" && a.sweep != "strong") {
+    return bad("--sweep " + a.sweep + ": choose weak (global batch grows with dp) or strong (global batch fixed)");
+  }
   if (!a.trace.empty()) return bad("--trace records one step; drop --sweep, or --trace, and simulate one layout");
   if (a.gpus > 0) return bad("--gpus names one GPU count; a sweep takes --from N --to M or --points N1,N2,...");
   if (!a.points.empty() && (a.from || a.to)) return bad("give either --points or --from/--to, not both");
@@ -263,42 +292,25 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
   }
   const Workload& w = st.w;
   const Cluster& cl = st.cl;
+  SweepRequest req;
+  req.kind = a.sweep == "weak" ? SweepKind::weak : SweepKind::strong;
+  req.from = a.from;
+  req.to = a.to;
+  req.replan = a.replan;
   if (!a.points.empty()) {
     auto p = parse_points(a.points);
     if (!p.ok()) return bad(p.error());
-    o.gpus = *p;
+    req.points = *p;
   }
-  const int64_t first = a.points.empty() ? a.from : o.gpus.front();
-  int64_t granule = cl.node.gpus;  // the last point of a doubling sweep: whole nodes, or whole replicas
-  bool planned_first = false;  // the layout was the first point's best, held fixed (the default)
   if (!a.layout.empty()) {
-    auto l = layout_from_args(a, first);
+    auto l = layout_from_args(a, a.points.empty() ? a.from : req.points.front());
     if (!l.ok()) return bad(l.error());
-    o.layout = *l;
-    granule = static_cast<int64_t>(l->tp) * l->pp * l->cp;
-  } else if (!a.replan) {
-    // As the study measured weak scaling: one layout, data parallelism grows.
-    const ModelSpec spec(w.model);
-    if (first > (int64_t{1} << 30)) return bad("--from: more than 2^30 GPUs");
-    const SearchResult best = search_layouts(spec, w, cl, static_cast<int>(first), SearchSpace{}, 1);
-    if (best.best.empty()) {
-      return bad(fmt::format("no layout fits {} GPUs at global batch {}; give --layout or a larger --from", first,
-                             w.global_batch));
-    }
-    o.layout = best.best.front().layout;
-    planned_first = true;
-    granule = static_cast<int64_t>(o.layout->tp) * o.layout->pp * o.layout->cp;
+    req.layout = *l;
   }
-  if (a.points.empty()) {
-    auto p = doubling_points(a.from, a.to, granule);
-    if (!p.ok()) return bad(p.error());
-    o.gpus = *p;
-  }
-  if (o.layout && o.layout->dp != o.gpus.front() / (o.layout->tp * o.layout->pp * o.layout->cp)) {
-    return bad(fmt::format("--layout dp={} does not match the first point: {} GPUs / (tp({}) * pp({})); leave dp out",
-                           o.layout->dp, o.gpus.front(), o.layout->tp, o.layout->pp));
-  }
-  o.global_batch = w.global_batch;
+  auto planned = plan_sweep(w, cl, req);
+  if (!planned) return bad(planned.error());
+  SweepOptions& o = planned->options;
+  const bool planned_first = planned->planned_first;
   const bool any_failure = a.node_mtbf_hours > 0 || a.ckpt_write_s > 0 || a.restart_s > 0;
   if (any_failure) {
     FailureModel f{a.node_mtbf_hours * 3600, a.ckpt_write_s, a.restart_s};
@@ -328,48 +340,7 @@ int run_sweep_command(const SimulateArgs& a, const Setup& st) {
     fmt::print("{}\n", sweep_json(*r).dump(2));
     return kExitOk;
   }
-  fmt::print("tera simulate --sweep {}: {} ({} parameters, seq {}) on {}, global batch {} at {} GPUs{}; {}\n", a.sweep,
-             a.model, human_count(static_cast<double>(spec.num_params())), w.model.seq_len, cl.name, w.global_batch,
-             o.gpus.front(), a.sweep == "weak" ? " (grows with the GPU count)" : " (fixed)",
-             o.layout ? "fixed layout, dp scales" : "layout re-planned at every point");
-  fmt::print("{} points simulated in {:.3f} s; efficiency = tokens/s per GPU relative to the first point\n",
-             r->points.size(), seconds);
-  if (planned_first) {
-    fmt::print("layout: the best at {} GPUs, held fixed ({}); --replan searches every point\n", o.gpus.front(),
-               layout_string(*o.layout));
-  }
-  if (o.failures) {
-    fmt::print("failure model: node MTBF {} h, checkpoint write {} s, restart {} s; interval sqrt(2 x write x MTBF/nodes) "
-               "(Young), goodput from Daly's model\n",
-               a.node_mtbf_hours, a.ckpt_write_s, a.restart_s);
-  }
-  fmt::print("\n{}", sweep_table(*r, cl, o.failures.has_value(), o.train_tokens > 0));
-  for (const std::string& s : r->skipped) fmt::print("skipped {}\n", s);
-  // An efficiency above 100% has a cause other than scaling; say which.
-  if (!r->points.empty()) {
-    const SweepPoint& p0 = r->points.front();
-    const ParallelLayout& l0 = p0.eval.layout;
-    for (const SweepPoint& p : r->points) {
-      if (p.efficiency <= 1.0005) continue;
-      const ParallelLayout& l = p.eval.layout;
-      const int64_t per0 = p0.global_batch / l0.dp, per = p.global_batch / l.dp;
-      std::string why;
-      ParallelLayout l_dp = l;
-      l_dp.dp = l0.dp;
-      if (!(l_dp == l0)) why = fmt::format("a different layout ({} vs {} at the first point)", short_layout_text(l), short_layout_text(l0));
-      if (per != per0) {
-        why += fmt::format("{}a different batch per replica ({} vs {} sequences)", why.empty() ? "" : "; ", per, per0);
-      }
-      if (why.empty()) why = "the same layout runs faster per GPU (e.g. collectives over more nodes use more NICs)";
-      fmt::print("note: {:.1f}% at {} GPUs: {}\n", 100 * p.efficiency, p.gpus, why);
-    }
-  }
-  for (const SweepPoint& p : r->points) {
-    if (!p.eval.fits) {
-      fmt::print("warning: at {} GPUs the layout needs {:.1f} GiB per GPU of {:.1f} GiB (fits = NO)\n", p.gpus,
-                 p.eval.memory.total() / kGiB, cl.gpu.memory_bytes / kGiB);
-    }
-  }
+  print_sweep(a, w, cl, o, *r, seconds, planned_first);
   if (!a.plot.empty()) fmt::print("plot: {}\n", a.plot);
   return kExitOk;
 }

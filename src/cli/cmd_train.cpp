@@ -17,8 +17,10 @@
 
 #include "cli/commands.h"
 #include "cli/console.h"
+#include "cli/rank_device.h"
 #include "cli/rank_threads.h"
 #include "cli/train_metrics.h"
+#include "comm/agree.h"
 #include "comm/world.h"
 #include "config/config.h"
 #include "core/file_util.h"
@@ -30,30 +32,6 @@
 #include "train/trainer.h"
 
 namespace tera::cli {
-
-void print_error(const std::string& msg) { print_err(fmt::format("tera: error: {}\n", msg)); }
-
-void print_error_once(const std::string& msg) {
-  // Before MPI starts, the launcher's variables say which rank this is.
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    if (const char* r = std::getenv(v); r != nullptr && *r) {
-      if (std::string(r) != "0") return;
-      break;
-    }
-  }
-  print_error(msg);
-}
-
-std::unique_ptr<Backend> start_backend(const std::string& name, const std::string& what) {
-  auto made = make_backend(name);
-  if (!made) {
-    const bool flag = what.rfind("--", 0) == 0;
-    print_error_once(flag ? fmt::format("{} {} {}", what, name, made.error())
-                          : fmt::format("{} = \"{}\" {}", what, name, made.error()));
-    return nullptr;
-  }
-  return std::move(*made);
-}
 
 namespace {
 
@@ -81,61 +59,11 @@ bool check_output_flags(const TrainArgs& args, Communicator& comm) {
       if (!path.empty() && outputs) outputs = probe_output_file(path, flag);
     }
   }
-  if (comm.all_reduce_max(outputs ? 0.0 : 1.0) > 0) {
-    if (first) print_error(outputs.message());
+  if (Status s = agree(comm, outputs, "rank 0 refused an output (see its message)"); !s) {
+    if (first) print_error(s.message());
     return false;
   }
   return true;
-}
-
-// Puts this process on its device before MPI starts (a CUDA-aware MPI
-// would otherwise open a context on device 0 in every rank), from the
-// launcher's local rank; "" when done or nothing to do, else why not.
-std::string bind_before_mpi(const Backend& backend, const LocalPlace& place) {
-  if (!backend.binds_devices() || place.rank < 0) return "";
-  return backend.bind_device(place.rank, place.size);
-}
-
-// Puts this rank on its device of the node (Backend::bind_device: one rank
-// per GPU) before anything allocates, where the launcher did not say the
-// local rank before MPI started, or said another than MPI's. False when any
-// rank cannot: each rank that failed prints why (their nodes may differ),
-// every rank learns it. Then no two ranks may hold one device
-// (Backend::device_identity): rank 0 names the first pair.
-bool bind_rank_device(const Backend& backend, CommWorld& world, const LocalPlace& place) {
-  if (!backend.binds_devices()) return true;
-  Communicator& comm = world.world();
-  std::string why;
-  if (place.rank != world.local_rank() || place.size != world.local_size()) {
-    why = backend.bind_device(world.local_rank(), world.local_size());
-  }
-  if (!why.empty()) {
-    print_error(fmt::format("train.backend = \"{}\", rank {} ({} of {} on {}): {}", backend.name, comm.rank(),
-                            world.local_rank(), world.local_size(), world.host(), why));
-  }
-  if (comm.all_reduce_max(why.empty() ? 0.0 : 1.0) > 0) return false;
-  // Every rank's device and node, in rank order: two ranks on one GPU (each
-  // shown the same single GPU) would fail later inside NCCL.
-  constexpr int64_t kId = 64, kHost = 192;
-  std::vector<uint8_t> mine(kId + kHost, 0), all(static_cast<size_t>((kId + kHost) * comm.size()));
-  const std::string id = backend.device_identity(), host = world.host();
-  std::copy_n(id.begin(), std::min<size_t>(id.size(), kId - 1), mine.begin());
-  std::copy_n(host.begin(), std::min<size_t>(host.size(), kHost - 1), mine.begin() + kId);
-  comm.all_gather(mine.data(), all.data(), kId + kHost, CommType::u8);
-  const auto field = [&](int r, int64_t at) {
-    return std::string(reinterpret_cast<const char*>(all.data() + r * (kId + kHost) + at));
-  };
-  std::vector<std::string> ids;
-  for (int r = 0; r < comm.size(); ++r) ids.push_back(field(r, 0));
-  const auto [a, b] = ranks_sharing_a_device(ids);
-  if (a < 0) return true;
-  if (comm.rank() == 0) {
-    print_error(fmt::format("train.backend = \"{}\": ranks {} and {} (on {}) were both given GPU {}: each rank needs a "
-                            "GPU of its own; with one GPU visible per rank, make it a different one "
-                            "(srun --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per local rank)",
-                            backend.name, a, b, field(a, kId), ids[static_cast<size_t>(a)]));
-  }
-  return false;
 }
 
 // Opens --metrics on rank 0: a resumed run keeps the lines up to its step and
@@ -150,8 +78,8 @@ bool open_metrics(const TrainArgs& args, const Trainer& tr, Communicator& comm, 
       if (!*metrics) metrics_st = Status::error("--metrics " + args.metrics + ": cannot open for writing");
     }
   }
-  if (comm.all_reduce_max(metrics_st ? 0.0 : 1.0) > 0) {
-    if (first) print_error(metrics_st.message());
+  if (Status s = agree(comm, metrics_st, "rank 0 could not open --metrics (see its message)"); !s) {
+    if (first) print_error(s.message());
     return false;
   }
   return true;

@@ -21,6 +21,9 @@
 // The optimizer is not ZeroMemory's: it exposes the shards this rank updates
 // (shards()) and the caller (train/engine.h) runs AdamW over them, then calls
 // shards_updated().
+// Files: zero.cpp (buffers, initial values, updates), zero_gather.cpp
+// (parameter gathers), zero_grads.cpp (gradient reductions); the
+// tensor-parallel sums before a reduction are tp_grad_sums.h's.
 // Memory: every buffer is the rank's memory plan's (model/memory_plan.h:
 // params, grads, grad_shard, grad_staging, reduce_scatter_out,
 // gathered_params), device memory of the backend. Tensors move over the
@@ -36,6 +39,7 @@
 #include "model/memory_plan.h"
 #include "model/param_memory.h"
 #include "model/rank_memory.h"
+#include "parallel/tp_grad_sums.h"
 
 namespace tera {
 
@@ -137,6 +141,7 @@ class ZeroMemory final : public ParamMemory {
     bool rounded = false;  // bf16 GEMMs: its twin holds this gather's bf16 copy
   };
   void refresh_compute_weights();  // zero 0-2: compute_ from params_
+  void carve_pools(int64_t pool);  // zero 2/3: staging and gather buffers, `pool` block buffers each
   bool dedicated(int unit) const { return table_.dedicated(unit); }
   int64_t chunk(int unit) const { return table_.units()[static_cast<size_t>(unit)].size() / dp_.size(); }
   int64_t chunk_begin(int unit) const {
@@ -153,12 +158,7 @@ class ZeroMemory final : public ParamMemory {
   const ParamTable& table_;
   Communicator& dp_host_;
   Communicator& dp_;  // the device communicator: every tensor collective
-  Communicator* tp_;  // device
-  const bool sp_;
-  Communicator* kv_;  // device; null unless key/value heads are replicated
-  // Per unit: the [begin, end) ranges (floats from the unit's start) of
-  // replicated key/value rows.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> kv_rows_;
+  TpGradSums tp_sums_;  // before each unit's data-parallel reduction
   const int zero_;
   const Backend& be_;
   std::vector<int64_t> shard_offset_;  // per unit, into shard arrays (sum of chunks before it)

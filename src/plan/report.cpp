@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_layout_json.h"
+
 namespace tera {
 
 namespace {
@@ -49,19 +51,10 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
 }  // namespace
 
 nlohmann::json evaluation_json(const Evaluation& e) {
-  const ParallelLayout& l = e.layout;
   const MemoryBreakdown& m = e.memory;
-  return {
-      {"tp", l.tp},
-      {"pp", l.pp},
-      {"dp", l.dp},
-      {"cp", l.cp},
-      {"vpp", l.vpp},
-      {"micro_batch", l.micro_batch},
-      {"zero", l.zero},
-      {"sequence_parallel", l.sequence_parallel},
-      {"recompute", recompute_name(l.recompute)},
-      {"schedule", schedule_kind_name(l.schedule)},
+  // The layout's keys (core/parallel_layout_json.h) beside the predictions.
+  nlohmann::json j = layout_to_json(e.layout);
+  j.update({
       {"memory_bytes", m.total()},
       {"memory", memory_json(m)},
       {"fits", e.fits},
@@ -71,7 +64,8 @@ nlohmann::json evaluation_json(const Evaluation& e) {
       {"mfu", e.mfu},
       {"hfu", e.hfu},
       {"bubble", e.bubble},
-  };
+  });
+  return j;
 }
 
 std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster& cl) {
@@ -214,7 +208,6 @@ std::string cross_validation_table(const CrossValidation& cv) {
 nlohmann::json validation_json(const ValidationReport& rep) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : rep.rows) {
-    const ParallelLayout& l = r.layout;
     a.push_back({{"row_id", r.row_id},
                  {"source", r.source},
                  {"profile", r.profile},
@@ -227,9 +220,7 @@ nlohmann::json validation_json(const ValidationReport& rep) {
                  {"reported", r.reported},
                  {"rel_error", r.rel_error},
                  {"fits", r.fits},
-                 {"layout", {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"vpp", l.vpp}, {"micro_batch", l.micro_batch},
-                             {"zero", l.zero}, {"sequence_parallel", l.sequence_parallel},
-                             {"recompute", recompute_name(l.recompute)}}},
+                 {"layout", layout_to_json(r.layout)},
                  {"flags", r.flags}});
   }
   return a;

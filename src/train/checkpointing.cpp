@@ -6,7 +6,34 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include "ckpt/shard_map.h"
+#include "comm/agree.h"
+
 namespace tera {
+
+namespace {
+
+// This rank's shard file in `dir`: every tensor of its table with both
+// moments (the tied embedding's copy on the last stage left to stage 0's).
+// p, m, v: [table.total_floats()] in the table's layout.
+Expected<CheckpointFile> write_rank_file(const Engine& engine, const float* p, const float* m, const float* v,
+                                         const std::string& dir) {
+  const Groups& g = engine.groups();
+  std::vector<StTensorRef> tensors;
+  const bool skip_wte = engine.holds_tied_copy();
+  engine.table().for_each([&](const ParamEntry& e) {
+    if (skip_wte && e.info->name == "wte.weight") return;
+    const size_t bytes = static_cast<size_t>(numel(e.local_shape)) * sizeof(float);
+    for (StateKind k : kAllStateKinds) {
+      const float* base = k == StateKind::param ? p : k == StateKind::exp_avg ? m : v;
+      tensors.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, base + e.offset, bytes});
+    }
+  });
+  return write_shard_file(dir, shard_file_name(g.coord.pp, g.coord.tp), tensors, g.layout.tp, g.coord.tp,
+                          {{"pp_stage", std::to_string(g.coord.pp)}});
+}
+
+}  // namespace
 
 Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info, const std::string& root, int64_t keep) {
   const Groups& g = engine.groups();
@@ -24,16 +51,16 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
 #pragma omp parallel for reduction(+ : bad)
     for (size_t i = 0; i < total; ++i) bad += !std::isfinite(d[i]);
   }
-  if (world.all_reduce_max(static_cast<double>(bad)) > 0) {
-    return Status::error(fmt::format("not writing checkpoint step {}: {} parameter or optimizer values are not finite "
-                                     "(on some rank); the checkpoints already in {} are left as they are",
-                                     info.step, bad > 0 ? std::to_string(bad) : std::string("some"), root));
-  }
+  const auto nonfinite = [&](const std::string& count) {
+    return fmt::format("not writing checkpoint step {}: {} parameter or optimizer values are not finite (on some "
+                       "rank); the checkpoints already in {} are left as they are",
+                       info.step, count, root);
+  };
+  TERA_RETURN_IF_ERROR(agree(world, bad > 0 ? Status::error(nonfinite(std::to_string(bad))) : ok_status(),
+                             nonfinite("some")));
   // 2. Rank 0 makes the staging directory; everyone learns if it failed.
   Status st = world.rank() == 0 ? begin_checkpoint_dir(root, info.step) : ok_status();
-  if (world.all_reduce_max(st ? 0.0 : 1.0) > 0) {
-    return st ? Status::error("rank 0 could not create the checkpoint directory (see its message)") : st;
-  }
+  TERA_RETURN_IF_ERROR(agree(world, st, "rank 0 could not create the checkpoint directory (see its message)"));
   const std::string tmp = staging_dir(root, info.step);
   // A checkpoint that fails (a full disk) leaves no staging directory behind.
   const auto abandon = [&] {
@@ -45,18 +72,7 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
   const bool writer = g.coord.dp == 0;
   CheckpointFile written;
   if (writer) {
-    std::vector<StTensorRef> tensors;
-    const bool skip_wte = engine.holds_tied_copy();  // stage 0 writes the tied embedding
-    table.for_each([&](const ParamEntry& e) {
-      if (skip_wte && e.info->name == "wte.weight") return;
-      const size_t bytes = static_cast<size_t>(numel(e.local_shape)) * sizeof(float);
-      for (StateKind k : kAllStateKinds) {
-        const float* base = k == StateKind::param ? p.data() : k == StateKind::exp_avg ? m.data() : v.data();
-        tensors.push_back({state_tensor_name(k, e.info->name), "F32", e.local_shape, base + e.offset, bytes});
-      }
-    });
-    auto f = write_shard_file(tmp, shard_file_name(g.coord.pp, g.coord.tp), tensors, g.layout.tp, g.coord.tp,
-                              {{"pp_stage", std::to_string(g.coord.pp)}});
+    auto f = write_rank_file(engine, p.data(), m.data(), v.data(), tmp);
     if (f) {
       written = *f;
     } else {
@@ -91,35 +107,17 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
     dir = commit_checkpoint_dir(root, info, keep);
   }
   // 5. Nobody moves on (or exits) before the checkpoint is in place.
-  if (world.all_reduce_max(dir ? 0.0 : 1.0) > 0) {
+  if (Status committed = agree(world, dir.status(), "rank 0 could not commit the checkpoint (see its message)");
+      !committed) {
     abandon();
-    if (!dir) return dir.status();
-    return Status::error("rank 0 could not commit the checkpoint (see its message)");
+    return committed;
   }
   return (std::filesystem::path(root) / step_dir_name(info.step)).string();
 }
 
-namespace {
-
-// Writes the global tensor's elements this rank holds into local[] (the
-// table's layout); padding stays 0.
-void scatter_local(const ParamTable& table, const ParamEntry& e, const float* global, float* local) {
-  if (table.tp() == 1 || e.info->tp_split == TpSplit::none) {  // the whole tensor, in order, then padding
-    const int64_t n = numel(e.info->shape);
-    std::copy(global, global + n, local + e.offset);
-    std::fill(local + e.offset + n, local + e.offset + e.count, 0.0f);
-    return;
-  }
-  for (int64_t i = 0; i < e.count; ++i) {
-    const int64_t gi = table.global_index(e, i);
-    local[e.offset + i] = gi >= 0 ? global[gi] : 0.0f;
-  }
-}
-
-}  // namespace
-
 Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
   const ParamTable& table = engine.table();
+  const ShardMap map(table);
   const size_t total = static_cast<size_t>(table.total_floats());
   std::vector<float> p(total, 0.0f), zeros(total, 0.0f), global;
   Status st = ok_status();
@@ -127,7 +125,7 @@ Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
     if (!st) return;
     global.assign(static_cast<size_t>(numel(e.info->shape)), 0.0f);
     st = read(*e.info, global.data());
-    if (st) scatter_local(table, e, global.data(), p.data());
+    if (st) map.scatter(e, global.data(), p.data() + e.offset);
   });
   if (!st) return st;
   engine.load_state(p.data(), zeros.data(), zeros.data());
@@ -136,6 +134,7 @@ Status load_engine_weights(Engine& engine, const GlobalTensorFn& read) {
 
 Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bool with_optimizer) {
   const ParamTable& table = engine.table();
+  const ShardMap map(table);
   const size_t total = static_cast<size_t>(table.total_floats());
   std::vector<float> p(total, 0.0f), m(total, 0.0f), v(total, 0.0f), global;
   const bool moments = with_optimizer && reader.info().optimizer_state;
@@ -155,7 +154,7 @@ Status load_engine_checkpoint(Engine& engine, const CheckpointReader& reader, bo
       st = reader.read_global(k, *info, global.data());
       if (!st) return;
       float* dst = k == StateKind::param ? p.data() : k == StateKind::exp_avg ? m.data() : v.data();
-      scatter_local(table, e, global.data(), dst);
+      map.scatter(e, global.data(), dst + e.offset);
     }
   });
   if (!st) return st;

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "ckpt/shard_map.h"
+#include "comm/agree.h"
 #include "core/check.h"
 #include "core/strings.h"
 #include "optim/grad_clip.h"
@@ -160,7 +162,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   // Agreed over the world: a replicated tensor (LayerNorm) poisoned on one
   // tensor-parallel rank only would otherwise split the ranks' decisions.
   const bool bad_here = !std::isfinite(r.grad_norm) || !std::isfinite(r.loss);
-  if (g_.world->all_reduce_max(bad_here ? 1.0 : 0.0) > 0) {
+  if (any_rank(*g_.world, bad_here)) {
     r.skipped = true;
     r.bad_groups = nonfinite_groups();
     return r;
@@ -173,7 +175,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   if (!adam_->update_certainly_finite(lr, scale, r.grad_norm, step + 1)) {
     adam_->count_nonfinite_update(spans, lr, scale, step + 1, scalars() + 3);
     const bool ok = scalars_to_host(3, 1)[0] == 0;
-    if (g_.world->all_reduce_max(ok ? 0.0 : 1.0) > 0) {
+    if (any_rank(*g_.world, !ok)) {
       r.skipped = true;
       r.update_nonfinite = true;
       r.bad_groups = {"the optimizer update: the learning rate is too large for the parameters"};
@@ -213,7 +215,7 @@ std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& ba
         },
         cfg_.model.seq_len, [&](int i) { return (r0 + i) * dp + g_.coord.dp < batches; });
     if (r0 + n < rounds && control.stop) {
-      if (g_.world->all_reduce_max(control.stop() ? 1.0 : 0.0) > 0) return std::nullopt;
+      if (any_rank(*g_.world, control.stop())) return std::nullopt;
     }
     if (control.progress) control.progress(std::min(sequences, (r0 + n) * dp * mb));
   }
@@ -244,12 +246,9 @@ std::vector<std::pair<const ParamInfo*, std::vector<float>>> Engine::gather_glob
       const ParamEntry& here = table_->entries()[k];
       std::vector<float> global(static_cast<size_t>(numel(here.info->shape)));
       for (int r = 0; r < p; ++r) {
-        const ParamEntry& e = tables[static_cast<size_t>(r)].entries()[k];
-        const float* src = all.data() + static_cast<size_t>(r) * local.size() + e.offset;
-        for (int64_t i = 0; i < e.count; ++i) {
-          const int64_t gi = tables[static_cast<size_t>(r)].global_index(e, i);
-          if (gi >= 0) global[static_cast<size_t>(gi)] = src[i];
-        }
+        const ParamTable& table = tables[static_cast<size_t>(r)];
+        const ParamEntry& e = table.entries()[k];
+        ShardMap(table).gather(e, all.data() + static_cast<size_t>(r) * local.size() + e.offset, global.data());
       }
       mine.emplace_back(here.info, std::move(global));
     }

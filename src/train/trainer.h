@@ -1,10 +1,11 @@
-// The training loop over a 3D layout (data parallelism with ZeRO 0-3 here;
-// tensor and pipeline parallelism plug into the same step): gradient
-// accumulation over micro-batches, global-norm clipping, AdamW with warmup +
-// cosine LR, periodic validation. Step s consumes global samples
-// [s*G, (s+1)*G) (G = train.global_batch); data-parallel rank r of d takes the
-// contiguous slice [s*G + r*G/d, s*G + (r+1)*G/d), so losses depend only on
-// (config, seed, step), whatever the layout (DESIGN.md invariant 1).
+// A training run on any layout (tensor x pipeline x data parallel, ZeRO
+// 0-3): the Engine's steps (train/engine.h: micro-batches, clipping, AdamW)
+// under the learning-rate schedule (warmup + cosine), periodic validation,
+// checkpoints (run_checkpoints.cpp: resume, ckpt.init, periodic and final
+// saves) and stop signals. Step s consumes global samples [s*G, (s+1)*G)
+// (G = train.global_batch); data-parallel rank r of d takes the contiguous
+// slice [s*G + r*G/d, s*G + (r+1)*G/d), so losses depend only on (config,
+// seed, step), whatever the layout (DESIGN.md invariant 1).
 #pragma once
 
 #include <functional>
@@ -153,7 +154,22 @@ class Trainer {
   std::vector<RunLock> locks_;  // rank 0: out.dir and ckpt.dir
   bool resumed_ = false;
   bool change_schedule_ = false;
+  // The checkpoint a start() continues from: its directory ("" for a fresh
+  // run) and step (-1 when none; for an explicit directory known on rank 0 only).
+  struct ResumePoint {
+    std::string dir;
+    int64_t step = -1;
+    bool automatic = false;  // --resume auto
+  };
   void log(const std::string& msg) const;
+  Status lock_outputs();  // rank 0: out.dir and ckpt.dir, probed and locked
+  // Why this rank's memory plan does not fit its device (or its share of
+  // the node's host memory); "" when it fits.
+  std::string memory_refusal_of(const ParallelLayout& layout, int rank, int ranks_on_node) const;
+  Status checkpoint_and_log();  // collective: save_checkpoint and its line
+  Status check_start(const StartOptions& options);                 // collective
+  Expected<ResumePoint> find_resume_point(const std::string& resume);  // collective
+  Status claim_outputs(const ResumePoint& point, const StartOptions& options);  // collective
   Status claim_checkpoint_root(bool start_over);
   Status check_schedule(const CheckpointInfo& info, const std::string& dir);
   Status resume_from(const std::string& dir);

@@ -1,8 +1,8 @@
-// Kernel timings for `tera calibrate` (see runtime_calibration.h). Inputs are
+// Kernel timings for `tera calibrate` (see runtime_timings.h). Inputs are
 // small deterministic values (no NaN/denormal slow paths); buffers are the
 // backend's device memory, allocated and filled once per shape, outside the
 // timed region.
-#include "cli/runtime_calibration.h"
+#include "train/runtime_timings.h"
 
 #include <algorithm>
 #include <array>
@@ -60,25 +60,6 @@ constexpr std::array<int64_t, 5> kMemorySizes = {8 << 10, 32 << 10, 128 << 10, 5
 constexpr int64_t kRow = 256;
 
 }  // namespace
-
-std::vector<double> RuntimeTimings::flat() const {
-  std::vector<double> v;
-  for (const auto& l : linear) {
-    v.push_back(l.forward_s);
-    v.push_back(l.backward_s);
-  }
-  for (const auto& m : memory) v.push_back(m.seconds);
-  return v;
-}
-
-void RuntimeTimings::set_flat(const std::vector<double>& v) {
-  size_t i = 0;
-  for (auto& l : linear) {
-    l.forward_s = v[i++];
-    l.backward_s = v[i++];
-  }
-  for (auto& m : memory) m.seconds = v[i++];
-}
 
 RuntimeTimings time_runtime_ops(const Backend& be, double seconds_per_op, int rounds) {
   RuntimeTimings out;
