@@ -1,12 +1,13 @@
-// Enumeration order: tp (divisors of both gpus and the node's GPU count,
-// dividing heads, kv_heads, hidden and ffn), pp (divisors of gpus/tp up to the layer count),
-// dp = gpus/(tp*pp) dividing the global batch, micro-batch (divisors of the
-// per-replica batch), chunks (1, or every vpp >= 2 whose pp*vpp divides the
-// layers when the micro-batch count is a multiple of pp: the search proposes
-// equal chunks, as Megatron requires, while --explain, simulate and
-// check_layout take any split the runtime runs), ZeRO 0-3 (0 alone
-// without dp), sequence parallelism (with tp), recompute (selective only
-// without flash attention, where it would equal none).
+// Enumeration order: cp, tp (divisors of both gpus and the node's GPU
+// count), pp (divisors of gpus/tp up to the layer count), dp = gpus/(tp*pp*cp)
+// dividing the global batch, micro-batch (divisors of the per-replica batch),
+// chunks, ZeRO 0-3 (0 alone without dp or cp), sequence parallelism (with
+// tp), recompute. Every candidate passes two rules, each named once:
+// check_layout (model/layout_check.h: what the runtime runs, the check
+// --explain, simulate and `tera train` apply) and megatron_narrowing below
+// (the search's conventions: equal interleaved chunks, as Megatron requires,
+// key/value groups divided over tp, cp only where it pays). A layout a rule
+// drops is neither priced nor counted.
 #include "plan/search.h"
 
 #include <algorithm>
@@ -64,11 +65,88 @@ struct Candidate {
   double bound;
 };
 
+// Context parallelism is searched for long sequences on stacks with fused
+// attention: cp = 2, 4, ... while each rank keeps >= kMinCpTokens tokens
+// (shorter shares only add K/V traffic to what tp and dp already do).
+constexpr int64_t kMinCpTokens = 4096;
+
+// The search's own narrowing, Megatron's conventions rather than the
+// runtime's limits (check_layout decides what runs): tensor-parallel groups
+// inside a node, the key/value heads split over them, sequence parallelism
+// only with tp dividing the sequence; interleaving only when the
+// micro-batches are a multiple of pp and the layers split evenly over the
+// pp * vpp chunks; context
+// parallelism only on a stack with fused attention and >= kMinCpTokens per
+// rank, never for tera's runtime; selective recompute only without fused
+// attention (where it would equal none) and never for tera's runtime.
+bool megatron_narrowing(const ParallelLayout& l, const Workload& w, const Cluster& cl, const SearchSpace& space) {
+  const ModelConfig& m = w.model;
+  if (cl.node.gpus % l.tp) return false;
+  // Megatron divides the key/value groups over tp (the runtime can replicate them).
+  if (m.kv() % l.tp) return false;
+  if (l.sequence_parallel && (l.tp < 2 || (m.seq_len / l.cp) % l.tp)) return false;
+  if (l.vpp > 1 && (l.pp < 2 || micro_batches(l, w) % l.pp || m.layers % (static_cast<int64_t>(l.pp) * l.vpp))) {
+    return false;
+  }
+  // What the space fixes (a published run's own cp or recompute) is kept.
+  if (!space.cp && l.cp > 1 && (!cl.stack.flash_attention || space.tera_runtime || m.seq_len / l.cp < kMinCpTokens)) {
+    return false;
+  }
+  if (!space.recompute && l.recompute == Recompute::selective && (cl.stack.flash_attention || space.tera_runtime)) {
+    return false;
+  }
+  return true;
+}
+
+// Every layout of the space on `gpus` GPUs that the runtime's check accepts
+// and the search's narrowing keeps, in the order of the file comment.
+std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& cl, int gpus, const SearchSpace& space) {
+  const ModelConfig& m = w.model;
+  std::vector<int> cps = {1};
+  for (int c = 2; m.seq_len / c >= kMinCpTokens && m.seq_len % (2 * c) == 0; c *= 2) cps.push_back(c);
+  std::vector<ParallelLayout> out;
+  ParallelLayout l;
+  for (int cp : choices(space.cp, cps)) {
+    if (gpus % cp) continue;
+    l.cp = cp;
+    for (int tp : choices(space.tp, divisors(gpus / cp, cl.node.gpus))) {
+      l.tp = tp;
+      for (int pp : choices(space.pp, divisors(gpus / (tp * cp), m.layers))) {
+        if ((gpus / (tp * cp)) % pp) continue;
+        l.pp = pp;
+        l.dp = gpus / (tp * pp * cp);
+        if ((space.dp && *space.dp != l.dp) || w.global_batch % l.dp) continue;
+        const int64_t per_replica = w.global_batch / l.dp;
+        for (int mb : choices(space.micro_batch, divisors(per_replica, space.max_micro_batch))) {
+          l.micro_batch = mb;
+          std::vector<int> vpps = {1};
+          for (int v = 2; pp >= 2 && v <= m.layers / pp; ++v) vpps.push_back(v);
+          for (int vpp : choices(space.vpp, vpps)) {
+            l.vpp = vpp;
+            l.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+            for (int zero : choices(space.zero, l.dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
+              l.zero = zero;
+              for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                     : std::vector<bool>{false})) {
+                l.sequence_parallel = sp;
+                for (Recompute rc : choices(space.recompute, {Recompute::none, Recompute::selective, Recompute::full})) {
+                  l.recompute = rc;
+                  if (megatron_narrowing(l, w, cl, space) && check_layout(l, w, gpus)) out.push_back(l);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Cluster& cl, int gpus,
                             const SearchSpace& space, int top) {
-  const ModelConfig& m = spec.config();
   SearchResult r;
   std::vector<Candidate> cands;
   double smallest = 1e300;
@@ -78,17 +156,17 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
   MemoryTables tables(spec, w, cl);
   std::map<int, ParamSplit> splits;
   std::map<Key, PartCosts> parts;
-  auto consider = [&](const ParallelLayout& l) {
+  for (const ParallelLayout& l : enumerate_layouts(w, cl, gpus, space)) {
     ++r.enumerated;
-    const Key key{l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute};
     const MemoryBreakdown mem = tables.per_gpu(l);
     if (mem.total() < smallest) {
       smallest = mem.total();
       r.smallest = l;
       r.smallest_memory = mem;
     }
-    if (mem.total() > cl.gpu.memory_bytes) return;
+    if (mem.total() > cl.gpu.memory_bytes) continue;
     ++r.fitting;
+    const Key key{l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute};
     auto p = parts.find(key);
     if (p == parts.end()) p = parts.emplace(key, price_parts(spec, l, w, cl)).first;
     auto split = splits.find(l.tp);
@@ -97,66 +175,11 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
       ps.untied = w.untied_embeddings;
       split = splits.emplace(l.tp, ps).first;
     }
-    const StepCosts costs = price_step(p->second, split->second, m.layers, l, w, cl);
+    const StepCosts costs = price_step(p->second, split->second, spec.config().layers, l, w, cl);
     cands.push_back({l, step_time_lower_bound(costs, l.pp, l.vpp, micro_batches(l, w), !cl.stack.p2p_overlap)});
-  };
-  // Context parallelism is searched for long sequences on stacks with fused
-  // attention: cp = 2, 4, ... while each rank keeps >= kMinCpTokens tokens
-  // (shorter shares only add K/V traffic to what tp and dp already do).
-  constexpr int64_t kMinCpTokens = 4096;
-  std::vector<int> cps = {1};
-  if (cl.stack.flash_attention && !space.tera_runtime) {
-    for (int c = 2; m.seq_len / c >= kMinCpTokens && m.seq_len % (2 * c) == 0; c *= 2) cps.push_back(c);
   }
-  for (int cp : choices(space.cp, cps)) {
-  if (gpus % cp) continue;
-  for (int tp : choices(space.tp, divisors(gpus / cp, cl.node.gpus))) {
-    // Tensor-parallel groups stay inside a node: tp divides the node's GPUs.
-    if (cl.node.gpus % tp || m.heads % tp || m.kv() % tp || m.hidden % tp || m.ffn() % tp || (gpus / cp) % tp) continue;
-    for (int pp : choices(space.pp, divisors(gpus / (tp * cp), m.layers))) {
-      if ((gpus / (tp * cp)) % pp || pp > m.layers) continue;
-      const int dp = gpus / (tp * pp * cp);
-      if (space.dp && *space.dp != dp) continue;
-      if (w.global_batch % dp) continue;
-      const int64_t per_replica = w.global_batch / dp;
-      for (int mb : choices(space.micro_batch, divisors(per_replica, space.max_micro_batch))) {
-        if (per_replica % mb) continue;
-        const int64_t M = per_replica / mb;
-        std::vector<int> vpps = {1};
-        if (pp >= 2 && M % pp == 0) {
-          for (int v = 2; v <= m.layers / pp; ++v) {
-            if (m.layers % (static_cast<int64_t>(pp) * v) == 0) vpps.push_back(v);
-          }
-        }
-        for (int vpp : choices(space.vpp, vpps)) {
-          if (vpp > 1 && (pp < 2 || M % pp || m.layers % (static_cast<int64_t>(pp) * vpp))) continue;
-          for (int zero : choices(space.zero, dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
-            const bool sp_ok = tp > 1 && (m.seq_len / cp) % tp == 0;
-            for (bool sp : choices(space.sequence_parallel, sp_ok ? std::vector<bool>{false, true} : std::vector<bool>{false})) {
-              if (sp && !sp_ok) continue;
-              std::vector<Recompute> rcs = {Recompute::none, Recompute::full};
-              if (!cl.stack.flash_attention && !space.tera_runtime) rcs.insert(rcs.begin() + 1, Recompute::selective);
-              for (Recompute rc : choices(space.recompute, rcs)) {
-                ParallelLayout l;
-                l.tp = tp;
-                l.pp = pp;
-                l.dp = dp;
-                l.cp = cp;
-                l.vpp = vpp;
-                l.micro_batch = mb;
-                l.zero = zero;
-                l.sequence_parallel = sp;
-                l.recompute = rc;
-                l.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
-                consider(l);
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  }
+  // The k fastest by simulation, bounds first: a candidate whose lower bound
+  // is no better than the k-th simulated time cannot enter.
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.bound < b.bound; });
   const size_t k = static_cast<size_t>(std::max(top, 1));
   for (const Candidate& c : cands) {
