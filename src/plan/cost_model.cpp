@@ -138,11 +138,14 @@ StepCosts price_step(const ModelSpec& spec, const ParallelLayout& l, const Workl
   return price_step(price_parts(spec, l, w, cl), split, spec.config().layers, l, w, cl);
 }
 
-StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const ParallelLayout& l,
-                     const Workload& w, const Cluster& cl) {
-  const PrecisionBytes pb = precision_bytes(w.precision, cl.stack);
-  StepCosts sc;
-  sc.peak_flops = parts.peak_flops;
+namespace {
+
+// Forward and backward of each virtual stage: its blocks, the embedding on
+// the first and the head on the last, each with the ZeRO-2/3 traffic it
+// serves overlapped.
+void price_virtual_stages(const PartCosts& parts, const ParamSplit& split, int64_t layers, const ParallelLayout& l,
+                          const PrecisionBytes& pb, const Cluster& cl, StepCosts* out) {
+  StepCosts& sc = *out;
   const double block_p = split.block, emb_p = split.wte;
   // ZeRO-2/3 traffic overlapped with the pass it serves.
   auto with_zero = [&](PassCost c, double params, bool backward, int tensors) {
@@ -186,13 +189,15 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
     sc.fwd[0].dp_comm += hide * std::min(ag, parts.block_f.total());
     sc.bwd[0].dp_comm += hide * std::min(rs, parts.block_b.total());
   }
-  // Point-to-point: 1/tp of an activation, then re-gathered over tp.
-  const double act = parts.act_bytes;
-  sc.p2p = p2p_time(act / l.tp, l.tp * l.cp * l.dp, cl);
-  if (l.tp > 1 && !(l.sequence_parallel && l.tp > 1)) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
-  // Per stage: gradient reduction (ZeRO 0: all-reduce, 1: reduce-scatter;
-  // 2/3 already reduced per micro-batch), tied-embedding all-reduce between
-  // the first and last stage, optimizer step, ZeRO-1/2 parameter all-gather.
+}
+
+// Per pipeline stage, after the last backward: gradient reduction, the tied
+// embedding's all-reduce, the optimizer step and the ZeRO-1/2 parameter gather.
+void price_stage_updates(const ParamSplit& split, int64_t layers, const ParallelLayout& l, const Workload& w,
+                         const PrecisionBytes& pb, const Cluster& cl, StepCosts* out) {
+  StepCosts& sc = *out;
+  const double emb_p = split.wte;
+  // ZeRO 0: all-reduce, 1: reduce-scatter; 2/3 already reduced per micro-batch.
   const Group dp{l.dp_cp(), l.tp};  // every rank holding the same parameters (dp x cp)
   const double bucket = 40e6;
   const double opt_bytes = w.precision == Precision::bf16 ? 30 : 28;  // + the 16-bit weight copy written
@@ -222,6 +227,21 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
     sc.dp_last_bucket.push_back(last);
     sc.optimizer.push_back(opt);
   }
+}
+
+}  // namespace
+
+StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t layers, const ParallelLayout& l,
+                     const Workload& w, const Cluster& cl) {
+  const PrecisionBytes pb = precision_bytes(w.precision, cl.stack);
+  StepCosts sc;
+  sc.peak_flops = parts.peak_flops;
+  price_virtual_stages(parts, split, layers, l, pb, cl, &sc);
+  // Point-to-point: 1/tp of an activation, then re-gathered over tp.
+  const double act = parts.act_bytes;
+  sc.p2p = p2p_time(act / l.tp, l.tp * l.cp * l.dp, cl);
+  if (l.tp > 1 && !(l.sequence_parallel && l.tp > 1)) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
+  price_stage_updates(split, layers, l, w, pb, cl, &sc);
   sc.step_overhead = cl.eff.step_overhead;
   return sc;
 }
