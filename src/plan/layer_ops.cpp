@@ -53,28 +53,17 @@ void linear(PassOps& fwd, PassOps& bwd, const char* name, const char* dgrad, con
   }
 }
 
-}  // namespace
-
-PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
+// The attention core: forward ops into *core (what selective recompute
+// re-runs), backward ops into *b, fused (flash) or as Megatron's unfused
+// kernels; context parallelism's K/V traffic on both.
+void attention_core_ops(const ModelSpec& spec, const OpsOptions& o, PassOps* core_out, PassOps* b_out) {
   const ModelConfig& c = spec.config();
   const double B = static_cast<double>(o.B), T = static_cast<double>(o.T), tp = o.tp, e = static_cast<double>(o.act_bytes);
-  const double N = B * T, Ns = o.sequence_parallel ? N / tp : N, C = static_cast<double>(c.hidden);
   const double Hl = static_cast<double>(c.heads) / tp, hs = static_cast<double>(c.head_size());
-  const double Ql = static_cast<double>(spec.qkv_width_local(o.tp)), Fl = static_cast<double>(c.ffn()) / tp;
-  const double fc_n = (c.mlp_matrices() - 1) * Fl;  // up (and gate) projections, fused
   // Context parallelism: the rank's T queries attend to all cp * T keys
   // (causal, load-balanced: half of the full product on average).
-  const double Tk = T * o.cp;
-  const double d = o.dropout ? 1 : 0, scores = B * Hl * T * Tk;
-  const double act = N * C * e;  // a full-sequence activation, the TP collective buffer
-  PartOps p;
-  PassOps &f = p.fwd, &b = p.bwd;
-  // Attention block.
-  f.ops.push_back(memory("layernorm_1", 2 * Ns * C * e));
-  b.ops.push_back(memory("layernorm_1_bwd", 4 * Ns * C * e));
-  const bool f8 = o.fp8_gemms;
-  linear(f, b, "qkv", "qkv_dgrad", "qkv_wgrad", N, Ql, C, e, f8);
-  PassOps core;  // attention core forward (what selective recompute re-runs)
+  const double Tk = T * o.cp, scores = B * Hl * T * Tk;
+  PassOps &core = *core_out, &b = *b_out;
   if (o.flash_attention) {
     Op fa{"flash_attention", OpClass::attention};
     fa.flops = 0.5 * 4 * scores * hs;  // causal: half of QK^T and PV
@@ -105,6 +94,47 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
     b.cp_comm.push_back({"cp_kv_all_gather", Collective::all_gather, kv_bytes});
     b.cp_comm.push_back({"cp_dkv_reduce_scatter", Collective::reduce_scatter, kv_bytes});
   }
+}
+
+// Tensor-parallel collectives (Megatron's conjugate pairs; with sequence
+// parallelism each all-reduce becomes a reduce-scatter + all-gather), `act`
+// bytes each, in both passes.
+void tp_collectives(const OpsOptions& o, double act, PassOps* f, PassOps* b) {
+  if (o.tp > 1) {
+    for (PassOps* pass : {f, b}) {
+      if (o.sequence_parallel) {
+        pass->comm.push_back({"sp_all_gather", Collective::all_gather, act});
+        pass->comm.push_back({"sp_all_gather", Collective::all_gather, act});
+        pass->comm.push_back({"sp_reduce_scatter", Collective::reduce_scatter, act});
+        pass->comm.push_back({"sp_reduce_scatter", Collective::reduce_scatter, act});
+      } else {
+        pass->comm.push_back({"tp_all_reduce", Collective::all_reduce, act});
+        pass->comm.push_back({"tp_all_reduce", Collective::all_reduce, act});
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
+  const ModelConfig& c = spec.config();
+  const double B = static_cast<double>(o.B), T = static_cast<double>(o.T), tp = o.tp, e = static_cast<double>(o.act_bytes);
+  const double N = B * T, Ns = o.sequence_parallel ? N / tp : N, C = static_cast<double>(c.hidden);
+  const double Ql = static_cast<double>(spec.qkv_width_local(o.tp)), Fl = static_cast<double>(c.ffn()) / tp;
+  const double fc_n = (c.mlp_matrices() - 1) * Fl;  // up (and gate) projections, fused
+  const double d = o.dropout ? 1 : 0;
+  const double act = N * C * e;  // a full-sequence activation, the TP collective buffer
+  PartOps p;
+  PassOps &f = p.fwd, &b = p.bwd;
+  // Attention block.
+  f.ops.push_back(memory("layernorm_1", 2 * Ns * C * e));
+  b.ops.push_back(memory("layernorm_1_bwd", 4 * Ns * C * e));
+  const bool f8 = o.fp8_gemms;
+  linear(f, b, "qkv", "qkv_dgrad", "qkv_wgrad", N, Ql, C, e, f8);
+  // The attention core forward (what selective recompute re-runs) and its backward.
+  PassOps core;
+  attention_core_ops(spec, o, &core, &b);
   f.ops.insert(f.ops.end(), core.ops.begin(), core.ops.end());
   f.cp_comm.insert(f.cp_comm.end(), core.cp_comm.begin(), core.cp_comm.end());
   linear(f, b, "attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", N, C, C / tp, e, f8);
@@ -120,21 +150,7 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
   linear(f, b, "fc2", "fc2_dgrad", "fc2_wgrad", N, C, Fl, e, f8);
   f.ops.push_back(memory("bias_dropout_add_2", Ns * C * (3 * e + d)));
   b.ops.push_back(memory("bias_dropout_add_2_bwd", Ns * C * (2 * e + d)));
-  // Tensor-parallel collectives (Megatron's conjugate pairs; with sequence
-  // parallelism each all-reduce becomes a reduce-scatter + all-gather).
-  if (o.tp > 1) {
-    for (PassOps* pass : {&f, &b}) {
-      if (o.sequence_parallel) {
-        pass->comm.push_back({"sp_all_gather", Collective::all_gather, act});
-        pass->comm.push_back({"sp_all_gather", Collective::all_gather, act});
-        pass->comm.push_back({"sp_reduce_scatter", Collective::reduce_scatter, act});
-        pass->comm.push_back({"sp_reduce_scatter", Collective::reduce_scatter, act});
-      } else {
-        pass->comm.push_back({"tp_all_reduce", Collective::all_reduce, act});
-        pass->comm.push_back({"tp_all_reduce", Collective::all_reduce, act});
-      }
-    }
-  }
+  tp_collectives(o, act, &f, &b);
   if (o.recompute == Recompute::full) p.recompute = f;
   if (o.recompute == Recompute::selective && !o.flash_attention) p.recompute = core;
   p.recompute.cp_comm.clear();  // the backward's own K/V gather serves the recomputed attention too
