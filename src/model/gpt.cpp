@@ -189,13 +189,16 @@ void Gpt::bind_workspace(const DeviceArena& work) {
   ws_.dnarrow = work.get<float>("dnarrow");
   ws_.lnf_shard = work.get<float>("lnf_shard");  // sequence parallel only
   ws_.full = work.get<float>("full");            // sequence parallel only
-  ws_.cast = work.get<uint16_t>("gemm_cast");    // bf16 GEMMs only
-  ws_.cast_head = work.get<uint16_t>("gemm_cast_head");
-  TERA_ASSERT(opts_.gemm != DType::bf16 || (ws_.cast != nullptr && (!plan().has_head() || ws_.cast_head != nullptr)),
+  ws_.dgate = work.get<float>("dgate");          // SwiGLU only
+  ws_.cast = {work.get<uint16_t>("gemm_cast_x"), work.get<uint16_t>("gemm_cast_dy")};  // bf16 GEMMs only
+  ws_.cast_head = {work.get<uint16_t>("gemm_cast_head_x"), work.get<uint16_t>("gemm_cast_head_dy")};
+  TERA_ASSERT(opts_.gemm != DType::bf16 || (ws_.cast.x != nullptr && ws_.cast.dy != nullptr &&
+                                            (!plan().has_head() || ws_.cast_head.x != nullptr)),
               "the workspace plan lacks the bf16 GEMM cast buffers");
   TERA_ASSERT(opts_.gemm != DType::bf16 || missing_bf16_ops(be_).empty(),
               std::string(be_.name) + " lacks the bf16 ops " + missing_bf16_ops(be_));
-  TERA_ASSERT(ws_.dres != nullptr && ws_.dwide != nullptr && ws_.dnarrow != nullptr, "the workspace plan lacks buffers");
+  TERA_ASSERT(ws_.dres != nullptr && ws_.dwide != nullptr && ws_.dnarrow != nullptr && (!gated_ || ws_.dgate != nullptr),
+              "the workspace plan lacks buffers");
   TERA_ASSERT(!plan().has_head() || (ws_.lnf != nullptr && ws_.logits != nullptr && ws_.ce_stats != nullptr),
               "the workspace plan lacks the head's buffers");
   step_scalars_ = work.get<double>("step_scalars");
@@ -235,11 +238,11 @@ void Gpt::bind_wte_io_offsets() {
     const ParamEntry* e = unit < 0 ? nullptr : table_.find(name);
     return e == nullptr ? int64_t{-1} : e->offset - table_.units()[static_cast<size_t>(unit)].begin;
   };
-  wte_io_offsets_[0] = unit_offset("wte.weight", table_.wte_unit());
-  wte_io_offsets_[1] = unit_offset("wpe.weight", table_.io_unit());
-  wte_io_offsets_[2] = unit_offset("ln_f.weight", table_.io_unit());
-  wte_io_offsets_[3] = unit_offset("ln_f.bias", table_.io_unit());
-  wte_io_offsets_[4] = unit_offset("lm_head.weight", table_.head_unit());
+  io_offsets_.wte = unit_offset("wte.weight", table_.wte_unit());
+  io_offsets_.wpe = unit_offset("wpe.weight", table_.io_unit());
+  io_offsets_.lnf_g = unit_offset("ln_f.weight", table_.io_unit());
+  io_offsets_.lnf_b = unit_offset("ln_f.bias", table_.io_unit());
+  io_offsets_.lm_head = unit_offset("lm_head.weight", table_.head_unit());
 }
 
 float* Gpt::params() {
@@ -294,8 +297,8 @@ BlockWeights Gpt::block_weights(const float* base, int64_t layer) const {
 
 Gpt::Weights Gpt::wte_io(const float* wte_base, const float* io_base, const float* head_base) const {
   auto at = [](const float* base, int64_t off) { return base == nullptr || off < 0 ? nullptr : const_cast<float*>(base) + off; };
-  Weights w{at(wte_base, wte_io_offsets_[0]), at(io_base, wte_io_offsets_[1]), at(io_base, wte_io_offsets_[2]),
-            at(io_base, wte_io_offsets_[3]), at(head_base, wte_io_offsets_[4])};
+  Weights w{at(wte_base, io_offsets_.wte), at(io_base, io_offsets_.wpe), at(io_base, io_offsets_.lnf_g),
+            at(io_base, io_offsets_.lnf_b), at(head_base, io_offsets_.lm_head)};
   if (w.head == nullptr) w.head = w.wte;  // tied: the LM head is the token embedding
   return w;
 }
@@ -305,11 +308,11 @@ Gpt::Weights Gpt::acquire_wte_io(Pass pass) {
   Weights w = wte_io(acquire(table_.wte_unit()), acquire(table_.io_unit()), acquire(table_.head_unit()));
   if (opts_.gemm == DType::bf16 && plan().has_head()) {
     // The head's matrix in bf16: the untied lm_head's unit, else the tied wte's (as wte_io chose).
-    const bool untied = wte_io_offsets_[4] >= 0;
+    const bool untied = io_offsets_.lm_head >= 0;
     const int unit = untied ? table_.head_unit() : table_.wte_unit();
     const uint16_t* base = mem_.compute_weights(unit);
     TERA_ASSERT(base != nullptr, "bf16 GEMMs without a bf16 copy of the LM head");
-    w.head_bf16 = base + wte_io_offsets_[untied ? 4 : 0];
+    w.head_bf16 = base + (untied ? io_offsets_.lm_head : io_offsets_.wte);
   }
   return w;
 }
@@ -335,8 +338,8 @@ const float* Gpt::gathered(const float* x_tokens, int64_t N) {
 Gpt::LinearInput Gpt::norm_output(const float* f32, const uint16_t* bf16, int64_t N) {
   if (bf16 == nullptr) return {gathered(f32, N), nullptr};
   if (!opts_.sequence_parallel) return {nullptr, bf16};
-  tp_.gather_forward_bf16(bf16, ws_.cast, rows(N) * spec_.config().hidden);
-  return {nullptr, ws_.cast};
+  tp_.gather_forward_bf16(bf16, ws_.cast.x, rows(N) * spec_.config().hidden);
+  return {nullptr, ws_.cast.x};
 }
 
 void Gpt::keep_bf16(uint16_t* bf16, const float* staged, int64_t n) {
@@ -432,14 +435,14 @@ void Gpt::block_forward(const BlockActs& a, const BlockWeights& w, const float* 
   const bool bf16 = a.fch_bf16 != nullptr;
   if (fused_gelu(a, w)) {
     // One op: fch and its GELU in bf16 (a GEMM epilogue on cuda), no fp32 fch.
-    be_.linear_gelu_forward_bf16(a.fch_gelu_bf16, a.fch_bf16, bf16_input(ln2, N, C, ws_.cast), w.bf16(w.fc_w), w.fc_b,
+    be_.linear_gelu_forward_bf16(a.fch_gelu_bf16, a.fch_bf16, bf16_input(ln2, N, C, ws_.cast.x), w.bf16(w.fc_w), w.fc_b,
                                  N, C, Fl_, ws_.dwide);
   } else {
     float* fch = staged(a.fch, a.fch_bf16, ws_.dwide);
     linear_fwd(fch, ln2, w.fc_w, w.bf16(w.fc_w), w.fc_b, N, C, Fl_, ws_.cast);
     keep_bf16(a.fch_bf16, fch, N * Fl_);
     if (gated_) {
-      float* gate = staged(a.fch_gate, a.fch_gate_bf16, ws_.dwide + N * Fl_);
+      float* gate = staged(a.fch_gate, a.fch_gate_bf16, ws_.dgate);
       linear_fwd(gate, ln2, w.gate_w, w.bf16(w.gate_w), w.gate_b, N, C, Fl_, ws_.cast);
       keep_bf16(a.fch_gate_bf16, gate, N * Fl_);
       if (bf16) {
@@ -464,7 +467,7 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
                          int64_t B, int64_t T) {
   const int64_t C = spec_.config().hidden, N = B * T, Nt = rows(N);
   const bool sp = opts_.sequence_parallel;
-  float* dwide = ws_.dwide;      // [N, max(Fl (2 Fl gated), Ql)]
+  float* dwide = ws_.dwide;      // [N, max(Fl, Ql)]
   float* dnarrow = ws_.dnarrow;  // [N, C]
   // The gradient of a row-parallel output, over all N tokens: dres itself, or
   // all-gathered from the token shards (sp_scatter's backward).
@@ -488,15 +491,15 @@ void Gpt::block_backward(const BlockActs& a, const BlockWeights& w, const BlockW
   if (fused) {
     // d(fch) = (d(out) @ Wfp) * gelu'(fch) in one op (a GEMM epilogue on cuda).
     be_.linear_backward_gelu_bf16(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), a.fch_gelu_bf16, w.bf16(w.fcp_w),
-                                  a.fch_bf16, N, Fl_, C, ws_.cast + N * C);
+                                  a.fch_bf16, N, Fl_, C, ws_.cast.dy);
   } else {
     linear_bwd(dwide, g.fcp_w, g.fcp_b, full_tokens(dres), mlp_activation(a), w.fcp_w, w.bf16(w.fcp_w), N, Fl_, C,
                false, ws_.cast);
   }
   const LinearInput ln2 = norm_output(a.ln2, a.ln2_bf16, N);
   if (gated_) {
-    // act = silu(gate) * up: d(up) over d(act) in place, d(gate) after it; d(ln2) from both projections.
-    float* dgate = dwide + N * Fl_;
+    // act = silu(gate) * up: d(up) over d(act) in place, d(gate) beside it; d(ln2) from both projections.
+    float* dgate = ws_.dgate;
     if (a.fch_bf16 != nullptr) {
       be_.swiglu_backward_bf16(dgate, dwide, a.fch_gate_bf16, a.fch_bf16, dwide, N * Fl_);
     } else {
@@ -539,16 +542,14 @@ void Gpt::head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int
   if (sp) tp_.gather_forward(ws_.lnf_shard, ws_.lnf, Nt * C);
   // Vocab-parallel logits and loss: the max and the sums are reduced over the group.
   linear_fwd(ws_.logits, {ws_.lnf}, w.head, w.head_bf16, nullptr, N, C, Vl_, ws_.cast_head);
-  float* rowmax = ws_.ce_stats;
-  float* sums = ws_.ce_stats + N;  // followed by the target logits: one all-reduce for both
-  float* target_logit = ws_.ce_stats + 2 * N;
-  be_.ce_max(rowmax, ws_.logits, N, valid_vocab_, Vl_);
-  tp_.all_max(rowmax, N);
-  be_.ce_exp_sum(sums, target_logit, ws_.logits, s.targets, rowmax, N, valid_vocab_, Vl_, v0_);
-  tp_.all_sum(sums, 2 * N);
-  be_.ce_finalize(s.losses, ws_.logits, s.targets, rowmax, sums, target_logit, N, valid_vocab_, Vl_, v0_,
+  const CeStats ce = ws_.ce(N);
+  be_.ce_max(ce.rowmax, ws_.logits, N, valid_vocab_, Vl_);
+  tp_.all_max(ce.rowmax, N);
+  be_.ce_exp_sum(ce.sums, ce.target_logit, ws_.logits, s.targets, ce.rowmax, N, valid_vocab_, Vl_, v0_);
+  tp_.all_sum(ce.sums, 2 * N);  // the sums and the target logits
+  be_.ce_finalize(s.losses, ws_.logits, s.targets, ce.rowmax, ce.sums, ce.target_logit, N, valid_vocab_, Vl_, v0_,
                   backward ? dloss : 0.0f);
-  if (count_loss) be_.accumulate_sum(step_scalars_, s.losses, N);  // the loss stays on the device
+  if (count_loss) be_.accumulate_sum(step_scalars_ + StepScalars::loss, s.losses, N);  // the loss stays on the device
   if (backward) {
     // logits = lnf @ head^T (head: the tied wte, or lm_head): d(lnf) = dlogits @ head (partial over
     // the vocab split), d(head) += dlogits^T @ lnf.
@@ -579,10 +580,10 @@ const uint16_t* Gpt::bf16_input(LinearInput x, int64_t N, int64_t I, uint16_t* c
 }
 
 void Gpt::linear_fwd(float* y, LinearInput x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
-                     int64_t O, uint16_t* cast) {
+                     int64_t O, const GemmCast& cast) {
   TERA_ASSERT((Wb != nullptr) == (opts_.gemm == DType::bf16), "a linear layer without the GEMM dtype's weights");
   if (Wb != nullptr) {
-    be_.linear_forward_bf16(y, bf16_input(x, N, I, cast), Wb, b, N, I, O);
+    be_.linear_forward_bf16(y, bf16_input(x, N, I, cast.x), Wb, b, N, I, O);
   } else {
     TERA_ASSERT(x.f32 != nullptr, "a bf16 linear input without bf16 GEMMs");
     be_.linear_forward(y, x.f32, W, b, N, I, O);
@@ -590,11 +591,10 @@ void Gpt::linear_fwd(float* y, LinearInput x, const float* W, const uint16_t* Wb
 }
 
 void Gpt::linear_bwd(float* dx, float* dW, float* db, const float* dy, LinearInput x, const float* W,
-                     const uint16_t* Wb, int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+                     const uint16_t* Wb, int64_t N, int64_t I, int64_t O, bool accumulate_dx, const GemmCast& cast) {
   TERA_ASSERT((Wb != nullptr) == (opts_.gemm == DType::bf16), "a linear layer without the GEMM dtype's weights");
   if (Wb != nullptr) {
-    const int64_t C = spec_.config().hidden;
-    be_.linear_backward_bf16(dx, dW, db, dy, bf16_input(x, N, I, cast), Wb, N, I, O, accumulate_dx, cast + N * C);
+    be_.linear_backward_bf16(dx, dW, db, dy, bf16_input(x, N, I, cast.x), Wb, N, I, O, accumulate_dx, cast.dy);
   } else {
     TERA_ASSERT(x.f32 != nullptr, "a bf16 linear input without bf16 GEMMs");
     be_.linear_backward(dx, dW, db, dy, x.f32, W, N, I, O, accumulate_dx);
@@ -676,20 +676,20 @@ float* Gpt::grad_in(int c, int k) { return slot(c, k).grad_in; }
 const float* Gpt::grad_out(int c, int k) const { return slot(c, k).grad_out; }
 
 namespace {
-// Zeroes the loss slot, runs f, and copies the loss sum to the host.
+// Zeroes the loss scalar, runs f, and copies the loss sum to the host.
 template <typename F>
-double loss_of(const Backend& be, double* scalars, F&& f) {
-  be.fill(scalars, DType::f64, 0.0, 1);
+double loss_of(const Backend& be, double* loss, F&& f) {
+  be.fill(loss, DType::f64, 0.0, 1);
   f();
-  double loss = 0;
-  be.copy(&loss, scalars, sizeof(double), CopyKind::device_to_host);
-  return loss;
+  double sum = 0;
+  be.copy(&sum, loss, sizeof(double), CopyKind::device_to_host);
+  return sum;
 }
 }  // namespace
 
 double Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss) {
   TERA_ASSERT(chunks() == 1 && plan().chunks[0].embedding && plan().chunks[0].head, "needs the whole model on this stage");
-  return loss_of(be_, step_scalars_, [&] {
+  return loss_of(be_, step_scalars_ + StepScalars::loss, [&] {
     forward(0, 0, tokens, targets, B, T, dloss, true);
     backward(0, 0, B, T);
   });
@@ -697,7 +697,7 @@ double Gpt::forward_backward(const int32_t* tokens, const int32_t* targets, int6
 
 double Gpt::forward_loss(const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T) {
   TERA_ASSERT(chunks() == 1 && plan().chunks[0].embedding && plan().chunks[0].head, "needs the whole model on this stage");
-  return loss_of(be_, step_scalars_, [&] { forward(0, 0, tokens, targets, B, T, 0.0f, false); });
+  return loss_of(be_, step_scalars_ + StepScalars::loss, [&] { forward(0, 0, tokens, targets, B, T, 0.0f, false); });
 }
 
 void Gpt::head_logits(const float* x, int64_t N) {

@@ -7,7 +7,7 @@
 // Every tensor is device memory of the backend (model/rank_memory.h): Gpt
 // never reads or writes it from the host. Token ids come in from the host and
 // are copied to the device; the loss sum stays on the device
-// (step_scalars()[0]) until the caller copies it, once per step.
+// (StepScalars::loss of step_scalars()) until the caller copies it, once per step.
 //
 // Shape legend: B = micro-batch, T = sequence, N = B*T tokens, C = hidden,
 // p = tp degree, Cl = C/p, Hl = H/p heads, Fl = F/p, Vl = padded vocab / p,
@@ -103,7 +103,7 @@ class Gpt {
   // Forward of one micro-batch through chunk c into slot k. A chunk with the
   // embedding reads tokens [B,T]; any other reads input(c, k). A chunk with
   // the head reads targets [B,T], adds the sum of the B*T per-token losses
-  // to step_scalars()[0] when count_loss, and, when training, computes the
+  // to the loss step scalar when count_loss, and, when training, computes the
   // head's backward (gradients scaled by dloss). tokens and targets are host
   // arrays (copied to the device here; unread by chunks that do not need them).
   void forward(int c, int k, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss,
@@ -118,8 +118,8 @@ class Gpt {
   float* grad_in(int c, int k);
   const float* grad_out(int c, int k) const;
   int64_t activation_floats(int64_t B, int64_t T) const { return rows(B * T) * spec_.config().hidden; }
-  // Device f64 scalars of a step (memory_plan.h's step_scalars): [0] is the
-  // loss sum forward() accumulates; the engine uses the rest.
+  // Device f64 scalars of a step (memory_plan.h's StepScalars): the loss
+  // sum forward() accumulates at StepScalars::loss; the engine uses the rest.
   double* step_scalars() const { return step_scalars_; }
   int64_t step_scalar_count() const { return step_scalar_count_; }
 
@@ -152,9 +152,35 @@ class Gpt {
     float *input = nullptr, *losses = nullptr, *dx_head = nullptr, *grad_in = nullptr, *grad_out = nullptr;
     std::vector<BlockActs> blocks;  // the chunk's layers, in order
   };
+  // A linear layer's bf16 operands rounded from fp32 (ops.h LinearForwardBf16Fn):
+  // x [N, at most C] and dy [N, O].
+  struct GemmCast {
+    uint16_t* x = nullptr;
+    uint16_t* dy = nullptr;
+  };
+  // The softmax statistics of the vocab-parallel loss, [N] each, packed at
+  // the micro-batch's N in ce_stats so that one all-reduce sums the sums and
+  // the target logits.
+  struct CeStats {
+    float* rowmax;
+    float* sums;
+    float* target_logit;
+  };
+  // The workspace (ModelSpec::workspace, whose comments give each buffer's
+  // uses), by name; null where the plan has none.
   struct Workspace {
-    float *lnf, *lnf_mean, *lnf_rstd, *logits, *ce_stats, *dres, *dwide, *dnarrow, *lnf_shard, *full;
-    uint16_t *cast, *cast_head;  // bf16 GEMMs: the block linears' and the head's rounded inputs
+    float *lnf, *lnf_mean, *lnf_rstd, *logits, *ce_stats, *dres, *dwide, *dgate, *dnarrow, *lnf_shard, *full;
+    GemmCast cast, cast_head;  // bf16 GEMMs: the block linears' and the head's rounded operands
+    CeStats ce(int64_t N) const { return {ce_stats, ce_stats + N, ce_stats + 2 * N}; }
+  };
+  // Where the embedding's and the head's tensors sit in their units (-1:
+  // not on this stage, or not in the model).
+  struct IoOffsets {
+    int64_t wte = -1;      // in the wte unit
+    int64_t wpe = -1;      // in the io unit (GPT-2)
+    int64_t lnf_g = -1;    // in the io unit
+    int64_t lnf_b = -1;    // in the io unit (LayerNorm)
+    int64_t lm_head = -1;  // in the lm_head unit (untied)
   };
   struct Weights {  // of the wte, io and lm_head units (null where this stage or the model has none)
     float *wte, *wpe, *lnf_g, *lnf_b;
@@ -223,18 +249,16 @@ class Gpt {
   void block_backward(const BlockActs& a, const BlockWeights& w, const BlockWeights& g, const float* x, float* dres,
                       int64_t B, int64_t T);
   // LN_f + logits + loss; with backward also the head's backward into dx_head.
-  // count_loss: add the per-token losses to step_scalars_[0].
+  // count_loss: add the per-token losses to the loss step scalar.
   void head_forward(const Weights& w, const float* x, Slot& s, int64_t B, int64_t T, float dloss, bool backward,
                     bool count_loss);
   // A linear layer (ops.h) with fp32 or bf16 GEMM inputs: Wb is W's bf16
-  // copy under bf16 GEMMs, else null. Under bf16 GEMMs `cast` ([N, C + the
-  // widest O], ModelSpec::workspace's gemm_cast) takes an fp32 x rounded to
-  // bf16 in its first N*C values (x is at most C wide then) and the rounded
-  // dy after them.
+  // copy under bf16 GEMMs, else null. Under bf16 GEMMs an fp32 x (at most C
+  // wide) is rounded into cast.x and dy into cast.dy.
   void linear_fwd(float* y, LinearInput x, const float* W, const uint16_t* Wb, const float* b, int64_t N, int64_t I,
-                  int64_t O, uint16_t* cast);
+                  int64_t O, const GemmCast& cast);
   void linear_bwd(float* dx, float* dW, float* db, const float* dy, LinearInput x, const float* W, const uint16_t* Wb,
-                  int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast);
+                  int64_t N, int64_t I, int64_t O, bool accumulate_dx, const GemmCast& cast);
   // Whether the GELU MLP of this block runs as the backend's fused ops
   // (linear_gelu_forward_bf16, linear_backward_gelu_bf16): bf16 GEMMs and
   // activations on a backend that has them; else the linear and GELU ops.
@@ -274,7 +298,7 @@ class Gpt {
   std::vector<Slot> slots_;                        // [slot]
   BlockActs recompute_acts_{};                     // full recompute: the working set, its `out` a scratch
   std::vector<BlockWeightOffsets> block_offsets_;  // per global layer (this stage's only)
-  int64_t wte_io_offsets_[5] = {};                 // wte in its unit; wpe, ln_f.weight, ln_f.bias in io; lm_head
+  IoOffsets io_offsets_;
   Workspace ws_{};
 };
 
