@@ -1,13 +1,16 @@
-// Shapes and dtypes. Dimension order is outermost first, as in PyTorch:
-// shape {B, T, C} means C is contiguous (stride 1) and B has the largest
-// stride. Element counts are int64_t. "axis" names a mesh axis (tp, pp, dp);
-// "dim" names a tensor dimension.
+// Shapes, dtypes and typed views. Dimension order is outermost first, as in
+// PyTorch: shape {B, T, C} means C is contiguous (stride 1) and B has the
+// largest stride. Element counts are int64_t. "axis" names a mesh axis (tp,
+// pp, dp); "dim" names a tensor dimension.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include "core/check.h"
 
 namespace tera {
 
@@ -50,6 +53,45 @@ template <>
 constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 template <>
 constexpr DType dtype_of<uint16_t>() { return DType::bf16; }  // bf16 values: the upper half of the fp32 pattern
+
+// A typed view of one buffer: its address and its element dtype, so that a
+// tensor kept in either of two precisions is one value (one field of a
+// struct of views), not an fp32 pointer beside a bf16 twin. The accessors
+// assert the dtype: f32() of a bf16 view is a programming error. An empty
+// view (a buffer the model does not have) returns null from every accessor.
+// TypedView views writable memory; ConstTypedView (what a TypedView
+// converts to) read-only memory, as `const float*` does.
+template <bool Const>
+class BasicTypedView {
+  template <typename T>
+  using Ptr = std::conditional_t<Const, const T*, T*>;
+
+ public:
+  BasicTypedView() = default;
+  template <typename T, typename = std::enable_if_t<Const || !std::is_const_v<T>>>
+  explicit BasicTypedView(T* ptr) : ptr_(ptr), dtype_(dtype_of<std::remove_const_t<T>>()) {}
+  // Read-only from writable.
+  template <bool C = Const, typename = std::enable_if_t<C>>
+  BasicTypedView(const BasicTypedView<false>& v) : ptr_(v.data()), dtype_(v.dtype()) {}  // NOLINT: implicit
+
+  DType dtype() const { return dtype_; }
+  bool empty() const { return ptr_ == nullptr; }
+  Ptr<void> data() const { return ptr_; }
+  template <typename T>
+  Ptr<T> as() const {
+    TERA_ASSERT(ptr_ == nullptr || dtype_ == dtype_of<T>(),
+                std::string(dtype_name(dtype_)) + " tensor read as " + dtype_name(dtype_of<T>()));
+    return static_cast<Ptr<T>>(ptr_);
+  }
+  Ptr<float> f32() const { return as<float>(); }
+  Ptr<uint16_t> bf16() const { return as<uint16_t>(); }  // bf16 values: the upper half of the fp32 pattern
+
+ private:
+  Ptr<void> ptr_ = nullptr;
+  DType dtype_ = DType::f32;
+};
+using TypedView = BasicTypedView<false>;
+using ConstTypedView = BasicTypedView<true>;
 
 using Shape = std::vector<int64_t>;
 

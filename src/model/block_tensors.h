@@ -1,9 +1,10 @@
-// The tensors of one GPT-2 block as model/gpt.cpp binds them: its parameters
-// (BlockWeights; the same struct views their gradients) and its activations
-// (BlockActs). Each struct has one table of {ModelSpec name, field}, the only
-// place that says which tensor a field is. Tables are matched to ModelSpec's
-// lists by name, never by position: match_rows asserts that every listed
-// tensor has a row and every row a tensor. Shape legend: model/gpt.h.
+// The tensors of one block (GPT-2 or Llama) as the model binds them: its
+// parameters (BlockWeights; the same struct views their gradients) and its
+// activations (BlockActs, one typed view per tensor). Each struct has one
+// table of {ModelSpec name, field}, the only place that says which tensor a
+// field is. Tables are matched to ModelSpec's lists by name, never by
+// position: match_rows asserts that every listed tensor has a row and every
+// row a tensor. Shape legend: model/gpt.h.
 #pragma once
 
 #include <array>
@@ -14,11 +15,13 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/tensor.h"
 
 namespace tera {
 
-// One block's parameters on this tensor-parallel rank, or their gradients.
-// Biases are GPT-2's (null on a Llama block), the gate Llama's.
+// One block's parameters on this tensor-parallel rank, or their gradients
+// (fp32: the master weights and their gradients). Biases are GPT-2's (null
+// on a Llama block), the gate Llama's.
 struct BlockWeights {
   float* ln1_g;   // [C]       LayerNorm / RMSNorm gain
   float* ln1_b;   // [C]
@@ -43,50 +46,42 @@ struct BlockWeights {
 };
 
 // What one block's forward writes for a micro-batch (ModelSpec::
-// block_activations of a GPT-2 block without dropout): the attention keeps
-// its probabilities (naive) or its row log-sum-exp (flash), not both. The
-// norm outputs and the MLP's tensors (ln1, ln2, fch, fch_gate, fch_gelu,
-// fch_swiglu; qkv and atty with flash attention) are kept in the linear layers' input
-// dtype: with bf16 GEMMs their _bf16 field is set and the fp32 one is null.
+// block_activations of a block without dropout), one view per tensor, in
+// the dtype the block plan keeps it in (model/block_plan.h: the norm
+// outputs, qkv and atty with flash attention, and the MLP's tensors are bf16
+// under bf16 GEMMs; the rest fp32). The attention keeps its probabilities
+// (naive) or its row log-sum-exp (flash), not both; an empty view is a
+// tensor this block does not have.
 struct BlockActs {
-  float* ln1;       // [Nt, C]        LN_1(x), this rank's tokens under sp
-  float* ln1_mean;  // [Nt]           (LayerNorm only)
-  float* ln1_rstd;  // [Nt]
-  float* qkv;       // [N, Ql]        after the rotary embedding on a Llama block
-  float* probs;     // [B, Hl, T, T]  attention probabilities (naive attention)
-  float* lse;       // [B, Hl, T]     row log-sum-exp of the scores (flash attention)
-  float* atty;      // [N, Cl]        attention output of the local heads
-  float* res1;      // [Nt, C]        x + attention
-  float* ln2;       // [Nt, C]
-  float* ln2_mean;  // [Nt]           (LayerNorm only)
-  float* ln2_rstd;  // [Nt]
-  float* fch;       // [N, Fl]        FC output before the GELU; Llama: up_proj's
-  float* fch_gelu;  // [N, Fl]        GELU of it (GPT-2)
-  float* fch_gate;  // [N, Fl]        gate_proj's output (Llama)
-  float* fch_swiglu;  // [N, Fl]      silu(gate) * up, down_proj's input (Llama)
-  float* out;       // [Nt, C]        res1 + MLP: the next block's input
-  uint16_t* ln1_bf16 = nullptr;  // bf16 GEMMs: ln1, ln2, fch, fch_gate, fch_gelu, fch_swiglu in bf16
-  uint16_t* qkv_bf16 = nullptr;  // bf16 GEMMs with flash attention: qkv, atty in bf16
-  uint16_t* atty_bf16 = nullptr;
-  uint16_t* ln2_bf16 = nullptr;
-  uint16_t* fch_bf16 = nullptr;
-  uint16_t* fch_gate_bf16 = nullptr;
-  uint16_t* fch_gelu_bf16 = nullptr;
-  uint16_t* fch_swiglu_bf16 = nullptr;
+  TypedView ln1;         // [Nt, C]        LN_1(x), this rank's tokens under sp
+  TypedView ln1_mean;    // [Nt]           (LayerNorm only)
+  TypedView ln1_rstd;    // [Nt]
+  TypedView qkv;         // [N, Ql]        after the rotary embedding on a Llama block
+  TypedView probs;       // [B, Hl, T, T]  attention probabilities (naive attention)
+  TypedView lse;         // [B, Hl, T]     row log-sum-exp of the scores (flash attention)
+  TypedView atty;        // [N, Cl]        attention output of the local heads
+  TypedView res1;        // [Nt, C]        x + attention
+  TypedView ln2;         // [Nt, C]
+  TypedView ln2_mean;    // [Nt]           (LayerNorm only)
+  TypedView ln2_rstd;    // [Nt]
+  TypedView fch;         // [N, Fl]        FC output before the GELU; Llama: up_proj's
+  TypedView fch_gelu;    // [N, Fl]        GELU of it (GPT-2)
+  TypedView fch_gate;    // [N, Fl]        gate_proj's output (Llama)
+  TypedView fch_swiglu;  // [N, Fl]        silu(gate) * up, down_proj's input (Llama)
+  TypedView out;         // [Nt, C]        res1 + MLP: the next block's input
 };
 
-// A table row: the tensor's ModelSpec name and the field of S it binds to
-// (bf16_field: where it binds when the list keeps it in bf16).
-template <typename S>
+// A table row: the tensor's ModelSpec name and the field of S it binds to.
+template <typename S, typename F>
 struct TensorRow {
   std::string_view name;
-  float* S::*field;
-  bool optional = false;  // a list may lack it (then the field stays null)
-  uint16_t* S::*bf16_field = nullptr;
+  F S::*field;
+  bool optional = false;  // a list may lack it (then the field stays null / empty)
+  bool may_be_bf16 = false;  // a view field that a list may hold in bf16
 };
 
 // Parameters, named as in ModelSpec::params() less the "h.<layer>." prefix.
-inline constexpr auto kBlockWeightRows = std::to_array<TensorRow<BlockWeights>>({
+inline constexpr auto kBlockWeightRows = std::to_array<TensorRow<BlockWeights, float*>>({
     {"ln_1.weight", &BlockWeights::ln1_g},
     {"ln_1.bias", &BlockWeights::ln1_b, true},
     {"attn.c_attn.weight", &BlockWeights::qkv_w},
@@ -107,22 +102,22 @@ using BlockWeightOffsets = std::array<int64_t, kBlockWeightRows.size()>;
 
 // Activations, named as in ModelSpec::block_activations (which is also what
 // saved_block_activations keeps without recomputation).
-inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
-    {"ln1", &BlockActs::ln1, false, &BlockActs::ln1_bf16},
+inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs, TypedView>>({
+    {"ln1", &BlockActs::ln1, false, true},
     {"ln1_mean", &BlockActs::ln1_mean, true},
     {"ln1_rstd", &BlockActs::ln1_rstd},
-    {"qkv", &BlockActs::qkv, false, &BlockActs::qkv_bf16},
+    {"qkv", &BlockActs::qkv, false, true},
     {"probs", &BlockActs::probs, true},
     {"softmax_lse", &BlockActs::lse, true},
-    {"atty", &BlockActs::atty, false, &BlockActs::atty_bf16},
+    {"atty", &BlockActs::atty, false, true},
     {"res1", &BlockActs::res1},
-    {"ln2", &BlockActs::ln2, false, &BlockActs::ln2_bf16},
+    {"ln2", &BlockActs::ln2, false, true},
     {"ln2_mean", &BlockActs::ln2_mean, true},
     {"ln2_rstd", &BlockActs::ln2_rstd},
-    {"fch", &BlockActs::fch, false, &BlockActs::fch_bf16},
-    {"fch_gelu", &BlockActs::fch_gelu, true, &BlockActs::fch_gelu_bf16},
-    {"fch_gate", &BlockActs::fch_gate, true, &BlockActs::fch_gate_bf16},
-    {"fch_swiglu", &BlockActs::fch_swiglu, true, &BlockActs::fch_swiglu_bf16},
+    {"fch", &BlockActs::fch, false, true},
+    {"fch_gelu", &BlockActs::fch_gelu, true, true},
+    {"fch_gate", &BlockActs::fch_gate, true, true},
+    {"fch_swiglu", &BlockActs::fch_swiglu, true, true},
     {"out", &BlockActs::out},
 });
 
@@ -130,15 +125,15 @@ inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs>>({
 // "x_in", one block input). The runtime keeps each block's output there, which
 // is the next block's input (the first block's is the chunk's input); the
 // rest of the block's BlockActs is the shared recompute working set.
-inline constexpr auto kFullRecomputeSavedRows = std::to_array<TensorRow<BlockActs>>({
+inline constexpr auto kFullRecomputeSavedRows = std::to_array<TensorRow<BlockActs, TypedView>>({
     {"x_in", &BlockActs::out},
 });
 
 // For each of `names` (a ModelSpec list), the index of its row in `rows`.
 // Asserts that every name has a row and every row exactly one name; `what`
 // names the list in the message.
-template <typename S, size_t R>
-std::vector<size_t> match_rows(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
+template <typename S, typename F, size_t R>
+std::vector<size_t> match_rows(const std::array<TensorRow<S, F>, R>& rows, const std::vector<std::string>& names,
                                std::string_view what) {
   std::array<bool, R> matched{};
   std::vector<size_t> index;
@@ -157,33 +152,21 @@ std::vector<size_t> match_rows(const std::array<TensorRow<S>, R>& rows, const st
   return index;
 }
 
-// `s` with the field of each named buffer's row set to its pointer
-// (names[i] -> ptrs[i], matched by match_rows); a buffer of either dtype:
-// bf16_ptrs[i] non-null binds names[i] to its row's bf16 field (asserted to
-// exist), else ptrs[i] to the fp32 one.
+// `s` with the field of each named buffer's row set to its view (names[i]
+// -> views[i], matched by match_rows). A bf16 view binds only to a row that
+// may hold bf16 (asserted).
 template <typename S, size_t R>
-S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
-               const std::vector<float*>& ptrs, const std::vector<uint16_t*>& bf16_ptrs, std::string_view what,
-               S s = {}) {
-  TERA_ASSERT(names.size() == ptrs.size() && names.size() == bf16_ptrs.size());
+S bind_by_name(const std::array<TensorRow<S, TypedView>, R>& rows, const std::vector<std::string>& names,
+               const std::vector<TypedView>& views, std::string_view what, S s = {}) {
+  TERA_ASSERT(names.size() == views.size());
   const std::vector<size_t> index = match_rows(rows, names, what);
   for (size_t i = 0; i < names.size(); ++i) {
-    const TensorRow<S>& row = rows[index[i]];
-    if (bf16_ptrs[i] == nullptr) {
-      s.*row.field = ptrs[i];
-      continue;
-    }
-    TERA_ASSERT(row.bf16_field != nullptr, std::string(what) + ": " + names[i] + " is bf16 but its row binds only fp32");
-    s.*row.bf16_field = bf16_ptrs[i];
+    const TensorRow<S, TypedView>& row = rows[index[i]];
+    TERA_ASSERT(views[i].dtype() != DType::bf16 || row.may_be_bf16,
+                std::string(what) + ": " + names[i] + " is bf16 but its row binds only fp32");
+    s.*row.field = views[i];
   }
   return s;
-}
-
-// fp32 buffers only.
-template <typename S, size_t R>
-S bind_by_name(const std::array<TensorRow<S>, R>& rows, const std::vector<std::string>& names,
-               const std::vector<float*>& ptrs, std::string_view what, S s = {}) {
-  return bind_by_name(rows, names, ptrs, std::vector<uint16_t*>(ptrs.size(), nullptr), what, s);
 }
 
 }  // namespace tera

@@ -156,7 +156,7 @@ void plan_workspace(const ModelSpec& spec, const MemoryPlanInput& in, MemoryPlan
   }
   int64_t units = 0;
   for (const UnitShape& u : in.units) units += u.repeat;
-  w.add("step_scalars", DType::f64, 4 + units);
+  w.add("step_scalars", DType::f64, StepScalars::count(units));
 }
 
 }  // namespace
@@ -228,8 +228,8 @@ MemoryReport memory_plan_bytes(const ZeroSizes& z, int zero, DType compute, DTyp
   const int64_t layers = largest_chunk_layers(stage);
   r[MemoryClass::activations] = slots * (t.boundary[chunk_kinds(stage)] + layers * t.saved_layer);
   if (layers > 0 && recompute != Recompute::none) r[MemoryClass::activations] += t.working;
-  r[MemoryClass::workspace] =
-      t.workspace_all + (stage.has_head() ? t.workspace_head : 0) + ArenaLayout::aligned_bytes(DType::f64, 4 + units);
+  r[MemoryClass::workspace] = t.workspace_all + (stage.has_head() ? t.workspace_head : 0) +
+                              ArenaLayout::aligned_bytes(DType::f64, StepScalars::count(units));
   return r;
 }
 

@@ -35,9 +35,8 @@
 //                  chunk's micro-batch may take any free slot (Megatron's
 //                  bound: in-flight micro-batches x the largest chunk).
 //   workspace      ModelSpec::workspace (head-only buffers on the stage with
-//                  the head) and step_scalars [4 + units] f64: the loss sum,
-//                  the two gradient-norm parts, the optimizer's non-finite
-//                  count and one non-finite count per unit (train/engine.h)
+//                  the head) and step_scalars [4 + units] f64, named by
+//                  StepScalars below
 #pragma once
 
 #include <array>
@@ -54,6 +53,16 @@
 namespace tera {
 
 class ParamTable;
+
+// The step's device f64 scalars (the workspace's "step_scalars"), by index:
+// what a step accumulates on the device and copies to the host once.
+struct StepScalars {
+  static constexpr int64_t loss = 0;              // the loss sum the head adds to (model/gpt.h)
+  static constexpr int64_t grad_norm_parts = 1;   // 2: the squared gradient norm's two parts (train/engine.h)
+  static constexpr int64_t nonfinite_update = 3;  // the optimizer's non-finite count
+  static constexpr int64_t nonfinite_units = 4;   // one non-finite gradient count per unit
+  static constexpr int64_t count(int64_t units) { return nonfinite_units + units; }
+};
 
 // A parameter unit as ZeRO sees it (ParamTable::units): its floats and where
 // its tensors' elements lie (the rest is alignment padding, which has no

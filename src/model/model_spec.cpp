@@ -374,7 +374,8 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
   const int64_t C = cfg_.hidden, tp = o.tp;
   const int64_t Ts = o.sequence_parallel ? divide(T, tp) : T;
   const int64_t Vl = padded_vocab(tp) / tp;  // vocab-parallel logits
-  const int64_t wide = std::max(divide(cfg_.ffn(), tp) * (cfg_.mlp == MlpKind::gated ? 2 : 1), qkv_width_local(tp));
+  const int64_t Fl = divide(cfg_.ffn(), tp);
+  const bool gated = cfg_.mlp == MlpKind::gated;
   const DType d = o.dtype;
   std::vector<BufferInfo> t = {{"lnf", {B, T, C}, d, true}};  // final norm output, gathered: the LM-head GEMM input
   if (cfg_.arch != Arch::llama) t.push_back({"lnf_mean", {B, Ts}, DType::f32, true});  // LayerNorm only
@@ -383,25 +384,29 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
            {"logits", {B, T, Vl}, DType::f32, true},   // this rank's vocabulary columns; overwritten by dlogits
            {"ce_stats", {3, B, T}, DType::f32, true},  // row max, sum of exp, target logit
            {"dres", {B, Ts, C}, d},                    // residual-stream gradient
-           // d(fch_gelu), d(fch) (+ d(gate)), d(qkv); bf16 GEMMs, in forward: qkv, fch (and the gate) in fp32
-           {"dwide", {B, T, wide}, d},
-           // d(ln2), d(atty), d(ln1), d(lnf); bf16 GEMMs with flash, in forward: atty in fp32
-           {"dnarrow", {B, T, C}, d},
+           // d(fch_gelu), d(fch), d(qkv); bf16 GEMMs, in forward: qkv and fch in fp32
+           {"dwide", {B, T, std::max(Fl, qkv_width_local(tp))}, d},
        }) {
     t.push_back(std::move(b));
   }
+  if (gated) t.push_back({"dgate", {B, T, Fl}, d});  // d(gate); bf16 GEMMs, in forward: the gate in fp32
+  // d(ln2), d(atty), d(ln1), d(lnf); bf16 GEMMs with flash, in forward: atty in fp32
+  t.push_back({"dnarrow", {B, T, C}, d});
   if (o.sequence_parallel) {
     t.push_back({"lnf_shard", {B, Ts, C}, d, true});  // LN_f output on this rank's tokens
     t.push_back({"full", {B, T, C}, d});        // gathered LN outputs, partial sums, full-token gradients
   }
   if (o.gemm == DType::bf16) {
-    // A linear layer's inputs rounded to bf16 (ops.h LinearForwardBf16Fn):
-    // x [N, C] (a norm output gathered under sequence parallelism, atty
-    // [N, Cl], the LM head's input) then dy [N, O] of the widest block
-    // linear (qkv, proj, fc and gate, down), or of the LM head (O = Vl).
-    const int64_t widest = std::max({qkv_width_local(tp), C, divide(cfg_.ffn(), tp)});
-    t.push_back({"gemm_cast", {B, T, C + widest}, DType::bf16});
-    t.push_back({"gemm_cast_head", {B, T, C + Vl}, DType::bf16, true});
+    // A linear layer's operands rounded to bf16 (ops.h LinearForwardBf16Fn):
+    // x [N, C] (a norm output gathered under sequence parallelism, naive
+    // attention's atty [N, Cl], the LM head's input), and dy [N, O] of the
+    // widest block linear (qkv, proj, fc and gate, down), or of the LM head
+    // (O = Vl).
+    const int64_t widest = std::max({qkv_width_local(tp), C, Fl});
+    t.push_back({"gemm_cast_x", {B, T, C}, DType::bf16});
+    t.push_back({"gemm_cast_dy", {B, T, widest}, DType::bf16});
+    t.push_back({"gemm_cast_head_x", {B, T, C}, DType::bf16, true});
+    t.push_back({"gemm_cast_head_dy", {B, T, Vl}, DType::bf16, true});
   }
   return t;
 }

@@ -115,7 +115,7 @@ struct ModelConfig {
 // config key (model.<field>) and the fix.
 Status validate_model_config(const ModelConfig& cfg);
 
-// The runtime (model/gpt.cpp) builds GPT-2 and Llama blocks; the planner also
+// The runtime (model/gpt.h) builds GPT-2 and Llama blocks; the planner also
 // takes hybrid shapes (a gated MLP on a GPT-2 block). Fails, naming the key
 // and the fix, for a shape only the planner understands.
 Status check_runtime_supports(const ModelConfig& cfg);

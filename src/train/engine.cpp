@@ -44,7 +44,7 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   options.plan = plan_;
   options.slots = schedule_.max_in_flight(g_.coord.pp);
   model_ = std::make_unique<Gpt>(spec_, backend, cfg.parallel.micro_batch, *table_, *zero_, *tp_, options, *memory_);
-  TERA_ASSERT(model_->step_scalar_count() == 4 + static_cast<int64_t>(table_->units().size()),
+  TERA_ASSERT(model_->step_scalar_count() == StepScalars::count(static_cast<int64_t>(table_->units().size())),
               "the step scalars hold 4 + one per unit");
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
 }
@@ -103,8 +103,8 @@ std::vector<std::string> Engine::nonfinite_groups() {
   // One flag per group (wte, io, lm_head, then every global layer); summed over the world.
   const int64_t L = cfg_.model.layers;
   const int64_t units = static_cast<int64_t>(table_->units().size());
-  zero_->count_nonfinite_grads(scalars() + 4);
-  const std::vector<double> counts = scalars_to_host(4, units);
+  zero_->count_nonfinite_grads(scalars() + StepScalars::nonfinite_units);
+  const std::vector<double> counts = scalars_to_host(StepScalars::nonfinite_units, units);
   constexpr size_t kFirstLayer = 3;
   std::vector<double> bad(static_cast<size_t>(L) + kFirstLayer, 0.0);
   for (size_t u = 0; u < table_->units().size(); ++u) {
@@ -130,7 +130,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   const int64_t T = cfg_.model.seq_len, mb = cfg_.parallel.micro_batch, G = tc.global_batch;
   const int64_t per_rank = G / g_.layout.dp;
   zero_->begin_step();
-  be_.fill(scalars(), DType::f64, 0.0, 4);
+  be_.fill(scalars(), DType::f64, 0.0, StepScalars::nonfinite_units);  // all but the per-unit counts
   const float dloss = static_cast<float>(1.0 / static_cast<double>(G * T));
   executor_->run_step(
       [&](int k, int32_t* tok, int32_t* tgt) {
@@ -146,16 +146,17 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   }
   // The squared gradient norm beside the loss sum on the device, then one
   // copy of both to the host.
-  zero_->grad_sum_squares(scalars() + 1, holds_tied_copy() ? table_->wte_unit() : -1);
-  const std::vector<double> h = scalars_to_host(0, 3);
+  static_assert(StepScalars::loss == 0 && StepScalars::grad_norm_parts == 1, "one copy reads the loss and both parts");
+  zero_->grad_sum_squares(scalars() + StepScalars::grad_norm_parts, holds_tied_copy() ? table_->wte_unit() : -1);
+  const std::vector<double> h = scalars_to_host(StepScalars::loss, 3);
   // The loss lives on the last stage, identical on its tp ranks: count tp rank 0's.
-  const double mine = plan_.has_head() && g_.coord.tp == 0 ? h[0] : 0.0;
+  const double mine = plan_.has_head() && g_.coord.tp == 0 ? h[StepScalars::loss] : 0.0;
   r.loss = g_.world->all_reduce_sum(mine) / static_cast<double>(G * T);
   // Global norm: under ZeRO >= 1 each dp rank holds a chunk (sum over dp);
   // split tensors' squares summed over the tensor-parallel group, replicated
   // ones counted once, then summed over pipeline stages (the tied embedding
   // counted on the first stage only).
-  double parts[2] = {h[1], h[2]};
+  double parts[2] = {h[StepScalars::grad_norm_parts], h[StepScalars::grad_norm_parts + 1]};
   if (zero_->grads_sharded()) g_.dp->all_reduce(parts, 2, CommType::f64, ReduceOp::sum);
   const double stage_sq = g_.tp->all_reduce_sum(parts[0]) + parts[1];
   r.grad_norm = std::sqrt(g_.pp->all_reduce_sum(stage_sq));
@@ -173,8 +174,8 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   const float scale = clip_coefficient(r.grad_norm, tc.clip);
   const std::vector<AdamW::Span> spans = adam_spans();  // one walk of the shards per step
   if (!adam_->update_certainly_finite(lr, scale, r.grad_norm, step + 1)) {
-    adam_->count_nonfinite_update(spans, lr, scale, step + 1, scalars() + 3);
-    const bool ok = scalars_to_host(3, 1)[0] == 0;
+    adam_->count_nonfinite_update(spans, lr, scale, step + 1, scalars() + StepScalars::nonfinite_update);
+    const bool ok = scalars_to_host(StepScalars::nonfinite_update, 1)[0] == 0;
     if (any_rank(*g_.world, !ok)) {
       r.skipped = true;
       r.update_nonfinite = true;
@@ -200,7 +201,7 @@ std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& ba
   // group overlap across stages; the agreement drains the pipeline).
   const int64_t group = g_.layout.pp == 1 ? 1 : 2 * int64_t{g_.layout.pp};
   // The loss sum accumulates on the device over the real micro-batches; one copy at the end.
-  be_.fill(scalars(), DType::f64, 0.0, 1);
+  be_.fill(scalars() + StepScalars::loss, DType::f64, 0.0, 1);
   for (int64_t r0 = 0; r0 < rounds; r0 += group) {
     const int n = static_cast<int>(std::min(group, rounds - r0));
     executor_->run_forward(
@@ -219,7 +220,7 @@ std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& ba
     }
     if (control.progress) control.progress(std::min(sequences, (r0 + n) * dp * mb));
   }
-  const double sum = scalars_to_host(0, 1)[0];
+  const double sum = scalars_to_host(StepScalars::loss, 1)[0];
   const double mine = plan_.has_head() && g_.coord.tp == 0 ? sum : 0.0;
   return g_.world->all_reduce_sum(mine);
 }

@@ -123,9 +123,9 @@ class Engine {
   std::vector<int64_t> poison_steps_;  // EngineOptions::nonfinite_steps
   std::vector<std::string> nonfinite_groups();  // collective over the world
   std::vector<AdamW::Span> adam_spans();        // adam_'s segments in zero_'s shards
-  // The step scalars (memory_plan.h): [0] loss sum, [1] and [2] the two
-  // parts of the squared gradient norm, [3] the optimizer's non-finite
-  // count, [4 + u] unit u's non-finite gradient count. Device memory.
+  // The step scalars, device memory, indexed by memory_plan.h's StepScalars:
+  // the loss sum, the two parts of the squared gradient norm, the
+  // optimizer's non-finite count, then one non-finite gradient count per unit.
   double* scalars() const { return model_->step_scalars(); }
   std::vector<double> scalars_to_host(int64_t first, int64_t count) const;
 };

@@ -65,54 +65,48 @@ TEST(BlockTensors, ActRowsMatchBlockActivations) {
 
 TEST(BlockTensors, BindByNameFollowsNamesNotPositions) {
   float a = 0, b = 0;
-  // Listed in the reverse of the table's order: each pointer still lands in its named field.
+  // Listed in the reverse of the table's order: each view still lands in its named field.
   std::vector<std::string> names;
-  std::vector<float*> ptrs;
+  std::vector<TypedView> views;
   for (size_t r = kBlockActRows.size(); r-- > 0;) {
-    if (kBlockActRows[r].name == "softmax_lse") continue;  // an optional row left out: its field stays null
+    if (kBlockActRows[r].name == "softmax_lse") continue;  // an optional row left out: its field stays empty
     names.emplace_back(kBlockActRows[r].name);
-    ptrs.push_back(names.back() == "qkv" ? &a : &b);
+    views.emplace_back(names.back() == "qkv" ? &a : &b);
   }
-  const BlockActs acts = bind_by_name(kBlockActRows, names, ptrs, "test");
-  EXPECT_EQ(acts.qkv, &a);
-  EXPECT_EQ(acts.ln1, &b);
-  EXPECT_EQ(acts.out, &b);
-  EXPECT_EQ(acts.lse, nullptr);
+  const BlockActs acts = bind_by_name(kBlockActRows, names, views, "test");
+  EXPECT_EQ(acts.qkv.f32(), &a);
+  EXPECT_EQ(acts.ln1.f32(), &b);
+  EXPECT_EQ(acts.out.f32(), &b);
+  EXPECT_TRUE(acts.lse.empty());
 }
 
 TEST(BlockTensors, Bf16BuffersBindTheirBf16Fields) {
-  // Under bf16 GEMMs ln1, ln2, fch and fch_gelu are bf16 buffers: they bind the
-  // _bf16 fields and leave the fp32 ones null; a bf16 buffer on a row
-  // without a bf16 field (the residual stream's out) asserts.
+  // Under bf16 GEMMs ln1, ln2, fch and fch_gelu are bf16 buffers: their
+  // fields hold bf16 views (read as fp32 they assert); a bf16 buffer on a
+  // row that binds only fp32 (the residual stream's out) asserts.
   float f = 0;
   uint16_t h = 0;
   std::vector<std::string> names;
-  std::vector<float*> ptrs;
-  std::vector<uint16_t*> bf16;
+  std::vector<TypedView> views;
   for (const auto& row : kBlockActRows) {
     if (row.optional && row.name != "fch_gelu") continue;
     names.emplace_back(row.name);
     const bool half = row.name == "ln1" || row.name == "ln2" || row.name == "fch" || row.name == "fch_gelu";
-    ptrs.push_back(half ? nullptr : &f);
-    bf16.push_back(half ? &h : nullptr);
+    views.push_back(half ? TypedView(&h) : TypedView(&f));
   }
-  const BlockActs acts = bind_by_name(kBlockActRows, names, ptrs, bf16, "test");
-  EXPECT_EQ(acts.ln1, nullptr);
-  EXPECT_EQ(acts.ln1_bf16, &h);
-  EXPECT_EQ(acts.ln2_bf16, &h);
-  EXPECT_EQ(acts.fch_gelu_bf16, &h);
-  EXPECT_EQ(acts.fch_bf16, &h);
-  EXPECT_EQ(acts.fch, nullptr);
-  EXPECT_EQ(acts.fch_swiglu_bf16, nullptr);
-  EXPECT_EQ(acts.qkv, &f);
-  EXPECT_EQ(acts.out, &f);
+  const BlockActs acts = bind_by_name(kBlockActRows, names, views, "test");
+  EXPECT_EQ(acts.ln1.dtype(), DType::bf16);
+  EXPECT_EQ(acts.ln1.bf16(), &h);
+  EXPECT_EQ(acts.ln2.bf16(), &h);
+  EXPECT_EQ(acts.fch_gelu.bf16(), &h);
+  EXPECT_EQ(acts.fch.bf16(), &h);
+  EXPECT_TRUE(acts.fch_swiglu.empty());
+  EXPECT_EQ(acts.qkv.f32(), &f);
+  EXPECT_EQ(acts.out.f32(), &f);
   for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == "out") {
-      bf16[i] = &h;
-      ptrs[i] = nullptr;
-    }
+    if (names[i] == "out") views[i] = TypedView(&h);
   }
-  EXPECT_DEATH((void)bind_by_name(kBlockActRows, names, ptrs, bf16, "test"), "out is bf16 but its row binds only fp32");
+  EXPECT_DEATH((void)bind_by_name(kBlockActRows, names, views, "test"), "out is bf16 but its row binds only fp32");
 }
 
 TEST(BlockTensorsDeathTest, ATensorWithoutARowAsserts) {
