@@ -228,8 +228,8 @@ Command add_plan_command(CLI::App& parent) {
       ->check(CLI::IsMember({"tera", "megatron"}));
   sub->add_option("--precision", a->precision, kPrecisionHelp)->capture_default_str();
   sub->add_option("--stack", a->stack,
-                  "Software stack profile (megatron-lm, megatron-core, torchtitan, torchtitan-compile, llm.c, ...; "
-                  "default: the cluster preset's own)");
+                  "Software stack profile (tera: this runtime, as `tera train` runs; megatron-lm, megatron-core, "
+                  "torchtitan, torchtitan-compile, llm.c, ...; default: the cluster preset's own)");
   sub->add_option("--tp", a->tp, "Fix the tensor-parallel degree")->check(int_in(1, 4096));
   sub->add_option("--pp", a->pp, "Fix the pipeline-parallel degree")->check(int_in(1, 4096));
   sub->add_option("--vpp", a->vpp, "Fix the virtual chunks per stage")->check(int_in(1, 4096));

@@ -48,12 +48,12 @@ class PipelineExecutor {
   // One training step's instructions up to the optimizer step. dloss scales
   // the loss gradient (1 / tokens of the global batch). The loss sum of the
   // micro-batches whose head runs here is added to the model's
-  // step_scalars()[0] (on the device).
+  // step_scalars()[StepScalars::loss] (model/memory_plan.h; on the device).
   void run_step(const MicroBatchFn& batch, int64_t B, int64_t T, float dloss);
   // Forward only (evaluation) of `micro_batches` micro-batches, each through
   // every virtual stage in order. On the stage with the head, the loss sums
   // of the micro-batches for which counted(mb) is true are added to
-  // step_scalars()[0].
+  // step_scalars()[StepScalars::loss].
   void run_forward(int micro_batches, const MicroBatchFn& batch, int64_t T, const std::function<bool(int mb)>& counted);
 
   // Of the last run_step: seconds blocked waiting for pipeline receives, and the step's seconds.
