@@ -192,84 +192,110 @@ Expected<TrainingData> open_blend(const TrainingDataOptions& dc, const BpeTokeni
   return d;
 }
 
-}  // namespace
+// A run's train and val datasets, and the val data's name in messages.
+struct DataPair {
+  std::unique_ptr<TokenDataset> train, val;
+  std::string val_what;
+};
 
-Expected<TrainingData> open_training_data(const TrainingDataOptions& dc) {
-  TrainingData d;
-  auto tok = choose_tokenizer(dc);
-  if (!tok) return Status::error(dc.source + ": " + tok.error());
-  if (!dc.blend.empty()) {
-    if (dc.val.empty()) return Status::error(dc.source + ": data.blend needs a data.val");
-    return open_blend(dc, *tok);
+std::string held_out_tail_of(const TrainingDataOptions& dc) {
+  return "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
+}
+
+// Token data already opened (shards, a Megatron prefix): its validation
+// data is data.val when given, else its held-out tail.
+Expected<DataPair> with_val_or_tail(std::unique_ptr<TokenDataset> all, const TrainingDataOptions& dc,
+                                    const BpeTokenizer& tok) {
+  DataPair d;
+  if (!dc.val.empty()) {
+    auto va = open_eval_data(dc.val, tok, "data.val");
+    if (!va) return va.status();
+    d.train = std::move(all);
+    d.val = std::move(*va);
+    d.val_what = keyed("data.val", dc.val);
+    return d;
   }
-  std::string val_what = keyed("data.val", dc.val);
-  // Token data already opened (shards, a Megatron prefix): its validation
-  // data is data.val when given, else its held-out tail.
-  auto take_val_or_tail = [&](std::unique_ptr<TokenDataset> all) -> Status {
-    if (!dc.val.empty()) {
-      auto va = open_eval_data(dc.val, *tok, "data.val");
-      if (!va) return va.status();
-      d.train = std::move(all);
-      d.val = std::move(*va);
-      return ok_status();
-    }
-    std::shared_ptr<const TokenDataset> base(std::move(all));
-    const int64_t n = base->num_tokens();
-    const int64_t cut = n - static_cast<int64_t>(static_cast<double>(n) * dc.val_fraction);
-    d.train = std::make_unique<SliceDataset>(base, 0, cut, base->describe() + " [head]");
-    d.val = std::make_unique<SliceDataset>(base, cut, n, base->describe() + " [held-out tail]");
-    val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
-    return ok_status();
-  };
+  std::shared_ptr<const TokenDataset> base(std::move(all));
+  const int64_t n = base->num_tokens();
+  const int64_t cut = n - static_cast<int64_t>(static_cast<double>(n) * dc.val_fraction);
+  d.train = std::make_unique<SliceDataset>(base, 0, cut, base->describe() + " [head]");
+  d.val = std::make_unique<SliceDataset>(base, cut, n, base->describe() + " [held-out tail]");
+  d.val_what = held_out_tail_of(dc);
+  return d;
+}
+
+// data.train a Megatron prefix or a token-shard directory (whose val split
+// serves when data.val is not given).
+Expected<DataPair> open_token_pair(const TrainingDataOptions& dc, const BpeTokenizer& tok) {
   if (is_megatron_prefix(dc.train)) {
-    auto all = open_megatron(dc.train, "data.train", *tok, dc.vocab);
+    auto all = open_megatron(dc.train, "data.train", tok, dc.vocab);
     if (!all) return all.status();
-    TERA_RETURN_IF_ERROR(take_val_or_tail(std::move(*all)));
-  } else if (is_dir(dc.train)) {
-    auto all = open_shards(dc.train, "data.train", "train", *tok);
-    if (!all) return all.status();
-    auto m = read_manifest(dc.train);
-    if (!m) return m.status();
-    if (dc.val.empty() && m->splits.count("val")) {
-      auto va = open_shards(dc.train, "data.train", "val", *tok);
-      if (!va) return va.status();
-      d.train = std::move(*all);
-      d.val = std::move(*va);
-      val_what = "the val split of " + keyed("data.train", dc.train);
-    } else {
-      TERA_RETURN_IF_ERROR(take_val_or_tail(std::move(*all)));
-    }
-  } else if (!dc.val.empty()) {
-    if (tok->is_bytes()) {
+    return with_val_or_tail(std::move(*all), dc, tok);
+  }
+  auto all = open_shards(dc.train, "data.train", "train", tok);
+  if (!all) return all.status();
+  auto m = read_manifest(dc.train);
+  if (!m) return m.status();
+  if (!dc.val.empty() || m->splits.count("val") == 0) return with_val_or_tail(std::move(*all), dc, tok);
+  auto va = open_shards(dc.train, "data.train", "val", tok);
+  if (!va) return va.status();
+  return DataPair{std::move(*all), std::move(*va), "the val split of " + keyed("data.train", dc.train)};
+}
+
+// data.train a text file: bytes, or encoded with the tokenizer; val from
+// data.val, else the file's tail.
+Expected<DataPair> open_text_pair(const TrainingDataOptions& dc, const BpeTokenizer& tok) {
+  DataPair d;
+  if (!dc.val.empty()) {
+    if (tok.is_bytes()) {
       auto tr = ByteDataset::open(dc.train);
       if (!tr) return tr.status();
       d.train = std::move(*tr);
     } else {
-      auto tr = encode_text(dc.train, "data.train", *tok, 0);
+      auto tr = encode_text(dc.train, "data.train", tok, 0);
       if (!tr) return tr.status();
       d.train = std::move((*tr)[0]);
     }
-    auto va = open_eval_data(dc.val, *tok, "data.val");
+    auto va = open_eval_data(dc.val, tok, "data.val");
     if (!va) return va.status();
     d.val = std::move(*va);
-  } else if (tok->is_bytes()) {
+    d.val_what = keyed("data.val", dc.val);
+    return d;
+  }
+  if (tok.is_bytes()) {
     auto tr = ByteDataset::open(dc.train, 0.0, 1.0 - dc.val_fraction);
     if (!tr) return tr.status();
     auto va = ByteDataset::open(dc.train, 1.0 - dc.val_fraction, 1.0);
     if (!va) return va.status();
     d.train = std::move(*tr);
     d.val = std::move(*va);
-    val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
   } else {
-    auto parts = encode_text(dc.train, "data.train", *tok, dc.val_fraction);
+    auto parts = encode_text(dc.train, "data.train", tok, dc.val_fraction);
     if (!parts) return parts.status();
     d.train = std::move((*parts)[0]);
     d.val = std::move((*parts)[1]);
-    val_what = "the held-out tail (data.val_fraction) of " + keyed("data.train", dc.train);
   }
+  d.val_what = held_out_tail_of(dc);
+  return d;
+}
+
+}  // namespace
+
+Expected<TrainingData> open_training_data(const TrainingDataOptions& dc) {
+  auto tok = choose_tokenizer(dc);
+  if (!tok) return Status::error(dc.source + ": " + tok.error());
+  if (!dc.blend.empty()) {
+    if (dc.val.empty()) return Status::error(dc.source + ": data.blend needs a data.val");
+    return open_blend(dc, *tok);
+  }
+  auto pair = is_megatron_prefix(dc.train) || is_dir(dc.train) ? open_token_pair(dc, *tok) : open_text_pair(dc, *tok);
+  if (!pair) return pair.status();
+  TrainingData d;
+  d.train = std::move(pair->train);
+  d.val = std::move(pair->val);
   const int64_t T = dc.seq_len;
   TERA_RETURN_IF_ERROR(check_dataset_fits(*d.train, T, keyed("data.train", dc.train)));
-  TERA_RETURN_IF_ERROR(check_dataset_fits(*d.val, T, val_what));
+  TERA_RETURN_IF_ERROR(check_dataset_fits(*d.val, T, pair->val_what));
   // The tokenizer's vocabulary, not only the ids present (a Megatron dataset's vocab() is its largest id + 1).
   const int64_t need = std::max(d.train->vocab(), tok->is_bytes() ? int64_t{0} : tok->vocab_size());
   if (dc.vocab < need) {
