@@ -115,6 +115,68 @@ void PipelineExecutor::reduce_grads() {
   }
 }
 
+std::string PipelineExecutor::run_forward_instr(const Instr& in, const MicroBatchFn& batch, int64_t B, int64_t T,
+                                                float dloss, int64_t bytes) {
+  // The micro-batch's slot: taken by its receive, or here (the embedding's chunk).
+  const int k = slot_of(in.chunk, in.mb) >= 0 ? slot_of(in.chunk, in.mb) : take_slot(in.chunk, in.mb);
+  const ChunkPlan& ch = model_.plan().chunks[static_cast<size_t>(in.chunk)];
+  int64_t count = B;
+  if (ch.embedding || ch.head) count = batch(in.mb, tokens_.data(), targets_.data());
+  TERA_ASSERT(count == B, "training micro-batches are full");
+  model_.forward(in.chunk, k, tokens_.data(), targets_.data(), B, T, dloss, true);
+  // Post the receive of this micro-batch's output gradient now (see pipeline.h).
+  const int v = sched_.virtual_stage(stage_, in.chunk);
+  if (v < sched_.virtual_stages() - 1) {
+    const Instr recv{InstrKind::recv_grad, in.mb, in.chunk, (stage_ + 1) % sched_.stages};
+    const P2pRoute r = message_route(sched_, stage_, recv);
+    slots_[static_cast<size_t>(k)].grad_recv = g_.pp_dev->irecv(model_.grad_in(in.chunk, k), bytes, peer_rank(r.src), r.tag);
+  }
+  return fmt::format("F{}.{}", in.mb, in.chunk);
+}
+
+std::string PipelineExecutor::run_backward_instr(const Instr& in, int64_t B, int64_t T, std::vector<int>& backwards_done) {
+  const int k = slot_of(in.chunk, in.mb);
+  TERA_ASSERT(k >= 0, "backward of a micro-batch whose forward did not run here");
+  // ZeRO-0/1 reduce a unit's gradient once, after its last micro-batch.
+  const size_t c = static_cast<size_t>(in.chunk);
+  zero_.set_last_micro_batch(++backwards_done[c] == sched_.micro_batches);
+  model_.backward(in.chunk, k, B, T);
+  // The first virtual stage sends nothing back: its slot is free now;
+  // any other frees it once its input gradient is sent.
+  if (sched_.virtual_stage(stage_, in.chunk) == 0) free_slot(in.chunk, in.mb);
+  return fmt::format("B{}.{}", in.mb, in.chunk);
+}
+
+std::string PipelineExecutor::run_send_instr(const Instr& in, int64_t bytes) {
+  const bool grad = in.kind == InstrKind::send_grad;
+  const int k = slot_of(in.chunk, in.mb);
+  TERA_ASSERT(k >= 0, "send from a micro-batch without a slot");
+  const float* buf = grad ? model_.grad_out(in.chunk, k) : model_.output(in.chunk, k);
+  const P2pRoute r = message_route(sched_, stage_, in);
+  slots_[static_cast<size_t>(k)].sends.push_back(g_.pp_dev->isend(buf, bytes, peer_rank(r.dst), r.tag));
+  if (grad) free_slot(in.chunk, in.mb);  // reused only once this send completes
+  return fmt::format("s{}{}.{}>{}", grad ? 'G' : 'A', in.mb, in.chunk, in.peer);
+}
+
+// A receive waits: the time it takes is the stage's idle time (the bubble).
+std::string PipelineExecutor::run_recv_instr(const Instr& in, int64_t bytes, double t0) {
+  const bool grad = in.kind == InstrKind::recv_grad;
+  const int k = grad ? slot_of(in.chunk, in.mb) : take_slot(in.chunk, in.mb);
+  TERA_ASSERT(k >= 0, "gradient for a micro-batch without a slot");
+  if (grad) {
+    // Posted at the micro-batch's forward.
+    Request& r = slots_[static_cast<size_t>(k)].grad_recv;
+    TERA_ASSERT(r.pending(), "the gradient receive was not posted at the forward");
+    g_.pp_dev->wait(r);
+  } else {
+    const P2pRoute route = message_route(sched_, stage_, in);
+    Request r = g_.pp_dev->irecv(model_.input(in.chunk, k), bytes, peer_rank(route.src), route.tag);
+    g_.pp_dev->wait(r);
+  }
+  idle_ += now_seconds() - t0;
+  return fmt::format("r{}{}.{}<{}", grad ? 'G' : 'A', in.mb, in.chunk, in.peer);
+}
+
 void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T, float dloss) {
   const double t_start = now_seconds();
   idle_ = 0;
@@ -125,70 +187,22 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
     std::string name;
     const char* cat = "compute";
     switch (in.kind) {
-      case InstrKind::forward: {
-        // The micro-batch's slot: taken by its receive, or here (the embedding's chunk).
-        const int k = slot_of(in.chunk, in.mb) >= 0 ? slot_of(in.chunk, in.mb) : take_slot(in.chunk, in.mb);
-        const ChunkPlan& ch = model_.plan().chunks[static_cast<size_t>(in.chunk)];
-        int64_t count = B;
-        if (ch.embedding || ch.head) count = batch(in.mb, tokens_.data(), targets_.data());
-        TERA_ASSERT(count == B, "training micro-batches are full");
-        model_.forward(in.chunk, k, tokens_.data(), targets_.data(), B, T, dloss, true);
-        // Post the receive of this micro-batch's output gradient now (see pipeline.h).
-        const int v = sched_.virtual_stage(stage_, in.chunk);
-        if (v < sched_.virtual_stages() - 1) {
-          const Instr recv{InstrKind::recv_grad, in.mb, in.chunk, (stage_ + 1) % sched_.stages};
-          const P2pRoute r = message_route(sched_, stage_, recv);
-          slots_[static_cast<size_t>(k)].grad_recv = g_.pp_dev->irecv(model_.grad_in(in.chunk, k), n, peer_rank(r.src), r.tag);
-        }
-        name = fmt::format("F{}.{}", in.mb, in.chunk);
+      case InstrKind::forward:
+        name = run_forward_instr(in, batch, B, T, dloss, n);
         break;
-      }
-      case InstrKind::backward: {
-        const int k = slot_of(in.chunk, in.mb);
-        TERA_ASSERT(k >= 0, "backward of a micro-batch whose forward did not run here");
-        // ZeRO-0/1 reduce a unit's gradient once, after its last micro-batch.
-        const size_t c = static_cast<size_t>(in.chunk);
-        zero_.set_last_micro_batch(++backwards_done[c] == sched_.micro_batches);
-        model_.backward(in.chunk, k, B, T);
-        // The first virtual stage sends nothing back: its slot is free now;
-        // any other frees it once its input gradient is sent.
-        if (sched_.virtual_stage(stage_, in.chunk) == 0) free_slot(in.chunk, in.mb);
-        name = fmt::format("B{}.{}", in.mb, in.chunk);
+      case InstrKind::backward:
+        name = run_backward_instr(in, B, T, backwards_done);
         break;
-      }
       case InstrKind::send_act:
-      case InstrKind::send_grad: {
-        const bool grad = in.kind == InstrKind::send_grad;
-        const int k = slot_of(in.chunk, in.mb);
-        TERA_ASSERT(k >= 0, "send from a micro-batch without a slot");
-        const float* buf = grad ? model_.grad_out(in.chunk, k) : model_.output(in.chunk, k);
-        const P2pRoute r = message_route(sched_, stage_, in);
-        slots_[static_cast<size_t>(k)].sends.push_back(g_.pp_dev->isend(buf, n, peer_rank(r.dst), r.tag));
-        if (grad) free_slot(in.chunk, in.mb);  // reused only once this send completes
-        name = fmt::format("s{}{}.{}>{}", grad ? 'G' : 'A', in.mb, in.chunk, in.peer);
+      case InstrKind::send_grad:
+        name = run_send_instr(in, n);
         cat = "p2p";
         break;
-      }
       case InstrKind::recv_act:
-      case InstrKind::recv_grad: {
-        const bool grad = in.kind == InstrKind::recv_grad;
-        const int k = grad ? slot_of(in.chunk, in.mb) : take_slot(in.chunk, in.mb);
-        TERA_ASSERT(k >= 0, "gradient for a micro-batch without a slot");
-        if (grad) {
-          // Posted at the micro-batch's forward.
-          Request& r = slots_[static_cast<size_t>(k)].grad_recv;
-          TERA_ASSERT(r.pending(), "the gradient receive was not posted at the forward");
-          g_.pp_dev->wait(r);
-        } else {
-          const P2pRoute route = message_route(sched_, stage_, in);
-          Request r = g_.pp_dev->irecv(model_.input(in.chunk, k), n, peer_rank(route.src), route.tag);
-          g_.pp_dev->wait(r);
-        }
-        idle_ += now_seconds() - t0;
-        name = fmt::format("r{}{}.{}<{}", grad ? 'G' : 'A', in.mb, in.chunk, in.peer);
+      case InstrKind::recv_grad:
+        name = run_recv_instr(in, n, t0);
         cat = "bubble";
         break;
-      }
       case InstrKind::reduce_grads:
         reduce_grads();
         name = "reduce_grads";

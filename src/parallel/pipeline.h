@@ -26,6 +26,7 @@
 
 #include <deque>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "comm/groups.h"
@@ -86,6 +87,12 @@ class PipelineExecutor {
   static int grad_tag(int edge) { return 16 + edge; }
   int peer_rank(int stage) const;  // pipeline-group rank of a physical stage (= the stage)
   void reduce_grads();
+  // run_step's instructions, one kind each; they return the span's name for the trace.
+  std::string run_forward_instr(const Instr& in, const MicroBatchFn& batch, int64_t B, int64_t T, float dloss,
+                                int64_t bytes);
+  std::string run_backward_instr(const Instr& in, int64_t B, int64_t T, std::vector<int>& backwards_done);
+  std::string run_send_instr(const Instr& in, int64_t bytes);
+  std::string run_recv_instr(const Instr& in, int64_t bytes, double t0);
 
   const Schedule& sched_;
   Gpt& model_;
