@@ -26,6 +26,19 @@ inline std::vector<std::string> split(std::string_view text, char sep) {
   }
 }
 
+// s with ASCII letters in lower case (other bytes as they are).
+inline std::string ascii_lower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
+// Whether `needle` occurs in `hay`, ASCII case ignored.
+inline bool contains_ignore_case(std::string_view hay, std::string_view needle) {
+  return ascii_lower(std::string(hay)).find(ascii_lower(std::string(needle))) != std::string::npos;
+}
+
 // True when all of s is a decimal integer (an optional '-' and digits, nothing
 // else) that fits in 64 bits; v is then its value.
 inline bool parse_int64(std::string_view s, int64_t& v) {

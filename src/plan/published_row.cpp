@@ -2,6 +2,8 @@
 // checked and named in messages by file, line and row id.
 #include "plan/published_row.h"
 
+#include "core/strings.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,12 +14,7 @@ namespace tera {
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool contains(const std::string& hay, const char* needle) { return lower(hay).find(lower(needle)) != std::string::npos; }
+bool contains(const std::string& hay, const char* needle) { return contains_ignore_case(hay, needle); }
 
 struct RowReader {
   const std::map<std::string, std::string>& row;
@@ -104,7 +101,7 @@ Status parse_model(const RowReader& r, Workload* w, RowPrediction* p) {
     p->flags.push_back("untied embeddings (Llama family)");
   }
   if (Status s = validate_model_config(m); !s) return Status::error(r.where + ": " + s.message());
-  const std::string prec = lower(r.text("precision"));
+  const std::string prec = ascii_lower(r.text("precision"));
   // A 16-bit row runs its stack's mixed precision: the stack profiles of
   // every framework in the files keep every activation in 16 bits.
   w->precision = contains(prec, "fp32") && !contains(prec, "mixed") ? Precision::fp32 : Precision::bf16;
@@ -180,7 +177,7 @@ Status fixed_int(const RowReader& r, const char* col, std::optional<int>* out) {
 void parse_zero(const RowReader& r, RowCase* c) {
   SearchSpace& space = c->space;
   RowPrediction& p = c->p;
-  const std::string zero = lower(r.text("zero_fsdp_distopt"));
+  const std::string zero = ascii_lower(r.text("zero_fsdp_distopt"));
   if (contains(zero, "zero-3") || contains(zero, "fsdp")) space.zero = 3;
   else if (contains(zero, "zero-2")) space.zero = 2;
   else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
@@ -207,7 +204,7 @@ Status parse_space(const RowReader& r, int cp, RowCase* c) {
   if (!space.tp) p.flags.push_back("tp chosen");
   if (!space.pp) p.flags.push_back("pp chosen");
   if (!space.micro_batch) p.flags.push_back("micro_batch chosen");
-  const std::string sp = lower(r.text("sequence_parallel"));
+  const std::string sp = ascii_lower(r.text("sequence_parallel"));
   if (sp == "yes" || sp == "true") space.sequence_parallel = true;
   else if (sp == "no" || sp == "false") space.sequence_parallel = false;
   else p.flags.push_back("sequence_parallel chosen");
@@ -281,7 +278,7 @@ Status parse_convention(const RowReader& r, int64_t gpus, double f_model, double
 
 // Activation recompute from its column, else full when the FLOP convention counts the recomputed forward.
 void parse_recompute(const RowReader& r, SearchSpace* space, RowPrediction* p) {
-  const std::string rc = lower(r.text("activation_recompute"));
+  const std::string rc = ascii_lower(r.text("activation_recompute"));
   if (rc.rfind("full", 0) == 0) space->recompute = Recompute::full;
   else if (rc.rfind("selective", 0) == 0) space->recompute = Recompute::selective;
   else if (rc.rfind("none", 0) == 0) space->recompute = Recompute::none;

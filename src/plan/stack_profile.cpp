@@ -3,20 +3,16 @@
 // (docs/plan_validation.md, `tera plan validate --fit`); a fit overrides them.
 #include "plan/stack_profile.h"
 
+#include "core/strings.h"
+
 #include <algorithm>
-#include <cctype>
 #include <map>
 
 namespace tera {
 
 namespace {
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-bool has(const std::string& hay, const char* needle) { return lower(hay).find(needle) != std::string::npos; }
+bool has(const std::string& hay, const char* needle) { return contains_ignore_case(hay, needle); }
 
 }  // namespace
 

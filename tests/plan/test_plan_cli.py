@@ -25,13 +25,15 @@ def run(*args, cwd=None):
     return subprocess.run([TERA, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
-class PlanCli(unittest.TestCase):
+class CliCase(unittest.TestCase):
     def bad(self, args, needle):
         r = run(*args)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn(needle, r.stderr)
         self.assertNotIn("internal error", r.stderr)
 
+
+class PlanCli(CliCase):
     def test_table_and_json(self):
         r = run(*SMALL, "--top", "4")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -129,13 +131,7 @@ class PlanCli(unittest.TestCase):
 
 # `tera calibrate` times GEMMs and profiles two training runs: about a minute
 # each on 2 cores, so the full tier's (plan.cli.calibrate).
-class Calibrate(unittest.TestCase):
-    def bad(self, args, needle):
-        r = run(*args)
-        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        self.assertIn(needle, r.stderr)
-        self.assertNotIn("internal error", r.stderr)
-
+class Calibrate(CliCase):
     def test_calibrate_writes_a_usable_preset(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "local.toml")
