@@ -6,7 +6,7 @@
 // rank with, per stage, the measured bubble (seconds blocked in pipeline
 // receives / step seconds, median over steps) next to the theoretical
 // (p - 1) / (m + p - 1), and each stage's activation bytes as allocated next
-// to the memory plan's (model/memory_plan.h).
+// to the memory plan's (partition/memory_plan.h).
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -66,7 +66,7 @@ void run_rank(Communicator& comm, const BenchArgs& a) {
   }
   std::sort(bubble.begin(), bubble.end());
   const ParallelLayout layout = with_world_size(cfg.parallel, comm.size());
-  const int64_t formula = rank_memory_plan(cfg, layout, layout.coord(comm.rank())).bytes(MemoryClass::activations);
+  const int64_t formula = rank_plan(cfg, layout, layout.coord(comm.rank())).bytes[MemoryClass::activations];
   double mine[3] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory()[MemoryClass::activations]),
                     static_cast<double>(formula)};
   std::vector<double> all(static_cast<size_t>(3 * comm.size()));

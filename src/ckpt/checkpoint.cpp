@@ -9,7 +9,7 @@
 #include "ckpt/model_checkpoint.h"
 #include "ckpt/shard_map.h"
 #include "core/file_util.h"
-#include "core/parallel_layout_json.h"
+#include "partition/parallel_layout_json.h"
 
 namespace tera {
 

@@ -39,7 +39,7 @@
 #include "ckpt/safetensors.h"
 #include "core/status.h"
 #include "model/model_spec.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 namespace tera {
 
@@ -64,7 +64,7 @@ struct CheckpointInfo {
   int64_t consumed_samples = 0;  // step * global batch
   ModelConfig model;
   std::string tokenizer = "bytes";
-  // The layout that wrote it, as written (core/parallel_layout_json.h: read
+  // The layout that wrote it, as written (partition/parallel_layout_json.h: read
   // checks it with layout_from_json; `ckpt reshard` nests the source's as
   // "resharded_from"; micro_batch only where recorded).
   nlohmann::json layout = nlohmann::json::object();

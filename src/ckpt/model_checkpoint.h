@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 #include "model/model_spec.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 namespace tera {
 

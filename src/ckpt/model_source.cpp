@@ -9,7 +9,7 @@
 #include "ckpt/hf_llama.h"
 #include "ckpt/model_checkpoint.h"
 #include "core/file_util.h"
-#include "core/parallel_layout_json.h"
+#include "partition/parallel_layout_json.h"
 
 namespace tera {
 

@@ -26,7 +26,7 @@
 #include "ckpt/safetensors.h"
 #include "core/status.h"
 #include "model/model_spec.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 namespace tera {
 

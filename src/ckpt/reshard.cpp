@@ -3,10 +3,10 @@
 
 #include "ckpt/safetensors.h"
 #include "ckpt/shard_map.h"
-#include "core/parallel_layout_json.h"
-#include "model/layout_check.h"
-#include "model/param_table.h"
-#include "model/stage_plan.h"
+#include "partition/parallel_layout_json.h"
+#include "partition/layout_check.h"
+#include "partition/param_table.h"
+#include "partition/stage_plan.h"
 
 namespace tera {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "ckpt/checkpoint.h"
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 
 namespace tera {
 

@@ -1,5 +1,5 @@
 // Global <-> local for the parameters of one rank's table
-// (model/param_table.h): the one copy between a logical tensor and a rank's
+// (partition/param_table.h): the one copy between a logical tensor and a rank's
 // slice of it, used by checkpoint reads, engine loads, the engine's gather
 // of global tensors and `ckpt reshard`.
 //
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 namespace tera {
 

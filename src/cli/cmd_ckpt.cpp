@@ -38,9 +38,9 @@
 #include "cli/output_paths.h"
 #include "core/file_util.h"
 #include "core/format.h"
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "data/tokenizer_file.h"
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 
 namespace tera::cli {
 
@@ -243,7 +243,7 @@ int run_reshard(const CkptArgs& a) {
   }
   const CreatedDirsGuard created(a.out);
   if (Status s = probe_output_dir(a.out, "--out"); !s) return bad_input(s.message());
-  // The one layout check (model/layout_check.h): the files depend on tp, pp
+  // The one layout check (partition/layout_check.h): the files depend on tp, pp
   // and the layers of each stage; the batch and the world come with the run.
   if (Status s = check_layout(*layout, spec.config(), /*global_batch=*/0, /*world=*/0); !s) {
     return bad_input("--layout " + a.layout + ": " + s.message());

@@ -1,5 +1,5 @@
 // The process groups of one rank, made once from the world communicator and
-// the ParallelLayout (core/parallel_layout.h) with split(), and passed
+// the ParallelLayout (partition/parallel_layout.h) with split(), and passed
 // explicitly to every function that communicates (STYLE.md principle 7): no
 // global communicators. Each group has two communicators (DESIGN.md
 // invariant 6): the host one (tp, dp, pp, embedding: host scalars,
@@ -16,7 +16,7 @@
 #include "comm/communicator.h"
 #include "comm/device_comm.h"
 #include "core/device_memory.h"
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "core/status.h"
 
 namespace tera {

@@ -15,7 +15,7 @@
 #include <toml++/toml.h>
 
 #include "core/file_util.h"
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 
 namespace tera {
 

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "model/model_spec.h"
 #include "optim/adamw_config.h"
 
@@ -53,7 +53,7 @@ struct DataConfig {
   std::vector<std::pair<double, std::string>> blend;
 };
 
-// The run's layout (core/parallel_layout.h) as the config sets it: the
+// The run's layout (partition/parallel_layout.h) as the config sets it: the
 // [parallel] keys, and train.micro_batch and train.recompute (which the
 // config file keeps under [train]); dp = 0 (the default) is derived from the
 // world size. The runtime runs cp = 1 and recompute none or full.

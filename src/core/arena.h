@@ -3,7 +3,7 @@
 // bytes. A buffer may be repeated (k = 0 .. repeat-1 equal copies back to
 // back: one per pipeline slot, one per layer), so a stage's activations are
 // a few dozen entries whatever the layer count. The memory plan
-// (model/memory_plan.h) writes one layout per class; the backend allocates it
+// (partition/memory_plan.h) writes one layout per class; the backend allocates it
 // as one DeviceArena (kernels/device_arena.h), and host code never touches
 // what is inside.
 #pragma once

@@ -36,6 +36,7 @@ BlockPlan make_block_plan(const ModelConfig& cfg, DType gemm, const Backend& bac
   BlockPlan p;
   p.norm = cfg.arch == Arch::llama ? NormKind::rmsnorm : NormKind::layernorm;
   p.rotary = cfg.arch == Arch::llama;
+  p.learned_positions = cfg.arch == Arch::gpt2;
   p.attention = !flash ? AttentionPath::naive : bf16 ? AttentionPath::flash_bf16 : AttentionPath::flash_f32;
   if (cfg.mlp == MlpKind::gated) {
     p.mlp = MlpPath::swiglu;

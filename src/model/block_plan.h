@@ -40,6 +40,7 @@ const char* mlp_path_name(MlpPath m);              // "gelu", "gelu_fused", "swi
 struct BlockPlan {
   NormKind norm = NormKind::layernorm;
   bool rotary = false;  // the rotary embedding on q and k (Llama); GPT-2's positions are the embedding's
+  bool learned_positions = false;  // the embedding adds the learned positions wpe (GPT-2)
   AttentionPath attention = AttentionPath::flash_f32;
   MlpPath mlp = MlpPath::gelu;
   DType gemm = DType::f32;  // the linear layers' input dtype (train.precision)

@@ -11,15 +11,16 @@
 
 namespace tera {
 
-Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const ParamTable& table,
-         ParamMemory& memory, TensorParallel& tp, const Options& options, RankMemory& rank_memory)
-    : spec_(spec), be_(backend), max_batch_(max_batch), table_(table), mem_(memory), tp_(tp), rank_memory_(rank_memory) {
-  TERA_ASSERT(options.recompute != Recompute::selective, "the CPU runtime recomputes none or full blocks");
-  TERA_ASSERT(options.plan.chunks.empty() || options.plan.chunks.size() == table.plan().chunks.size(),
-              "the table was built for another stage plan");
-  opts_.recompute = options.recompute;
-  opts_.gemm = options.gemm;
-  init_buffers(std::max(1, options.slots));
+Gpt::Gpt(const ModelSpec& spec, const Backend& backend, const ParamTable& table, ParamMemory& memory,
+         TensorParallel& tp, const RankPlan& plan, RankMemory& rank_memory)
+    : spec_(spec),
+      be_(backend),
+      max_batch_(plan.layout.micro_batch),
+      table_(table),
+      mem_(memory),
+      tp_(tp),
+      rank_memory_(rank_memory) {
+  init_buffers(plan);
 }
 
 Gpt::~Gpt() = default;

@@ -1,7 +1,7 @@
 // A GPT (GPT-2 or Llama blocks) with hand-written forward and backward over
 // preallocated buffers (DESIGN.md invariant 4), on one pipeline stage of one
 // rank of a tensor-parallel group (tp = 1 is the plain model). Every buffer
-// comes from the rank's memory plan (model/memory_plan.h, from ModelSpec's
+// comes from the rank's memory plan (partition/memory_plan.h, from ModelSpec's
 // tables) and is carved out of one arena per class, allocated before step 1.
 // Parameters and gradients are reached unit by unit through a ParamMemory
 // (model/param_memory.h), so data parallelism decides where they live.
@@ -49,39 +49,34 @@
 #include "model/block_plan.h"
 #include "model/block_tensors.h"
 #include "model/gpt_layers.h"
-#include "model/memory_plan.h"
-#include "model/memory_report.h"
 #include "model/model_spec.h"
 #include "model/param_memory.h"
-#include "model/param_table.h"
 #include "model/rank_memory.h"
-#include "model/stage_plan.h"
+#include "partition/memory_plan.h"
+#include "partition/memory_report.h"
+#include "partition/param_table.h"
+#include "partition/rank_plan.h"
+#include "partition/stage_plan.h"
 #include "model/tensor_parallel.h"
 
 namespace tera {
 
 class Gpt {
  public:
-  struct Options {
-    Recompute recompute = Recompute::none;
-    DType gemm = DType::f32;       // the linear layers' inputs: f32, or bf16 (train.precision = "bf16")
-    StagePlan plan;                // this pipeline stage's chunks (empty: the whole model)
-    int slots = 1;                 // micro-batch slots: the schedule's most in flight at once
-  };
-
   // One process, the whole model: owns a ParamTable, its memory plan (every
   // class but the optimizer's, which a model alone does not hold) and
   // resident LocalParamMemory. Buffers for micro-batches of up to
   // `max_batch` sequences of up to seq_len tokens.
   Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch);
-  // One pipeline stage of one tensor-parallel rank: parameters and gradients
-  // live in `memory`, laid out by `table` (built for this rank's tensor
-  // shard and this stage's plan); activations and workspace are the
-  // activations and workspace classes of `rank_memory`, allocated from the
-  // rank's memory plan for the same options. `tp` is this rank's group. All
-  // outlive the model.
-  Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch, const ParamTable& table,
-      ParamMemory& memory, TensorParallel& tp, const Options& options, RankMemory& rank_memory);
+  // One pipeline stage of one tensor-parallel rank, bound from its rank plan
+  // (partition/rank_plan.h): micro-batches of the layout's micro_batch
+  // sequences, the plan's activation options and slots. Parameters and
+  // gradients live in `memory`, laid out by `table` (the plan's
+  // param_table); activations and workspace are the activations and
+  // workspace classes of `rank_memory`, allocated from the plan's
+  // memory_plan. `tp` is this rank's group. All outlive the model.
+  Gpt(const ModelSpec& spec, const Backend& backend, const ParamTable& table, ParamMemory& memory, TensorParallel& tp,
+      const RankPlan& plan, RankMemory& rank_memory);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
   ~Gpt();
@@ -178,7 +173,7 @@ class Gpt {
 
   // --- Binding (gpt_bind.cpp): every view into the rank's activation and
   // workspace arenas and the parameter units, before step 1, in this order.
-  void init_buffers(int slots);
+  void init_buffers(const RankPlan& plan);
   void bind_recompute_working_set(const DeviceArena& acts);
   void bind_slots(const DeviceArena& acts, int slots);
   void bind_workspace(const DeviceArena& work);

@@ -1,7 +1,8 @@
 // Binding the model's views before step 1: each activation slot, the
 // recompute working set and the workspace, by name, from the rank's memory
-// plan (model/memory_plan.h names the buffers), checked against the block
-// plan; and where each parameter sits in its unit (model/param_table.h).
+// plan (partition/memory_plan.h names the buffers), checked against the block
+// plan; and where each parameter sits in its unit (partition/param_table.h).
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -10,18 +11,23 @@
 
 namespace tera {
 
-void Gpt::init_buffers(int slot_count) {
-  TERA_ASSERT(max_batch_ > 0);
+// The plan must be the one the table and rank memory were made from, for
+// this tensor-parallel rank: checked here, where a mismatch would bind wrong views.
+void Gpt::init_buffers(const RankPlan& plan) {
+  TERA_ASSERT(max_batch_ > 0 && plan.seq_len == spec_.config().seq_len, "one micro-batch of whole sequences");
   TERA_ASSERT(table_.tp() == tp_.size() && table_.tp_rank() == tp_.rank(), "table built for another tensor-parallel rank");
-  opts_ = ActivationOptions{.tp = tp_.size(),
-                            .sequence_parallel = tp_.sequence_parallel(),
-                            .recompute = opts_.recompute,
-                            .flash_attention = spec_.config().attention == AttentionKind::flash,
-                            .gemm = opts_.gemm};
+  TERA_ASSERT(plan.act.tp == tp_.size() && plan.act.sequence_parallel == tp_.sequence_parallel(),
+              "the rank plan is for another tensor-parallel group");
+  TERA_ASSERT(plan.stage.chunks.size() == table_.plan().chunks.size(), "the table was built for another stage plan");
+  TERA_ASSERT(plan.act.recompute != Recompute::selective, "the runtime recomputes none or full blocks");
+  TERA_ASSERT(plan.act.dtype == DType::f32 && !plan.act.dropout, "the runtime keeps fp32 activations, no dropout");
+  TERA_ASSERT(plan.act.flash_attention == (spec_.config().attention == AttentionKind::flash),
+              "the rank plan's attention is the model's (model.attention)");
+  opts_ = plan.act;
   block_plan_ = make_block_plan(spec_.config(), opts_.gemm, be_);
   const DeviceArena& acts = rank_memory_.arena(MemoryClass::activations);
   bind_recompute_working_set(acts);
-  bind_slots(acts, slot_count);
+  bind_slots(acts, std::max(1, plan.slots));
   bind_workspace(rank_memory_.arena(MemoryClass::workspace));
   bind_block_weight_offsets();
   bind_io_offsets();

@@ -165,12 +165,18 @@ void GptLayers::embed_forward(const IoWeights& w, float* x, const int32_t* token
   const int64_t C = d_.C, N = B * T, Nt = rows(N);
   be_.embedding_lookup(partial_sum_buffer(x), tokens, w.wte, d_.v0, d_.v0 + d_.Vl, N, C);
   reduce_partial_sum(x, N);
-  if (w.wpe != nullptr) be_.position_add(x, w.wpe, first_token(N), Nt, T, C);  // GPT-2's learned positions
+  if (plan_.learned_positions) {  // GPT-2
+    TERA_ASSERT(w.wpe != nullptr, "a GPT-2 embedding without its learned positions (wpe.weight)");
+    be_.position_add(x, w.wpe, first_token(N), Nt, T, C);
+  }
 }
 
 void GptLayers::embed_backward(const IoWeights& g, const float* dres, const int32_t* tokens, int64_t B, int64_t T) {
   const int64_t C = d_.C, N = B * T, Nt = rows(N);
-  if (g.wpe != nullptr) be_.position_add_backward(g.wpe, dres, first_token(N), Nt, T, C);
+  if (plan_.learned_positions) {
+    TERA_ASSERT(g.wpe != nullptr, "a GPT-2 embedding without the gradient of its learned positions");
+    be_.position_add_backward(g.wpe, dres, first_token(N), Nt, T, C);
+  }
   const float* dfull = dres;
   if (sp_) {
     tp_.scatter_backward(dres, ws_.full, Nt * C);  // sp_scatter backward: all-gather

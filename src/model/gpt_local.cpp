@@ -21,7 +21,7 @@ Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch)
       mem_(*own_memory_),
       tp_(*own_tp_),
       rank_memory_(*own_rank_memory_) {
-  init_buffers(1);
+  init_buffers(resident_rank_plan(spec_, *own_table_, max_batch));
 }
 
 MemoryPlan Gpt::single_process_plan(const ModelSpec& spec, const ParamTable& table, int64_t max_batch) {

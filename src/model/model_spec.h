@@ -14,11 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "core/parallel_layout.h"
+#include "core/recompute.h"
 #include "core/rope_params.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "model/stage_plan.h"
 
 namespace tera {
 
@@ -162,7 +161,7 @@ struct BufferInfo {
   int64_t bytes() const { return numel(shape) * dtype_bytes(dtype); }
 };
 
-// Recompute (none, selective, full) is core/parallel_layout.h's.
+// Recompute (none, selective, full) is core/recompute.h's.
 
 // How activations are laid out and kept; the defaults are what tera's CPU
 // runtime does. tp splits heads, qkv, atty and the MLP width across the

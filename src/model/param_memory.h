@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "kernels/backend.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 #include "model/rank_memory.h"
 
 namespace tera {

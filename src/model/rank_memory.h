@@ -1,5 +1,5 @@
 // The device memory of one rank: one DeviceArena per memory class, allocated
-// from the memory plan (model/memory_plan.h) before step 1 and never resized.
+// from the memory plan (partition/memory_plan.h) before step 1 and never resized.
 // The parts of the runtime that use a class bind their buffers from it by
 // name: ZeroMemory (parameters, gradients, ZeRO staging, buckets and gather
 // buffers), the optimizer (optimizer state), the model (activations,
@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "kernels/device_arena.h"
-#include "model/memory_plan.h"
+#include "partition/memory_plan.h"
 
 namespace tera {
 

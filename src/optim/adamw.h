@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 #include "model/rank_memory.h"
 #include "optim/adamw_config.h"
 

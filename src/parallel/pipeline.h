@@ -1,4 +1,4 @@
-// Runs one pipeline stage's instruction list (parallel/schedule.h) over the
+// Runs one pipeline stage's instruction list (partition/schedule.h) over the
 // model's chunks (model/gpt.h): forwards and backwards into activation
 // slots, non-blocking sends, blocking receives matched by tag over the
 // pipeline group's device communicator, and at reduce_grads the
@@ -31,7 +31,7 @@
 
 #include "comm/groups.h"
 #include "model/gpt.h"
-#include "parallel/schedule.h"
+#include "partition/schedule.h"
 #include "parallel/trace.h"
 #include "parallel/zero.h"
 
@@ -49,7 +49,7 @@ class PipelineExecutor {
   // One training step's instructions up to the optimizer step. dloss scales
   // the loss gradient (1 / tokens of the global batch). The loss sum of the
   // micro-batches whose head runs here is added to the model's
-  // step_scalars()[StepScalars::loss] (model/memory_plan.h; on the device).
+  // step_scalars()[StepScalars::loss] (partition/memory_plan.h; on the device).
   void run_step(const MicroBatchFn& batch, int64_t B, int64_t T, float dloss);
   // Forward only (evaluation) of `micro_batches` micro-batches, each through
   // every virtual stage in order. On the stage with the head, the loss sums

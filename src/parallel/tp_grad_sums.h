@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 namespace tera {
 

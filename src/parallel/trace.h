@@ -8,7 +8,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "core/status.h"
 #include "core/trace.h"
 

@@ -10,20 +10,21 @@
 
 namespace tera {
 
-ZeroMemory::ZeroMemory(const ParamTable& table, Communicator& dp_host, Communicator& dp_dev, int zero_stage,
-                       const Backend& be, RankMemory& memory, Communicator* tp_dev, bool sequence_parallel,
-                       Communicator* kv_dev)
+ZeroMemory::ZeroMemory(const ParamTable& table, const RankPlan& plan, Communicator& dp_host, Communicator& dp_dev,
+                       const Backend& be, RankMemory& memory, Communicator* tp_dev, Communicator* kv_dev)
     : table_(table),
       dp_host_(dp_host),
       dp_(dp_dev),
-      tp_sums_(table, tp_dev, sequence_parallel, kv_dev),
-      zero_(zero_stage),
+      tp_sums_(table, tp_dev, plan.act.sequence_parallel, kv_dev),
+      zero_(plan.layout.zero),
       be_(be) {
   TERA_ASSERT(zero_ >= 0 && zero_ <= 3);
   TERA_ASSERT(dp_host.size() == dp_dev.size() && dp_host.rank() == dp_dev.rank(), "two communicators of one group");
+  TERA_ASSERT(dp_.size() == plan.zero_group && dp_.rank() == plan.zero_rank, "the rank plan is for another ZeRO group");
+  TERA_ASSERT(table_.units().size() == static_cast<size_t>(plan.unit_count), "the table is not the rank plan's");
   const int64_t p = dp_.size();
   const auto& units = table_.units();
-  sizes_ = zero_sizes(unit_shapes(table_), dp_.size(), dp_.rank(), zero_);
+  sizes_ = plan.zero;  // the rank plan's buffers (partition/memory_plan.h ZeroSizes)
   staging_of_unit_.assign(units.size(), nullptr);
   dedicated_staging_.assign(units.size(), nullptr);
   dedicated_gather_.assign(units.size(), Gather{});

@@ -24,7 +24,7 @@
 // Files: zero.cpp (buffers, initial values, updates), zero_gather.cpp
 // (parameter gathers), zero_grads.cpp (gradient reductions); the
 // tensor-parallel sums before a reduction are tp_grad_sums.h's.
-// Memory: every buffer is the rank's memory plan's (model/memory_plan.h:
+// Memory: every buffer is the rank's memory plan's (partition/memory_plan.h:
 // params, grads, grad_shard, grad_staging, reduce_scatter_out,
 // gathered_params), device memory of the backend. Tensors move over the
 // data-parallel group's device communicator; host arrays (checkpoint
@@ -36,10 +36,11 @@
 
 #include "comm/communicator.h"
 #include "kernels/backend.h"
-#include "model/memory_plan.h"
 #include "model/param_memory.h"
 #include "model/rank_memory.h"
 #include "parallel/tp_grad_sums.h"
+#include "partition/memory_plan.h"
+#include "partition/rank_plan.h"
 
 namespace tera {
 
@@ -53,9 +54,8 @@ class ZeroMemory final : public ParamMemory {
   // With key/value heads replicated over tp ranks (table.kv_replicas() > 1),
   // `kv_dev` is the group of the ranks sharing this rank's head: their
   // gradients for it are summed there, also before the dp reduction.
-  ZeroMemory(const ParamTable& table, Communicator& dp_host, Communicator& dp_dev, int zero_stage, const Backend& be,
-             RankMemory& memory, Communicator* tp_dev = nullptr, bool sequence_parallel = false,
-             Communicator* kv_dev = nullptr);
+  ZeroMemory(const ParamTable& table, const RankPlan& plan, Communicator& dp_host, Communicator& dp_dev,
+             const Backend& be, RankMemory& memory, Communicator* tp_dev = nullptr, Communicator* kv_dev = nullptr);
   ~ZeroMemory() override;
 
   // ParamMemory

@@ -1,14 +1,14 @@
 // The workload a layout runs (model, global batch, precision) and the
-// planner's view of the one layout type (core/parallel_layout.h) and its
-// check (model/layout_check.h).
+// planner's view of the one layout type (partition/parallel_layout.h) and its
+// check (partition/layout_check.h).
 #pragma once
 
 #include <string>
 
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 #include "model/model_spec.h"
 
 namespace tera {
@@ -70,7 +70,7 @@ inline bool untied_by_family(const ModelConfig& m) { return !m.tied(); }
 // Micro-batches per pipeline per step: global_batch / (dp * micro_batch).
 int64_t micro_batches(const ParallelLayout& l, const Workload& w);
 
-// model/layout_check.h's check_layout for the workload's model and batch on
+// partition/layout_check.h's check_layout for the workload's model and batch on
 // `gpus` ranks (<= 0: any number).
 Status check_layout(const ParallelLayout& l, const Workload& w, int gpus);
 

@@ -1,5 +1,5 @@
 // Bytes per GPU for a layout: the runtime's own memory plan
-// (model/memory_plan.h: every buffer tera allocates on a rank, by class) plus
+// (partition/memory_plan.h: every buffer tera allocates on a rank, by class) plus
 // the allowances a real GPU stack adds on top, each on its own line (DESIGN.md
 // invariant 2; tests/plan/test_memory_plan_equality.cpp holds the plan's
 // bytes equal to what the runtime allocates, per rank and class):
@@ -16,14 +16,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "model/memory_plan.h"
 #include "model/model_spec.h"
-#include "parallel/schedule.h"
+#include "partition/memory_plan.h"
+#include "partition/rank_plan.h"
 #include "plan/hardware.h"
 #include "plan/layout.h"
 
@@ -58,35 +56,31 @@ ParamSplit param_split(const ModelSpec& spec, int tp);
 double stage_params(const ParamSplit& p, const ParallelLayout& l, int64_t layers, int stage);
 int64_t stage_params(const ModelSpec& spec, const ParallelLayout& l, int stage);
 
+// The dtypes and activation extras a stack keeps at a precision: the rank
+// plan's precision (partition/rank_plan.h). tera's bf16 (the `tera` stack):
+// bf16 GEMM inputs over fp32 activations; all-16-bit stacks
+// (stack.activations_16bit): bf16 activations and weights.
+RankPrecision rank_precision(const Workload& w, const Cluster& cl);
 ActivationOptions activation_options(const ParallelLayout& l, const Workload& w, const Cluster& cl);
 
-// What a memory figure needs beyond the layout, computed once and reused
-// (the search prices tens of thousands of layouts): ModelSpec's table bytes
-// per (tp, cp, micro-batch, sp, recompute), the parameter units per
-// (tp, ZeRO group size).
+// The memory of layouts of one workload on one cluster: the rank plans
+// (partition/rank_plan.h, whose planner remembers what layouts share: the
+// search prices tens of thousands) plus the allowances.
 class MemoryTables {
  public:
-  MemoryTables(const ModelSpec& spec, const Workload& w, const Cluster& cl) : spec_(spec), w_(w), cl_(cl) {}
-  // The memory plan's bytes of rank (stage, dp_rank) of l (tp rank 0).
-  MemoryReport rank_plan(const ParallelLayout& l, int stage, int dp_rank = 0);
+  MemoryTables(const ModelSpec& spec, const Workload& w, const Cluster& cl)
+      : cl_(cl), planner_(spec, RankBatch{.global_batch = w.global_batch, .seq_len = spec.config().seq_len},
+                          rank_precision(w, cl)) {}
+  // The rank plan's bytes of rank (stage, zero_rank) of l at tp rank 0;
+  // zero_rank indexes the dp * cp ranks of its ZeRO group.
+  MemoryReport rank_plan(const ParallelLayout& l, int stage, int zero_rank = 0);
   // The fullest stage, with the allowances.
   MemoryBreakdown per_gpu(const ParallelLayout& l);
   MemoryBreakdown with_allowances(const MemoryReport& plan, int stage) const;
 
  private:
-  struct Units {
-    // The units a stage holds besides its blocks, for a first stage, a last
-    // stage and a single one (token embedding, io, an untied lm_head).
-    std::vector<UnitShape> first, last, both;
-    UnitShape block;
-  };
-  const ActivationTableBytes& tables(const ParallelLayout& l);
-  const Units& units(int tp, int dp);
-  const ModelSpec& spec_;
-  Workload w_;
   Cluster cl_;
-  std::map<std::tuple<int, int, int, bool, Recompute>, ActivationTableBytes> tables_;
-  std::map<std::pair<int, int>, Units> units_;
+  RankPlanner planner_;
 };
 
 // One-off forms of MemoryTables.

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "core/parallel_layout_json.h"
+#include "partition/parallel_layout_json.h"
 
 namespace tera {
 
@@ -52,7 +52,7 @@ nlohmann::json memory_json(const MemoryBreakdown& m) {
 
 nlohmann::json evaluation_json(const Evaluation& e) {
   const MemoryBreakdown& m = e.memory;
-  // The layout's keys (core/parallel_layout_json.h) beside the predictions.
+  // The layout's keys (partition/parallel_layout_json.h) beside the predictions.
   nlohmann::json j = layout_to_json(e.layout);
   j.update({
       {"memory_bytes", m.total()},

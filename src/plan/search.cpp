@@ -3,7 +3,7 @@
 // dividing the global batch, micro-batch (divisors of the per-replica batch),
 // chunks, ZeRO 0-3 (0 alone without dp or cp), sequence parallelism (with
 // tp), recompute. Every candidate passes two rules, each named once:
-// check_layout (model/layout_check.h: what the runtime runs, the check
+// check_layout (partition/layout_check.h: what the runtime runs, the check
 // --explain, simulate and `tera train` apply) and megatron_narrowing below
 // (the search's conventions: equal interleaved chunks, as Megatron requires,
 // key/value groups divided over tp, cp only where it pays). A layout a rule

@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "parallel/schedule.h"
+#include "partition/schedule.h"
 #include "plan/cost_model.h"
 
 namespace tera {

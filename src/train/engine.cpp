@@ -12,7 +12,7 @@
 #include "core/check.h"
 #include "core/strings.h"
 #include "optim/grad_clip.h"
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 
 namespace tera {
 
@@ -23,27 +23,23 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   // One layout: the groups are made from the config's (dp derived).
   TERA_ASSERT(g_.layout == with_world_size(p, g_.layout.world()),
               "process groups of layout " + layout_string(g_.layout) + " for a config of layout " + layout_string(p));
-  micro_batches_ = micro_batches_per_step(g_.layout, cfg.train.global_batch);
-  auto sched = make_schedule(p.schedule, g_.layout.pp, static_cast<int>(micro_batches_), p.vpp);
+  // Everything this rank holds is its rank plan's; each part binds from it.
+  rank_ = tera::rank_plan(cfg, g_.layout, g_.coord);
+  micro_batches_ = rank_.micro_batches;
+  auto sched = rank_.schedule();
   TERA_ASSERT(sched.ok(), sched.error());  // validated with the config
   schedule_ = *sched;
-  auto plan = stage_plan_for(cfg, g_.coord.pp);
-  TERA_ASSERT(plan.ok(), plan.error());
-  plan_ = *plan;
+  TERA_ASSERT(schedule_.max_in_flight(g_.coord.pp) == rank_.slots, "the schedule keeps another number in flight");
+  plan_ = rank_.stage;
   tp_ = std::make_unique<CommTensorParallel>(*g_.tp_dev, p.sequence_parallel);
-  table_ = std::make_unique<ParamTable>(spec_, int64_t{g_.layout.dp} * ArenaLayout::kAlignFloats, g_.layout.tp,
-                                        g_.coord.tp, plan_);
-  memory_ = std::make_unique<RankMemory>(backend, rank_memory_plan(cfg, g_.layout, g_.coord));
-  zero_ = std::make_unique<ZeroMemory>(*table_, *g_.dp, *g_.dp_dev, p.zero, backend, *memory_, g_.tp_dev,
-                                       p.sequence_parallel, g_.kv_dev);
+  table_ = std::make_unique<ParamTable>(rank_.param_table(spec_));
+  const Status units = rank_.check_table(*table_);
+  TERA_ASSERT(units.is_ok(), units.message());
+  memory_ = std::make_unique<RankMemory>(backend, rank_.memory_plan(spec_));
+  zero_ = std::make_unique<ZeroMemory>(*table_, rank_, *g_.dp, *g_.dp_dev, backend, *memory_, g_.tp_dev, g_.kv_dev);
   adam_ = std::make_unique<AdamW>(cfg.train.adamw, AdamW::segments_of(*table_, zero_->update_ranges()), backend,
                                   *memory_);
-  Gpt::Options options;
-  options.recompute = cfg.parallel.recompute;
-  options.gemm = cfg.train.precision;
-  options.plan = plan_;
-  options.slots = schedule_.max_in_flight(g_.coord.pp);
-  model_ = std::make_unique<Gpt>(spec_, backend, cfg.parallel.micro_batch, *table_, *zero_, *tp_, options, *memory_);
+  model_ = std::make_unique<Gpt>(spec_, backend, *table_, *zero_, *tp_, rank_, *memory_);
   TERA_ASSERT(model_->step_scalar_count() == StepScalars::count(static_cast<int64_t>(table_->units().size())),
               "the step scalars hold 4 + one per unit");
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);

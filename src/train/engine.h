@@ -22,10 +22,11 @@
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "parallel/pipeline.h"
-#include "parallel/schedule.h"
 #include "parallel/tp_comm.h"
 #include "parallel/trace.h"
 #include "parallel/zero.h"
+#include "partition/rank_plan.h"
+#include "partition/schedule.h"
 #include "train/rank_plan.h"
 
 namespace tera {
@@ -95,7 +96,8 @@ class Engine {
   const ModelSpec& spec() const { return spec_; }
   const ParamTable& table() const { return *table_; }
   const Schedule& schedule() const { return schedule_; }
-  const ActivationOptions& activation_options() const { return model_->activation_options(); }
+  const ActivationOptions& activation_options() const { return rank_.act; }
+  const RankPlan& rank_plan() const { return rank_; }
   // Of the last step: this stage's seconds blocked in pipeline receives, and the step's seconds.
   double bubble_seconds() const { return executor_->idle_seconds(); }
   double pipeline_seconds() const { return executor_->step_seconds(); }
@@ -110,6 +112,7 @@ class Engine {
   const Backend& be_;
   const Groups& g_;
   const ModelSpec spec_;  // the table points into its parameter list
+  RankPlan rank_;  // what this rank holds (train/rank_plan.h); everything below binds from it
   Schedule schedule_;
   StagePlan plan_;
   std::unique_ptr<CommTensorParallel> tp_;

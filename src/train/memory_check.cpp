@@ -12,7 +12,7 @@
 namespace tera {
 
 MemoryReport estimate_rank_memory(const RunConfig& cfg, const ParallelLayout& layout, const ParallelLayout::Coord& coord) {
-  return rank_memory_plan(cfg, layout, coord).report();
+  return rank_plan(cfg, layout, coord).bytes;
 }
 
 std::string host_memory_refusal(const MemoryReport& need, int ranks_on_node, int rank) {

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "config/run_config.h"
-#include "model/memory_report.h"
+#include "partition/memory_report.h"
 
 namespace tera {
 

@@ -1,22 +1,27 @@
-// What one rank of a run holds, before anything is built: its pipeline
-// stage's plan and its memory plan (model/memory_plan.h) under the run's
-// layout, ZeRO stage, recompute and schedule. The engine allocates exactly
-// this plan; the memory check before allocation reads it (memory_check.h).
+// The rank plan (partition/rank_plan.h) of a training run: its batch and
+// precision read off the run config. The engine builds exactly this plan; the
+// memory check before allocation reads it (memory_check.h).
 #pragma once
 
 #include "config/run_config.h"
-#include "core/parallel_layout.h"
 #include "core/status.h"
-#include "model/memory_plan.h"
-#include "model/stage_plan.h"
+#include "partition/parallel_layout.h"
+#include "partition/rank_plan.h"
+#include "partition/stage_plan.h"
 
 namespace tera {
 
-// The stage plan of `stage` under cfg (balanced, or parallel.stage_layers).
-Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage);
+// Sequences per step and their length (train.global_batch, model.seq_len).
+RankBatch rank_batch(const RunConfig& cfg);
+// tera's runtime: fp32 activations, GEMM inputs in train.precision, the
+// model's attention, no dropout.
+RankPrecision rank_precision(const RunConfig& cfg);
+// The plan of rank `coord` of `layout` (dp derived) for cfg, which must be
+// valid for the layout (check_layout passed).
+RankPlan rank_plan(const RunConfig& cfg, const ParallelLayout& layout, const ParallelLayout::Coord& coord);
 
-// The memory plan of rank `coord` of `layout` (dp derived) for cfg, which
-// must be valid for the layout (check_layout passed).
-MemoryPlan rank_memory_plan(const RunConfig& cfg, const ParallelLayout& layout, const ParallelLayout::Coord& coord);
+// The stage plan of `stage` under cfg (balanced, or parallel.stage_layers):
+// the stage of any rank, e.g. to address another stage's parameters.
+Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage);
 
 }  // namespace tera

@@ -13,7 +13,7 @@
 #include "comm/agree.h"
 #include "config/config.h"
 #include "core/format.h"
-#include "core/parallel_layout_json.h"
+#include "partition/parallel_layout_json.h"
 #include "core/timer.h"
 #include "data/tokenizer_file.h"
 #include "train/checkpointing.h"

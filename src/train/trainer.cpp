@@ -14,7 +14,7 @@
 #include "core/file_util.h"
 #include "core/format.h"
 #include "core/timer.h"
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 #include "train/memory_check.h"
 #include "train/preemption.h"
 #include "train/run_outputs.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
-#include "core/parallel_layout_json.h"
+#include "partition/parallel_layout_json.h"
 
 namespace tera {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ckpt/shard_map.h"
-#include "model/stage_plan.h"
+#include "partition/stage_plan.h"
 
 namespace tera {
 namespace {

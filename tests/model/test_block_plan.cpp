@@ -36,6 +36,7 @@ TEST(BlockPlan, KindsFollowConfigPrecisionAndBackend) {
   const BlockPlan gpt = make_block_plan(config(Arch::gpt2, AttentionKind::flash), DType::f32, fused);
   EXPECT_EQ(gpt.norm, NormKind::layernorm);
   EXPECT_FALSE(gpt.rotary);
+  EXPECT_TRUE(gpt.learned_positions);
   EXPECT_EQ(gpt.attention, AttentionPath::flash_f32);
   EXPECT_EQ(gpt.mlp, MlpPath::gelu);  // fp32: the fused ops are bf16 ones
   const BlockPlan gpt_bf16 = make_block_plan(config(Arch::gpt2, AttentionKind::flash), DType::bf16, fused);
@@ -47,6 +48,7 @@ TEST(BlockPlan, KindsFollowConfigPrecisionAndBackend) {
   const BlockPlan llama = make_block_plan(config(Arch::llama, AttentionKind::flash), DType::bf16, fused);
   EXPECT_EQ(llama.norm, NormKind::rmsnorm);
   EXPECT_TRUE(llama.rotary);
+  EXPECT_FALSE(llama.learned_positions);
   EXPECT_EQ(llama.mlp, MlpPath::swiglu);
 }
 

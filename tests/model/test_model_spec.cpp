@@ -7,7 +7,7 @@
 #include "kernels/backend.h"
 #include "model/gpt.h"
 #include "model/model_spec.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 namespace tera {
 namespace {
@@ -71,14 +71,13 @@ TEST(ModelSpec, RecomputeAllocatesTheSavedTablePlusOneWorkingSet) {
   cfg.attention = AttentionKind::naive;  // block_activations(5, 16) below: the naive table
   ModelSpec spec(cfg);
   ParamTable table(spec);
-  auto plan_for = [&](Recompute r) { return resident_memory_plan(spec, table, 5, ActivationOptions{.recompute = r}); };
-  RankMemory rm_none(cpu_backend(), plan_for(Recompute::none)), rm_full(cpu_backend(), plan_for(Recompute::full));
+  auto plan_for = [&](Recompute r) { return resident_rank_plan(spec, table, 5, ActivationOptions{.recompute = r}); };
+  const RankPlan p_none = plan_for(Recompute::none), p_full = plan_for(Recompute::full);
+  RankMemory rm_none(cpu_backend(), p_none.memory_plan(spec)), rm_full(cpu_backend(), p_full.memory_plan(spec));
   LocalParamMemory mem(table, cpu_backend(), rm_none);
   SingleRankTensorParallel tp(cpu_backend());
-  Gpt::Options recompute;
-  recompute.recompute = Recompute::full;
-  Gpt none(spec, cpu_backend(), 5, table, mem, tp, Gpt::Options{}, rm_none);
-  Gpt full(spec, cpu_backend(), 5, table, mem, tp, recompute, rm_full);
+  Gpt none(spec, cpu_backend(), table, mem, tp, p_none, rm_none);
+  Gpt full(spec, cpu_backend(), table, mem, tp, p_full, rm_full);
   const int64_t a_none = none.memory()[MemoryClass::activations], a_full = full.memory()[MemoryClass::activations];
   // 4 layers: 4 block tables -> 4 outputs [5,16,32] + one working set.
   EXPECT_EQ(a_none - a_full,

@@ -8,9 +8,10 @@
 #include "core/arena.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "model/memory_plan.h"
+#include "partition/memory_plan.h"
+#include "partition/rank_plan.h"
 #include "model/model_spec.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 #include "model/rank_memory.h"
 
 namespace tera {

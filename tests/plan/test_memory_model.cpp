@@ -3,7 +3,7 @@
 // allocates, per rank and class: tests/train/test_memory_check.cpp.)
 #include <gtest/gtest.h>
 
-#include "model/param_table.h"
+#include "partition/param_table.h"
 #include "plan/memory_model.h"
 
 namespace tera {
@@ -60,7 +60,7 @@ TEST(MemoryModel, BlockParamsSplitLikeMegatron) {
 }
 
 TEST(MemoryModel, ZeroStagesHandWorked) {
-  // tera's buffers (model/memory_plan.h) for one stage on dp = 4 ranks, in
+  // tera's buffers (partition/memory_plan.h) for one stage on dp = 4 ranks, in
   // floats: P = all units, R = the wte and io units, M = a block unit, K =
   // the largest chunk (wte / 4). small_gpt's tensors are multiples of 16 and
   // its units of 64 floats, so there is no padding and the Adam moments of a

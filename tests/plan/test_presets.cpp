@@ -11,7 +11,7 @@
 
 #include "plan/layout.h"
 #include "plan/memory_model.h"
-#include "model/stage_plan.h"
+#include "partition/stage_plan.h"
 #include "plan/presets.h"
 
 namespace tera {

@@ -18,7 +18,7 @@
 
 #include "comm/groups.h"
 #include "comm/in_process_comm.h"
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 #include "train/engine.h"
 
 namespace tera {

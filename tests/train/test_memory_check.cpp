@@ -24,7 +24,7 @@
 
 #include "comm/groups.h"
 #include "comm/in_process_comm.h"
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 #include "plan/memory_model.h"
 #include "plan/stack_profile.h"
 #include "train/engine.h"

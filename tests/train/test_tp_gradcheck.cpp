@@ -28,11 +28,11 @@ void check(bool sp) {
     omp_set_num_threads(1);
     const ModelSpec spec(cfg);
     ParamTable table(spec, 16, 2, c.rank());
-    RankMemory rank_memory(cpu_backend(),
-                           resident_memory_plan(spec, table, B, ActivationOptions{.tp = 2, .sequence_parallel = sp}));
+    const RankPlan plan = resident_rank_plan(spec, table, B, ActivationOptions{.tp = 2, .sequence_parallel = sp});
+    RankMemory rank_memory(cpu_backend(), plan.memory_plan(spec));
     LocalParamMemory mem(table, cpu_backend(), rank_memory);
     CommTensorParallel tp(c, sp);
-    Gpt model(spec, cpu_backend(), B, table, mem, tp, Gpt::Options{}, rank_memory);
+    Gpt model(spec, cpu_backend(), table, mem, tp, plan, rank_memory);
     init_parameters(table, mem.params(), 42);
     // Larger weights than GPT-2's init so every gradient is well above the noise floor.
     table.for_each([&](const ParamEntry& e) {

@@ -27,7 +27,7 @@
 
 #include "core/arena.h"
 #include "model/model_spec.h"
-#include "model/stage_plan.h"
+#include "partition/stage_plan.h"
 
 namespace tera {
 

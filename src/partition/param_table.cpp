@@ -1,5 +1,5 @@
 // Parameter table construction (units, alignment) and layout-invariant init.
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "core/schedule_kind.h"
+#include "partition/schedule_kind.h"
 
 #include <fmt/format.h>
 

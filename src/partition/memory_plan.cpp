@@ -1,11 +1,11 @@
 // The memory plan: ZeRO buffer sizes from the parameter units, activation and
 // workspace buffers from ModelSpec's tables; see memory_plan.h.
-#include "model/memory_plan.h"
+#include "partition/memory_plan.h"
 
 #include <algorithm>
 
 #include "core/check.h"
-#include "model/param_table.h"
+#include "partition/param_table.h"
 
 namespace tera {
 
@@ -231,20 +231,6 @@ MemoryReport memory_plan_bytes(const ZeroSizes& z, int zero, DType compute, DTyp
   r[MemoryClass::workspace] = t.workspace_all + (stage.has_head() ? t.workspace_head : 0) +
                               ArenaLayout::aligned_bytes(DType::f64, StepScalars::count(units));
   return r;
-}
-
-MemoryPlan resident_memory_plan(const ModelSpec& spec, const ParamTable& table, int64_t micro_batch,
-                                const ActivationOptions& act) {
-  MemoryPlanInput in;
-  in.units = unit_shapes(table);
-  in.compute = act.dtype;
-  in.micro_batch = micro_batch;
-  in.seq_len = spec.config().seq_len;
-  in.act = act;
-  in.act.flash_attention = spec.config().attention == AttentionKind::flash;  // the model's own
-  in.stage = table.plan();
-  in.slots = 1;
-  return plan_memory(spec, in);
 }
 
 }  // namespace tera

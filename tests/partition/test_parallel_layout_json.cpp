@@ -1,4 +1,4 @@
-// layout_to_json / layout_from_json (core/parallel_layout_json.h): a round
+// layout_to_json / layout_from_json (partition/parallel_layout_json.h): a round
 // trip over many layouts, every layout object older tera wrote into a
 // checkpoint's meta.json still read, and bad values refused naming the file
 // and the key.
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/parallel_layout_json.h"
+#include "partition/parallel_layout_json.h"
 
 namespace tera {
 namespace {

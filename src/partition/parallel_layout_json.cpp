@@ -1,5 +1,5 @@
 // Layouts in JSON; see parallel_layout_json.h.
-#include "core/parallel_layout_json.h"
+#include "partition/parallel_layout_json.h"
 
 #include <algorithm>
 #include <fmt/format.h>

@@ -1,9 +1,9 @@
 // The layout check; see layout_check.h.
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 
 #include <fmt/format.h>
 
-#include "model/stage_plan.h"
+#include "partition/stage_plan.h"
 
 namespace tera {
 

@@ -16,7 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "core/status.h"
 
 namespace tera {

@@ -46,9 +46,9 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "model/memory_report.h"
+#include "partition/memory_report.h"
 #include "model/model_spec.h"
-#include "model/stage_plan.h"
+#include "partition/stage_plan.h"
 
 namespace tera {
 
@@ -99,13 +99,6 @@ class MemoryPlan {
 };
 
 MemoryPlan plan_memory(const ModelSpec& spec, const MemoryPlanInput& in);
-// The plan of a rank that keeps its table's parameters and gradients
-// resident (dp 1, ZeRO 0) with one micro-batch of up to `micro_batch`
-// sequences in flight per chunk: one-process models and unit tests (the
-// attention kind is the model's, whatever `act` says).
-MemoryPlan resident_memory_plan(const ModelSpec& spec, const ParamTable& table, int64_t micro_batch,
-                                const ActivationOptions& act = {});
-
 // Floats of each ZeRO buffer of a rank (what plan_memory lays out; also what
 // parallel/zero.cpp checks its views against).
 struct ZeroSizes {

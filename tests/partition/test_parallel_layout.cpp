@@ -1,7 +1,7 @@
-// The rank formula, its worked example (core/parallel_layout.h) and layout strings.
+// The rank formula, its worked example (partition/parallel_layout.h) and layout strings.
 #include <gtest/gtest.h>
 
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 
 namespace tera {
 namespace {

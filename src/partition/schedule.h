@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/schedule_kind.h"
+#include "partition/schedule_kind.h"
 #include "core/status.h"
 
 namespace tera {
@@ -53,7 +53,7 @@ struct Schedule {
 // Activation sets each chunk of `stage` holds at once under `schedule`: the
 // most forwards of that chunk done and not yet followed by their backward
 // (at least 1: evaluation uses one per chunk). What the runtime allocates a
-// slot for, per chunk (model/memory_plan.h); their sum can exceed
+// slot for, per chunk (partition/memory_plan.h); their sum can exceed
 // max_in_flight(stage), since chunks peak at different times.
 std::vector<int> slots_per_chunk(const Schedule& schedule, int stage);
 

@@ -4,7 +4,7 @@
 // decides. The interleaved order is Megatron-LM's (Narayanan et al. 2021,
 // Sec. 2.2.2): units go in groups of `stages` micro-batches per chunk, and a
 // stage warms up with 2*(stages - stage - 1) + (chunks - 1)*stages forwards.
-#include "parallel/schedule.h"
+#include "partition/schedule.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Layer assignment to pipeline stages; see stage_plan.h.
-#include "model/stage_plan.h"
+#include "partition/stage_plan.h"
 
 #include <fmt/format.h>
 

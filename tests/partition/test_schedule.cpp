@@ -9,7 +9,7 @@
 #include <set>
 #include <tuple>
 
-#include "parallel/schedule.h"
+#include "partition/schedule.h"
 
 namespace tera {
 namespace {

@@ -1,4 +1,4 @@
-// Whether a parallel layout (core/parallel_layout.h) can run a model and a
+// Whether a parallel layout (partition/parallel_layout.h) can run a model and a
 // batch on a world of ranks: the one check that the run config, the trainer,
 // the planner and `tera ckpt reshard` share, so the planner accepts exactly
 // the layouts the runtime runs. Pure (no backend, no MPI).
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel_layout.h"
+#include "partition/parallel_layout.h"
 #include "core/status.h"
 #include "model/model_spec.h"
 
@@ -25,7 +25,7 @@ Status check_layout(const ParallelLayout& l, const ModelConfig& m, int64_t globa
 int64_t micro_batches_per_step(const ParallelLayout& l, int64_t global_batch);
 
 // Layers of each of the pp * vpp virtual stages: l.stage_layers when given,
-// else balanced (model/stage_plan.h). Assumes check_layout passed.
+// else balanced (partition/stage_plan.h). Assumes check_layout passed.
 std::vector<int64_t> virtual_stage_layers(const ParallelLayout& l, int64_t layers);
 // Layers of virtual stage v (0 .. pp*vpp-1), the same split, without
 // allocating (the planner's search calls it per candidate).

@@ -1,5 +1,5 @@
 // The name of a pipeline schedule (pure data, below config/ and plan/): the
-// run config and the planner's layouts carry it; parallel/schedule.h builds
+// run config and the planner's layouts carry it; partition/schedule.h builds
 // the instruction lists for it.
 #pragma once
 

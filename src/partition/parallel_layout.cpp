@@ -1,5 +1,5 @@
-// Rank arithmetic, layout strings and recompute names; see parallel_layout.h.
-#include "core/parallel_layout.h"
+// Rank arithmetic and layout strings; see parallel_layout.h.
+#include "partition/parallel_layout.h"
 
 #include <fmt/format.h>
 #include <map>
@@ -7,22 +7,6 @@
 #include "core/strings.h"
 
 namespace tera {
-
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
-
-Expected<Recompute> parse_recompute(const std::string& s) {
-  if (s == "none") return Recompute::none;
-  if (s == "selective") return Recompute::selective;
-  if (s == "full") return Recompute::full;
-  return Status::error("unknown recompute '" + s + "'; choose none, selective or full");
-}
 
 std::vector<int> ParallelLayout::tp_group(int rank) const {
   const Coord c = coord(rank);

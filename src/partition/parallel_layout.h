@@ -3,7 +3,7 @@
 // model and the batch are split (tensor tp x context cp x data dp x pipeline
 // pp ranks, virtual chunks, micro-batch, ZeRO stage, sequence parallelism,
 // recompute, the pipeline schedule and the layers of each virtual stage);
-// model/layout_check.h decides whether a layout can run a model and batch.
+// partition/layout_check.h decides whether a layout can run a model and batch.
 //
 // Rank order is Megatron's (Narayanan et al. 2021, eq. 1, with context
 // parallelism inside the data-parallel position), so tensor-parallel groups
@@ -24,17 +24,12 @@
 #include <string>
 #include <vector>
 
-#include "core/schedule_kind.h"
+#include "core/recompute.h"
 #include "core/status.h"
+#include "partition/schedule_kind.h"
 
 namespace tera {
 
-// Activation recomputation (Korthikanti et al. 2022): selective drops the
-// attention-score buffers (recomputed from q, k in backward), full keeps only
-// each block's input and recomputes the block.
-enum class Recompute { none, selective, full };
-const char* recompute_name(Recompute r);  // "none", "selective", "full"
-Expected<Recompute> parse_recompute(const std::string& s);
 
 struct ParallelLayout {
   int tp = 1;  // tensor-parallel degree
@@ -88,7 +83,7 @@ std::string layout_string(const ParallelLayout& l);
 // Parses the same keys in any order; absent keys keep their defaults, dp may
 // be left out when gpus > 0 (dp = gpus / (tp * cp * pp)); the schedule follows
 // vpp unless given. Messages name the key and the fix. Whether the layout
-// fits a model is check_layout's (model/layout_check.h).
+// fits a model is check_layout's (partition/layout_check.h).
 Expected<ParallelLayout> parse_layout(const std::string& text, int gpus);
 
 }  // namespace tera

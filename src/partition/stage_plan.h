@@ -1,6 +1,6 @@
 // Which part of the model a pipeline stage runs. The L blocks split into
 // V = pp * vpp virtual stages; virtual stage v = chunk * pp + stage (Megatron's
-// interleaved assignment, parallel/schedule.h) holds a contiguous run of
+// interleaved assignment, partition/schedule.h) holds a contiguous run of
 // layers. The embedding belongs to virtual stage 0, the final LayerNorm and
 // the (tied) LM head to virtual stage V - 1. Balanced by default: each
 // virtual stage gets L / V layers and the first L % V one more; an explicit

@@ -1,5 +1,5 @@
 // The buffer classes of a rank's memory and the bytes it holds in each: what
-// the memory plan lists (model/memory_plan.h), what the runtime allocated
+// the memory plan lists (partition/memory_plan.h), what the runtime allocated
 // (model/rank_memory.h) and what `tera train` and the planner print. Kept
 // apart so that reporting memory does not pull in the model.
 #pragma once

@@ -1,8 +1,8 @@
-// check_layout (model/layout_check.h): the one layout check of config,
+// check_layout (partition/layout_check.h): the one layout check of config,
 // trainer, planner and ckpt reshard; every failing factor is named.
 #include <gtest/gtest.h>
 
-#include "model/layout_check.h"
+#include "partition/layout_check.h"
 
 namespace tera {
 namespace {
