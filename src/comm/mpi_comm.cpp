@@ -1,41 +1,24 @@
-// Communicator over MPI (Open MPI from Debian) for host buffers. The only file
-// with MPI calls. MPI is initialised with MPI_THREAD_FUNNELED: only the main
-// thread calls MPI; OpenMP threads do compute only. Non-blocking collectives
-// progress when the owner tests or waits on them (callers poll between layers).
-#include <mpi.h>
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>  // Open MPI's MPIX_Query_cuda_support, where built with CUDA
-#endif
-#include <malloc.h>
-#include <unistd.h>
-
+// Communicator over MPI (Open MPI from Debian) for host buffers: the collective
+// and point-to-point calls, with reduce-scatter as a ring of messages. With
+// mpi_watchdog.cpp (waits with a deadline) and mpi_world.cpp (MPI_Init, the
+// settings made before it, abort), the only files with MPI calls. MPI is
+// initialised with MPI_THREAD_FUNNELED: only the main thread calls MPI; OpenMP
+// threads do compute only. Non-blocking collectives progress when the owner
+// tests or waits on them (callers poll between layers).
 #include <algorithm>
-#include <array>
 #include <climits>
-#include <cstdlib>
-#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 #include <fmt/format.h>
 
-#include "comm/job_abort.h"
-#include "comm/world.h"
+#include "comm/mpi_internal.h"
 #include "core/check.h"
-#include "core/timer.h"
-
-#define TERA_MPI_CHECK(expr)                                                                      \
-  do {                                                                                            \
-    const int _rc = (expr);                                                                       \
-    if (_rc != MPI_SUCCESS) {                                                                     \
-      char _msg[MPI_MAX_ERROR_STRING];                                                            \
-      int _len = 0;                                                                               \
-      MPI_Error_string(_rc, _msg, &_len);                                                         \
-      ::tera::assert_fail(#expr, __FILE__, __LINE__, std::string("MPI error: ") + _msg);          \
-    }                                                                                             \
-  } while (0)
 
 namespace tera {
+
+namespace mpi {
 
 namespace {
 
@@ -55,159 +38,6 @@ MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; }
 int as_int(int64_t n) {
   TERA_ASSERT(n >= 0 && n <= INT_MAX, "MPI message of " + std::to_string(n) + " elements exceeds INT_MAX");
   return static_cast<int>(n);
-}
-
-// The hang watchdog's setting, shared by the world and every communicator
-// split from it.
-struct WatchdogPolicy {
-  double timeout_s = 600;
-};
-
-// Roll call: MPI cannot say which member of a group has not reached a
-// collective, so a rank whose collective on a group of more than two times
-// out asks every other member over the group's roll-call communicator. A
-// rank answers while it waits (wait_all's poll loop answers the roll calls
-// of every group it belongs to) with the operation it waits in; a member
-// that does not answer within the grace is the one named: stopped, hung,
-// dead, or busy outside any wait.
-struct RollCall {
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rank = 0;                 // this rank in the group
-  std::vector<int> world_ranks;  // the members' world ranks
-};
-constexpr int kRollCallAsk = 1, kRollCallAnswer = 2;
-constexpr int kRollCallAnswerBytes = 128;
-
-// Every live communicator's roll call (main thread only: MPI_THREAD_FUNNELED),
-// and the operation this rank waits in now ("" outside wait_all).
-std::vector<const RollCall*>& roll_calls() {
-  static std::vector<const RollCall*> all;
-  return all;
-}
-std::string& waiting_in() {
-  static std::string op;
-  return op;
-}
-
-// Answers every roll call pending on any group of this rank.
-void answer_roll_calls() {
-  for (const RollCall* rc : roll_calls()) {
-    for (;;) {
-      int pending = 0;
-      MPI_Status st;
-      TERA_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kRollCallAsk, rc->comm, &pending, &st));
-      if (pending == 0) break;
-      char ask = 0;
-      TERA_MPI_CHECK(MPI_Recv(&ask, 1, MPI_CHAR, st.MPI_SOURCE, kRollCallAsk, rc->comm, MPI_STATUS_IGNORE));
-      char answer[kRollCallAnswerBytes] = {};
-      std::snprintf(answer, sizeof(answer), "%s", waiting_in().empty() ? "?" : waiting_in().c_str());
-      // Small enough to go eagerly: never waits for the asker.
-      TERA_MPI_CHECK(MPI_Send(answer, kRollCallAnswerBytes, MPI_CHAR, st.MPI_SOURCE, kRollCallAnswer, rc->comm));
-    }
-  }
-}
-
-// Asks every other member of `rc` what it waits in, for up to `grace`
-// seconds (answering others' roll calls meanwhile); returns who did not
-// answer, as "world rank 4" / "world ranks 4, 6" with what the others said,
-// or "" when every member answered.
-std::string roll_call(const RollCall& rc, double grace) {
-  const int n = static_cast<int>(rc.world_ranks.size());
-  std::vector<MPI_Request> asks, answers;
-  std::vector<int> member;
-  std::vector<std::array<char, kRollCallAnswerBytes>> said(static_cast<size_t>(n));
-  char ask = 0;
-  for (int r = 0; r < n; ++r) {
-    if (r == rc.rank) continue;
-    asks.emplace_back();
-    answers.emplace_back();
-    member.push_back(r);
-    TERA_MPI_CHECK(MPI_Isend(&ask, 1, MPI_CHAR, r, kRollCallAsk, rc.comm, &asks.back()));
-    TERA_MPI_CHECK(MPI_Irecv(said[static_cast<size_t>(r)].data(), kRollCallAnswerBytes, MPI_CHAR, r, kRollCallAnswer,
-                             rc.comm, &answers.back()));
-  }
-  const double t0 = now_seconds();
-  std::vector<int> got(answers.size(), 0);
-  for (;;) {
-    answer_roll_calls();
-    bool all = true;
-    for (size_t i = 0; i < answers.size(); ++i) {
-      if (got[i] == 0) TERA_MPI_CHECK(MPI_Test(&answers[i], &got[i], MPI_STATUS_IGNORE));
-      all = all && got[i] != 0;
-    }
-    if (all || now_seconds() - t0 > grace) break;
-    usleep(1000);
-  }
-  std::string silent, others;
-  int n_silent = 0;
-  for (size_t i = 0; i < answers.size(); ++i) {
-    const int w = rc.world_ranks[static_cast<size_t>(member[i])];
-    if (got[i] == 0) {
-      silent += (silent.empty() ? "" : ", ") + std::to_string(w);
-      ++n_silent;
-    } else {
-      said[static_cast<size_t>(member[i])].back() = '\0';
-      others += fmt::format("{}world rank {} waits in {}", others.empty() ? "" : "; ", w,
-                            said[static_cast<size_t>(member[i])].data());
-    }
-  }
-  // The requests still pending go with the job (the caller ends it).
-  if (n_silent == 0) return "";
-  return fmt::format("world rank{} {}, which did not answer a roll call of the group within {:.1f} s{}",
-                     n_silent > 1 ? "s" : "", silent, grace, others.empty() ? "" : " (" + others + ")");
-}
-
-// What a wait is for, so that a wait that times out can say what hung.
-struct WaitContext {
-  std::shared_ptr<const WatchdogPolicy> policy;
-  std::string group;    // "dp (world ranks 1, 3)"
-  int world_rank = 0;
-  int peer = -1;        // world rank waited for (point-to-point, a pair's other rank); -1: any of the group
-  std::shared_ptr<const RollCall> roll;  // the group's roll call, for peer = -1
-};
-
-[[noreturn]] void report_hang(const WaitContext& c, const std::string& op, double waited) {
-  char host[256] = "?";
-  gethostname(host, sizeof(host) - 1);
-  std::string peer = c.peer >= 0 ? fmt::format("world rank {}", c.peer) : "";
-  if (peer.empty() && c.roll != nullptr) peer = roll_call(*c.roll, std::clamp(c.policy->timeout_s / 2, 0.5, 5.0));
-  if (peer.empty()) peer = "one of the other ranks of the group (every member answered a roll call: one is much slower)";
-  std::fprintf(stderr,
-               "tera: error: rank %d (host %s, pid %d): %s has waited %.0f s for %s, past train.comm_timeout_s = "
-               "%g; group %s. That rank is stopped, hung or dead (or much slower); ending the job\n",
-               c.world_rank, host, static_cast<int>(getpid()), op.c_str(), waited, peer.c_str(), c.policy->timeout_s,
-               c.group.c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::_Exit(1);
-}
-
-// MPI_Waitall with a deadline: spins on MPI_Testall (what MPI_Wait does
-// inside Open MPI), yielding the core after half a second, so a long wait
-// (a pipeline bubble, a slow rank) costs no latency and a hung one ends.
-void wait_all(int n, MPI_Request* reqs, const WaitContext& c, const std::string& op) {
-  int done = 0;
-  TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
-  if (done != 0) return;
-  double t0 = now_seconds(), last = t0;
-  waiting_in() = op;
-  for (;;) {
-    TERA_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
-    if (done != 0) {
-      waiting_in().clear();
-      return;
-    }
-    // Polls are 200 us apart: a longer gap is time this rank itself was stopped, not time waited for others.
-    const double now = now_seconds();
-    if (now - last > 1.0) t0 += now - last;
-    last = now;
-    const double waited = now - t0;
-    if (waited > c.policy->timeout_s) report_hang(c, op, waited);
-    if (waited > 0.5) {
-      answer_roll_calls();
-      usleep(200);
-    }
-  }
 }
 
 class MpiRequest final : public Request::Impl {
@@ -441,82 +271,13 @@ class MpiComm final : public Communicator {
   std::shared_ptr<RollCall> roll_;  // registered in roll_calls() while this communicator lives
 };
 
-class MpiWorld final : public CommWorld {
- public:
-  MpiWorld() {
-    // Open MPI 4.1's non-blocking all-reduce (coll/libnbc) picks a binomial
-    // tree (reduce the whole buffer to rank 0, then broadcast) whenever the
-    // buffer is in place or there are fewer than 4 ranks, which is every
-    // ZeRO-0 gradient bucket. Reduce-scatter + all-gather (Rabenseifner)
-    // moves 2(p-1)/p of the buffer and spreads the reduction; libnbc falls
-    // back to a ring where it does not apply. 2 ranks, 7 MB: 2 ms instead of
-    // 8. An explicit setting in the environment or on the mpirun line wins.
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
-    // Open MPI allocates a scratch buffer the size of the message for every
-    // non-blocking reduction and frees it at the end. With several in flight,
-    // glibc serves each from fresh mmap()ed pages and unmaps it afterwards,
-    // so every operation pays a page fault per 4 KiB (the receiver's copy and
-    // the reduction both touch it first): 2 ranks, ZeRO-0, 43 MB of gradients
-    // took 65 ms a step that way instead of about 10. Keep blocks up to 32 MiB
-    // (glibc's largest threshold) on the heap, and keep freed heap memory.
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    int provided = 0;
-    TERA_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
-    set_job_abort([](int code) { MPI_Abort(MPI_COMM_WORLD, code); });
-    TERA_ASSERT(provided >= MPI_THREAD_FUNNELED, "MPI does not provide MPI_THREAD_FUNNELED");
-    world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", false, policy_);
-    MPI_Comm node;
-    TERA_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    TERA_MPI_CHECK(MPI_Comm_size(node, &local_size_));
-    TERA_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));
-    MPI_Comm_free(&node);
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_Get_processor_name(name, &len);
-    host_.assign(name, static_cast<size_t>(len));
-  }
-  ~MpiWorld() override {
-    world_.reset();
-    MPI_Finalize();
-  }
-  Communicator& world() override { return *world_; }
-  int local_size() const override { return local_size_; }
-  int local_rank() const override { return local_rank_; }
-  bool is_mpi() const override { return true; }
-  std::string host() const override { return host_; }
-  [[noreturn]] void abort(int code) override {
-    MPI_Abort(MPI_COMM_WORLD, code);
-    std::_Exit(code);
-  }
-  void set_comm_timeout(double seconds) override { policy_->timeout_s = seconds; }
-
- private:
-  std::shared_ptr<WatchdogPolicy> policy_ = std::make_shared<WatchdogPolicy>();
-  std::unique_ptr<Communicator> world_;
-  int local_size_ = 1;
-  int local_rank_ = 0;
-  std::string host_;
-};
-
 }  // namespace
 
-std::unique_ptr<CommWorld> make_mpi_world() { return std::make_unique<MpiWorld>(); }
-
-bool mpi_library_takes_device_pointers(const std::string& vendor) {
-  if (vendor == "cuda") {
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-    if (MPIX_Query_cuda_support() == 1) return true;
-#endif
-  }
-  if (vendor == "hip") {
-#if defined(MPIX_ROCM_AWARE_SUPPORT) && MPIX_ROCM_AWARE_SUPPORT
-    if (MPIX_Query_rocm_support() == 1) return true;
-#endif
-  }
-  // Cray MPICH (Frontier): GPU support is switched on for the job.
-  const char* cray = std::getenv("MPICH_GPU_SUPPORT_ENABLED");
-  return !vendor.empty() && cray != nullptr && std::string(cray) == "1";
+std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm, std::string name, bool owned,
+                                            std::shared_ptr<WatchdogPolicy> policy) {
+  return std::make_unique<MpiComm>(comm, std::move(name), owned, std::move(policy));
 }
+
+}  // namespace mpi
 
 }  // namespace tera

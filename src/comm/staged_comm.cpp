@@ -7,6 +7,8 @@
 //          buffer, started in issue order once its copy is down
 //   up:    pinned -> device on the comm stream (receives, collective results)
 //   done:  the up copy has run (or, for a send, the host operation is done).
+// The pinned buffers it stages through are staged_pool.cpp; an operation and
+// its pieces, staged_op.h.
 #include "comm/staged_comm.h"
 
 #include <unistd.h>
@@ -14,23 +16,23 @@
 #include <algorithm>
 #include <deque>
 #include <fmt/format.h>
-#include <map>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "comm/job_abort.h"
+#include "comm/staged_op.h"
 #include "core/check.h"
 #include "core/timer.h"
 
 namespace tera {
 
+namespace staged {
+
 namespace {
 
 constexpr int kHandshakeTagBase = 1 << 14;  // above every route tag (pipeline tags are small)
-
-enum class OpKind { all_reduce, reduce_scatter, all_gather, broadcast, send, recv };
 
 const char* op_name(OpKind k) {
   switch (k) {
@@ -44,120 +46,7 @@ const char* op_name(OpKind k) {
   return "?";
 }
 
-// Pinned host buffers, reused once the device copy that last touched them
-// has run.
-class PinnedPool {
- public:
-  explicit PinnedPool(DeviceQueue& q) : q_(q) {}
-  ~PinnedPool() {
-    for (Block& b : blocks_) {
-      if (b.after != nullptr) {
-        q_.event_wait(b.after);
-        q_.event_destroy(b.after);
-      }
-      q_.pinned_free(b.p);
-    }
-  }
-  // A buffer of at least `bytes`: a free one of at most twice that, else a new one.
-  uint8_t* take(int64_t bytes) {
-    bytes = std::max<int64_t>(bytes, 64);
-    for (size_t i = 0; i < blocks_.size(); ++i) {
-      Block& b = blocks_[i];
-      if (b.bytes < bytes || b.bytes > 2 * bytes) continue;
-      if (b.after != nullptr) {
-        if (!q_.event_done(b.after)) continue;
-        q_.event_destroy(b.after);
-      }
-      uint8_t* p = b.p;
-      sizes_[p] = b.bytes;
-      blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
-      return p;
-    }
-    auto* p = static_cast<uint8_t*>(q_.pinned_alloc(bytes));
-    TERA_ASSERT(p != nullptr, "staged device communicator: no pinned host memory left for " + std::to_string(bytes) +
-                                  " bytes of staging");
-    sizes_[p] = bytes;
-    return p;
-  }
-  // p is reusable once `after` (owned from now on; may be null) is done.
-  void give_back(uint8_t* p, DeviceQueue::Event after) {
-    const auto it = sizes_.find(p);
-    TERA_ASSERT(it != sizes_.end(), "staged device communicator: a staging buffer it did not hand out");
-    blocks_.push_back({p, it->second, after});
-    sizes_.erase(it);
-  }
-
- private:
-  struct Block {
-    uint8_t* p;
-    int64_t bytes;
-    DeviceQueue::Event after;
-  };
-  DeviceQueue& q_;
-  std::vector<Block> blocks_;          // free, or free once `after` is done
-  std::map<uint8_t*, int64_t> sizes_;  // handed out
-};
-
-class StagedComm;
-
 }  // namespace
-
-class StagedProgress {
- public:
-  explicit StagedProgress(DeviceQueue& q) : queue(q), pool(q) {}
-  void progress();
-  DeviceQueue& queue;
-  PinnedPool pool;
-  std::vector<StagedComm*> comms;  // registered by each staged communicator for its lifetime
-};
-
-namespace {
-struct StagedOp;
-// Gives an operation's events and staging back (its last copy up may still
-// be queued: the staging is reused once that has run).
-void retire(StagedProgress& progress, StagedOp& op);
-}  // namespace
-
-namespace {
-
-struct Piece {
-  Piece(int64_t at, int64_t n) : offset(at), bytes(n) {}
-  int64_t offset = 0, bytes = 0;  // within the operation's device buffer and its staging
-  enum class State { down, host, up, done } state = State::down;
-  DeviceQueue::Event down = nullptr, up = nullptr;
-  Request host;
-};
-
-struct StagedOp final : public Request::Impl {
-  StagedOp(StagedComm& comm, std::shared_ptr<StagedProgress> progress, OpKind kind)
-      : comm_(&comm), progress_(std::move(progress)), kind(kind) {}
-  ~StagedOp() override { retire(*progress_, *this); }
-  bool test() override;
-  void wait() override;
-
-  bool complete() const {
-    if (check_pending) return false;
-    return std::all_of(pieces.begin(), pieces.end(), [](const Piece& p) { return p.state == Piece::State::done; });
-  }
-
-  StagedComm* comm_;
-  std::shared_ptr<StagedProgress> progress_;
-  OpKind kind;
-  CommType type = CommType::u8;
-  ReduceOp reduce = ReduceOp::sum;
-  int64_t count = 0;          // elements: the all-reduce's, broadcast's, reduce-scatter's recv, all-gather's send
-  int root = 0, peer = -1, tag = 0;
-  const void* src = nullptr;  // device memory read
-  void* dst = nullptr;        // device memory written
-  uint8_t* stage = nullptr;   // pinned: what goes down and comes up
-  uint8_t* stage_out = nullptr;  // pinned: a reduce-scatter's result
-  std::vector<Piece> pieces;
-  // Strict mode: this collective's signature, all-reduced (max) with its negation.
-  int64_t signature[2] = {0, 0};
-  Request check;
-  bool check_pending = false;
-  int64_t sequence = 0;       // the collective's number on its communicator
-};
 
 class StagedComm final : public Communicator {
  public:
@@ -505,39 +394,21 @@ class StagedComm final : public Communicator {
   std::set<std::tuple<int, int, int>> connected_;
 };
 
-void retire(StagedProgress& progress, StagedOp& op) {
-  DeviceQueue& q = progress.queue;
-  DeviceQueue::Event last = nullptr;  // the up copies run in order on the comm stream: the last covers all
-  for (Piece& p : op.pieces) {
-    if (p.down != nullptr) q.event_destroy(p.down);
-    if (p.up != nullptr) {
-      if (last != nullptr) q.event_destroy(last);
-      last = p.up;
-    }
-    p.down = p.up = nullptr;
-  }
-  if (op.stage != nullptr) progress.pool.give_back(op.stage, last);
-  else if (last != nullptr) q.event_destroy(last);
-  if (op.stage_out != nullptr) progress.pool.give_back(op.stage_out, nullptr);
-}
-
 bool StagedOp::test() {
   comm_->engine().progress();
   return complete();
 }
 void StagedOp::wait() { comm_->wait_op(*this); }
 
-}  // namespace
+}  // namespace staged
 
 void StagedProgress::progress() {
-  for (StagedComm* c : comms) c->progress();
+  for (staged::StagedComm* c : comms) c->progress();
 }
-
-std::shared_ptr<StagedProgress> make_staged_progress(DeviceQueue& queue) { return std::make_shared<StagedProgress>(queue); }
 
 std::unique_ptr<Communicator> make_staged_communicator(Communicator& host, std::shared_ptr<StagedProgress> progress,
                                                        const StagedOptions& options) {
-  return std::make_unique<StagedComm>(host, std::move(progress), options);
+  return std::make_unique<staged::StagedComm>(host, std::move(progress), options);
 }
 
 }  // namespace tera

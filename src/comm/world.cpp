@@ -1,4 +1,4 @@
-// CommWorld::init: the MPI world under an MPI launcher (mpi_comm.cpp, in
+// CommWorld::init: the MPI world under an MPI launcher (mpi_world.cpp, in
 // builds with MPI), otherwise one rank on an in-process world. A build
 // without MPI (TERA_GPU_NODE) refuses an MPI launch: every rank would train
 // alone and write the same outputs.

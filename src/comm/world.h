@@ -30,7 +30,7 @@ class CommWorld {
   virtual void set_comm_timeout(double seconds) {}
 };
 
-// The MPI world (mpi_comm.cpp; only in builds with MPI). CommWorld::init
+// The MPI world (mpi_world.cpp; only in builds with MPI). CommWorld::init
 // calls it under an MPI launcher.
 std::unique_ptr<CommWorld> make_mpi_world();
 
@@ -51,7 +51,7 @@ struct LocalPlace {
 LocalPlace launcher_local_place();
 
 // Whether the MPI library takes device pointers of this vendor ("cuda",
-// "hip"); mpi_comm.cpp (builds with MPI only).
+// "hip"); mpi_world.cpp (builds with MPI only).
 bool mpi_library_takes_device_pointers(const std::string& vendor);
 
 }  // namespace tera
