@@ -46,9 +46,11 @@ namespace tera {
 
 class ZeroMemory final : public ParamMemory {
  public:
-  // `table` must be built with unit_align = dp.size() * 16 (see ParamTable);
-  // `memory` is allocated from the rank's plan for the same table and stage.
-  // dp_host and dp_dev are the data-parallel group's two communicators. With
+  // Bound from the rank plan (partition/rank_plan.h): its ZeRO stage, its
+  // ZeRO buffer sizes and its sequence parallelism. `table` is the plan's
+  // param_table (units padded to dp.size() * 16 floats); `memory` is
+  // allocated from the plan's memory_plan. dp_host and dp_dev are the
+  // data-parallel group's two communicators (the plan's ZeRO group). With
   // sequence parallelism, `tp_dev` is the tensor-parallel group over which
   // each unit's sp_partial_grad prefix is summed before the dp reduction.
   // With key/value heads replicated over tp ranks (table.kv_replicas() > 1),
