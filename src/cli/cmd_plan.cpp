@@ -16,6 +16,7 @@
 #include "plan/presets.h"
 #include "plan/scaling.h"
 #include "plan/report.h"
+#include "plan/row_explain.h"
 #include "plan/stack_profile.h"
 
 namespace tera::cli {
@@ -33,14 +34,31 @@ struct PlanArgs {
   std::string sp, recompute;
   // validate
   std::vector<std::string> csv;
-  bool validate_json = false, fit = false;
-  std::string cross_validate;
+  bool validate_json = false, fit = false, explain_given = false;
+  std::string cross_validate, explain_rows;
   double fail_median = 0, fail_max = 0;
 };
 
 int bad(const std::string& msg) {
   print_error(msg);
   return kExitBadInput;
+}
+
+// `validate --explain ROW`: the selected rows' steps taken apart (plan/row_explain.h).
+int run_validate_explain(const PlanArgs& a, const std::vector<CsvTable>& tables) {
+  if (!a.cross_validate.empty() || a.validate_json || a.fail_median > 0 || a.fail_max > 0) {
+    return bad("validate --explain prints the rows it names as text; drop --cross-validate, --json and "
+               "--fail-above-* (or --explain)");
+  }
+  ValidateOptions vo;
+  vo.fit = a.fit;
+  auto rows = explain_rows(tables, a.csv, &load_cluster, vo, a.explain_rows);
+  if (!rows.ok()) return bad("--explain " + a.explain_rows + ": " + rows.error());
+  std::string files;
+  for (const std::string& f : a.csv) files += " " + f;
+  fmt::print("tera plan validate{} --explain {}\n", files, a.explain_rows);
+  for (const RowExplanation& x : *rows) fmt::print("\n{}", row_explanation_text(x));
+  return kExitOk;
 }
 
 int run_validate(const PlanArgs& a) {
@@ -54,6 +72,7 @@ int run_validate(const PlanArgs& a) {
     if (!table.ok()) return bad(table.error());
     tables.push_back(std::move(*table));
   }
+  if (a.explain_given) return run_validate_explain(a, tables);
   if (!a.cross_validate.empty()) {
     if (a.cross_validate != "source") return bad("--cross-validate " + a.cross_validate + ": the unit is 'source'");
     auto cv = cross_validate_by_source(tables, a.csv, &load_cluster);
@@ -245,6 +264,10 @@ Command add_plan_command(CLI::App& parent) {
   val->add_flag("--fit", a->fit, "Fit the stack profiles' parameters on these rows first (prints them)");
   val->add_option("--cross-validate", a->cross_validate,
                   "source: refit the profiles without each source in turn and predict it (leave-one-source-out)");
+  val->add_option("--explain", a->explain_rows,
+                  "Break down the predicted step of row ROW (validate's first column; a range 5-8 or a list 3,7) "
+                  "by term, beside the reported figure, the error and the efficiency the reported figure implies")
+      ->type_name("ROW");
   val->add_option("--fail-above-median", a->fail_median, "Exit 1 if the median |error| exceeds this many percent")
       ->check(real_in(0, 1e6));
   val->add_option("--fail-above-max", a->fail_max, "Exit 1 if the max |error| exceeds this many percent")
@@ -252,6 +275,7 @@ Command add_plan_command(CLI::App& parent) {
   sub->require_subcommand(0, 1);
   return {sub, [a, val, sub] {
     a->seq_given = sub->count("--seq") > 0;
+    a->explain_given = val->count("--explain") > 0;
     return val->parsed() ? run_validate(*a) : run_plan(*a);
   }};
 }

@@ -19,10 +19,16 @@ PassCost& PassCost::operator+=(const PassCost& o) {
   memory += o.memory;
   tp_comm += o.tp_comm;
   dp_comm += o.dp_comm;
+  rc_gemm += o.rc_gemm;
+  rc_attention += o.rc_attention;
+  rc_memory += o.rc_memory;
   return *this;
 }
 
-PassCost PassCost::scaled(double f) const { return {gemm * f, attention * f, memory * f, tp_comm * f, dp_comm * f}; }
+PassCost PassCost::scaled(double f) const {
+  return {gemm * f,    attention * f,    memory * f,    tp_comm * f, dp_comm * f,
+          rc_gemm * f, rc_attention * f, rc_memory * f};
+}
 
 double gemm_efficiency(const Op& op, const Efficiency& e) {
   auto f = [&](double d) { return d / (d + e.gemm_half_dim); };
@@ -121,7 +127,9 @@ PartCosts price_parts(const ModelSpec& spec, const ParallelLayout& l, const Work
   auto both = [&](const PartOps& ops, PassCost* f, PassCost* b) {
     *f = price_pass(ops.fwd, cl, pc.peak_flops, l.tp, gp, l.cp);
     *b = price_pass(ops.bwd, cl, pc.peak_flops, l.tp, gp, l.cp);
-    *b += price_pass(ops.recompute, cl, pc.peak_flops, l.tp, gp, l.cp);
+    PassCost rc = price_pass(ops.recompute, cl, pc.peak_flops, l.tp, gp, l.cp);
+    rc.rc_gemm = rc.gemm, rc.rc_attention = rc.attention, rc.rc_memory = rc.memory;  // the re-run forward, by class
+    *b += rc;
   };
   both(block_ops(spec, o), &pc.block_f, &pc.block_b);
   both(embedding_ops(spec, o), &pc.emb_f, &pc.emb_b);

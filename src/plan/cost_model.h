@@ -23,9 +23,14 @@
 namespace tera {
 
 // Seconds, by class. dp_comm is the exposed part of ZeRO-2/3 traffic.
+// rc_* are the part of gemm, attention and memory that re-runs the forward
+// (activation recompute inside the backward): already in those classes and
+// not in total(), kept apart so a breakdown can show recompute on its own.
 struct PassCost {
   double gemm = 0, attention = 0, memory = 0, tp_comm = 0, dp_comm = 0;
+  double rc_gemm = 0, rc_attention = 0, rc_memory = 0;
   double compute() const { return gemm + attention + memory; }
+  double recompute() const { return rc_gemm + rc_attention + rc_memory; }
   double total() const { return compute() + tp_comm + dp_comm; }
   PassCost& operator+=(const PassCost& o);
   PassCost scaled(double f) const;

@@ -112,24 +112,13 @@ std::string memory_text(const MemoryBreakdown& m, const Cluster& cl) {
 
 std::string explain_text(const Evaluation& e, const Workload& w, const Cluster& cl, const Schedule& sch) {
   const ParallelLayout& l = e.layout;
-  const StageTimeline& st = e.sim.stages[static_cast<size_t>(e.sim.critical_stage)];
   const double T = e.step_time_s;
-  auto line = [&](const char* what, double t) { return fmt::format("  {:<48} {:>10.4f} s  {:>5.1f}%\n", what, t, 100 * t / T); };
   std::string s = fmt::format("layout {}\n  schedule {} with {} micro-batches of {} sequences per pipeline\n",
                               layout_string(l), schedule_kind_name(l.schedule), micro_batches(l, w), l.micro_batch);
   s += fmt::format("fits: {}\n", e.fits ? "yes" : "NO");
   s += memory_text(e.memory, cl);
   s += fmt::format("step time {:.4f} s; breakdown on stage {} (the last to finish):\n", T, e.sim.critical_stage);
-  s += line("compute: GEMMs (linear layers, LM head)", st.busy.gemm);
-  s += line(cl.stack.flash_attention ? "compute: attention (fused flash kernel)" : "compute: attention (scores, softmax, dropout)", st.busy.attention);
-  s += line("compute: memory-bound ops (norms, GeLU, residual, CE)", st.busy.memory);
-  s += line("exposed tensor-parallel communication", st.busy.tp_comm);
-  s += line("exposed ZeRO-2/3 gather and reduce-scatter", st.busy.dp_comm);
-  s += line("pipeline bubble (waiting for activations/gradients)", st.wait);
-  s += line("blocking pipeline sends", st.p2p);
-  s += line("exposed data-parallel gradient reduction", st.dp_exposed);
-  s += line("optimizer step (+ exposed ZeRO parameter gather)", st.optimizer);
-  s += line("per-step overhead", st.end - (st.busy.total() + st.wait + st.p2p + st.dp_exposed + st.optimizer));
+  s += breakdown_text(step_breakdown(e.sim), cl.stack.flash_attention);
   s += fmt::format("throughput: {:.0f} tokens/s, {:.1f} model TFLOP/s per GPU, MFU {:.1f}%, HFU {:.1f}%\n",
                    e.tokens_per_s, e.tflops_per_gpu, 100 * e.mfu, 100 * e.hfu);
   std::string first = sch.to_string(e.sim.critical_stage);
@@ -152,6 +141,7 @@ std::string validation_table(const ValidationReport& rep) {
   s += "\n" + source_table(rep) + "\n" + params_table(rep.params);
   s += fmt::format("\n{} rows: median |error| {:.2f}%, max |error| {:.2f}%\n", rep.rows.size(),
                    100 * rep.median_abs_error, 100 * rep.max_abs_error);
+  s += "\n" + term_table(rep);
   return s;
 }
 
@@ -166,6 +156,17 @@ std::string source_table(const ValidationReport& rep) {
   for (const SourceStats& x : rep.by_source) {
     s += fmt::format("{:<64} {:>4} {:>8.2f}% {:>8.2f}%\n", short_source(x.source), x.rows, 100 * x.median_abs_error,
                      100 * x.max_abs_error);
+  }
+  return s;
+}
+
+std::string term_table(const ValidationReport& rep) {
+  std::string s = fmt::format("misses by dominant term (the largest term of the predicted step besides GEMM, attention and "
+                              "memory-bound compute; compute: none reaches {:.0f}% of the step):\n",
+                              100 * kDominantShare);
+  s += fmt::format("{:<20} {:>4} {:>9} {:>9}\n", "term", "rows", "median", "max");
+  for (const TermStats& x : rep.by_term) {
+    s += fmt::format("{:<20} {:>4} {:>8.2f}% {:>8.2f}%\n", x.term, x.rows, 100 * x.median_abs_error, 100 * x.max_abs_error);
   }
   return s;
 }
@@ -202,6 +203,7 @@ std::string cross_validation_table(const CrossValidation& cv) {
                    100 * cv.in_sample.median_abs_error, 100 * cv.in_sample.max_abs_error,
                    100 * cv.held_out.median_abs_error, 100 * cv.held_out.max_abs_error);
   s += "\nprofile parameters fitted on all sources:\n" + params_table(cv.in_sample.params);
+  s += "\nheld-out " + term_table(cv.held_out);
   return s;
 }
 

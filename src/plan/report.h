@@ -26,6 +26,8 @@ std::string validation_table(const ValidationReport& rep);
 nlohmann::json validation_json(const ValidationReport& rep);
 // Per-source in-sample and held-out median/max, then the held-out rows.
 std::string cross_validation_table(const CrossValidation& cv);
+// Median and max per dominant term of the predicted step (the misses grouped by what dominates them).
+std::string term_table(const ValidationReport& rep);
 // Median and max per source; profile parameters.
 std::string source_table(const ValidationReport& rep);
 std::string params_table(const std::map<std::string, StackParams>& params);

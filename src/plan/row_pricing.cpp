@@ -3,7 +3,40 @@
 
 namespace tera {
 
-RowPrediction price_case(const RowCase& c, const StackParams& params, const ParallelLayout* layout) {
+namespace {
+
+// The FLOPs of one step in the row's convention.
+double step_flops(const RowCase& c) { return c.p.convention == FlopConvention::model ? c.f_model : c.f_eq3; }
+
+}  // namespace
+
+double metric_for_step(const RowCase& c, double step_time_s) {
+  const double tflops = step_flops(c) / step_time_s / c.p.gpus / 1e12;
+  const double tokens_per_s = c.tokens / step_time_s;
+  switch (c.p.metric) {
+    case MetricKind::tflops_per_gpu: return tflops;
+    case MetricKind::util_pct: return 100 * tflops / c.peak;
+    case MetricKind::iteration_time_s: return step_time_s;
+    case MetricKind::tokens_per_s_per_gpu: return tokens_per_s / c.p.gpus;
+    case MetricKind::tokens_per_s: return tokens_per_s;
+    case MetricKind::seq_per_s: return static_cast<double>(c.gb) / step_time_s;
+  }
+  return 0;
+}
+
+double step_for_metric(const RowCase& c, double value) {
+  switch (c.p.metric) {
+    case MetricKind::tflops_per_gpu: return step_flops(c) / (value * 1e12 * c.p.gpus);
+    case MetricKind::util_pct: return step_flops(c) / (value / 100 * c.peak * 1e12 * c.p.gpus);
+    case MetricKind::iteration_time_s: return value;
+    case MetricKind::tokens_per_s_per_gpu: return c.tokens / (value * c.p.gpus);
+    case MetricKind::tokens_per_s: return c.tokens / value;
+    case MetricKind::seq_per_s: return static_cast<double>(c.gb) / value;
+  }
+  return 0;
+}
+
+RowPrediction price_case(const RowCase& c, const StackParams& params, const ParallelLayout* layout, Evaluation* eval) {
   RowPrediction p = c.p;
   StackProfile prof = c.profile;
   prof.params = params;
@@ -41,18 +74,10 @@ RowPrediction price_case(const RowCase& c, const StackParams& params, const Para
   p.layout = e.layout;
   p.fits = e.fits;
   if (!e.fits) p.flags.push_back("over memory per the model");
-  const double flops = p.convention == FlopConvention::model ? c.f_model : c.f_eq3;
-  const double tflops = flops / e.step_time_s / p.gpus / 1e12;
-  const double tokens_per_s = c.tokens / e.step_time_s;
-  switch (p.metric) {
-    case MetricKind::tflops_per_gpu: p.predicted = tflops; break;
-    case MetricKind::util_pct: p.predicted = 100 * tflops / c.peak; break;
-    case MetricKind::iteration_time_s: p.predicted = e.step_time_s; break;
-    case MetricKind::tokens_per_s_per_gpu: p.predicted = tokens_per_s / p.gpus; break;
-    case MetricKind::tokens_per_s: p.predicted = tokens_per_s; break;
-    case MetricKind::seq_per_s: p.predicted = static_cast<double>(c.gb) / e.step_time_s; break;
-  }
+  p.predicted = metric_for_step(c, e.step_time_s);
   p.rel_error = (p.predicted - p.reported) / p.reported;
+  p.breakdown = step_breakdown(e.sim);
+  if (eval) *eval = std::move(e);
   return p;
 }
 

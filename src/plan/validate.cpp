@@ -124,6 +124,19 @@ void summarise(ValidationReport* rep) {
     const auto& v = by[s];
     rep->by_source.push_back({s, static_cast<int>(v.size()), median_of(v), *std::max_element(v.begin(), v.end())});
   }
+  std::map<std::string, std::vector<double>> by_term;
+  for (const RowPrediction& p : rep->rows) by_term[dominant_term(p.breakdown)].push_back(std::fabs(p.rel_error));
+  std::vector<std::string> terms = {"compute"};
+  for (StepTerm t : kAllStepTerms) {
+    if (!is_compute(t)) terms.push_back(step_term_key(t));
+  }
+  rep->by_term.clear();
+  for (const std::string& t : terms) {
+    const auto it = by_term.find(t);
+    if (it == by_term.end()) continue;
+    const auto& v = it->second;
+    rep->by_term.push_back({t, static_cast<int>(v.size()), median_of(v), *std::max_element(v.begin(), v.end())});
+  }
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include "plan/csv.h"
 #include "plan/search.h"
 #include "plan/stack_profile.h"
+#include "plan/step_breakdown.h"
 
 namespace tera {
 
@@ -41,10 +42,18 @@ struct RowPrediction {
   bool fits = true;        // per the memory model
   std::vector<std::string> flags;  // settings chosen by the planner or inferred
   std::string skip_reason;         // set when the row cannot be priced (no preset, unmodelled feature)
+  StepBreakdown breakdown;         // the predicted step by term (step_breakdown.h)
 };
 
 struct SourceStats {
   std::string source;
+  int rows = 0;
+  double median_abs_error = 0, max_abs_error = 0;
+};
+
+// The rows whose step a term dominates (dominant_term, step_breakdown.h).
+struct TermStats {
+  std::string term;
   int rows = 0;
   double median_abs_error = 0, max_abs_error = 0;
 };
@@ -55,10 +64,11 @@ struct ValidationReport {
   double median_abs_error = 0;
   double max_abs_error = 0;
   std::vector<SourceStats> by_source;       // in order of first appearance
+  std::vector<TermStats> by_term;           // "compute", then the other terms in StepTerm order
   std::map<std::string, StackParams> params;  // the profile parameters used
 };
 
-// Median and max |rel_error| overall and per source.
+// Median and max |rel_error| overall, per source and per dominant term.
 void summarise(ValidationReport* rep);
 
 struct ValidateOptions {

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """End-to-end tests of `tera plan` and `tera calibrate`: outputs, JSON keys,
---explain adding up, --emit, and every bad input exiting 2 with a message.
+--explain adding up (and validate --explain ROW), --emit, and every bad input exiting 2 with a message.
 Usage: test_plan_cli.py TERA_BINARY [CALIBRATION_CSV [TEST_CLASS...]]
 (the classes named run; default PlanCli. Calibrate and CrossValidation take
 minutes: the full tier's, tests/plan/CMakeLists.txt)"""
@@ -59,7 +59,7 @@ class PlanCli(CliCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         step = float(re.search(r"step time ([0-9.]+) s", r.stdout).group(1))
         parts = [float(x) for x in re.findall(r"^  \S.*?\s([0-9.]+) s\s+[0-9.]+%$", r.stdout, re.M)]
-        self.assertEqual(len(parts), 9)
+        self.assertEqual(len(parts), 10)  # 11 terms; the per-step overhead prints -0.0000 here
         self.assertAlmostEqual(sum(parts), step, delta=1e-3 * step)
         self.assertIn("pipeline bubble", r.stdout)
         self.assertIn("instructions of stage", r.stdout)
@@ -105,6 +105,30 @@ class PlanCli(CliCase):
                      "unknown key 'node.bogus'")
             self.bad(["plan", "--model", "gpt2-124m", "--cluster", "selene", "--gpus", "8", "--global-batch", "8",
                       "--precision", "fp8"], "unknown precision 'fp8'")
+
+    @unittest.skipUnless(CSV, "no calibration file given")
+    def test_validate_explain(self):
+        # The row's breakdown adds up to the predicted step, its figure is validate's for the row,
+        # and validate's summary ends with the misses grouped by dominant term.
+        table = run("plan", "validate", CSV, MORE)
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertIn("misses by dominant term", table.stdout)
+        for row in ("12", "230"):
+            listed = re.search(r"^ *%s .*?\s([0-9.]+)\s+[0-9.]+\s+[-+][0-9.]+%%" % row, table.stdout, re.M)
+            r = run("plan", "validate", CSV, MORE, "--explain", row)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            step = float(re.search(r"predicted step time ([0-9.]+) s", r.stdout).group(1))
+            parts = [float(x) for x in re.findall(r"^  \S.*?\s(-?[0-9.]+) s\s+-?[0-9.]+%\s+(?:x[0-9.]+|-)$",
+                                                  r.stdout, re.M)]
+            self.assertEqual(len(parts), 11)
+            self.assertAlmostEqual(sum(parts), step, delta=1e-3 * step)
+            predicted = re.search(r"predicted ([0-9.]+), reported", r.stdout).group(1)
+            self.assertEqual(predicted, listed.group(1))
+            self.assertIn("model FLOP utilisation", r.stdout)
+        self.bad(["plan", "validate", CSV, "--explain", "abc"], "--explain abc: 'abc' is not a row number; the rows priced are 1-46")
+        self.bad(["plan", "validate", CSV, "--explain", "47"], "--explain 47: no row 47 in these files; the rows priced are 1-46")
+        self.bad(["plan", "validate", CSV, "--explain", ""], "the rows priced are 1-46")
+        self.bad(["plan", "validate", CSV, "--explain", "3", "--json"], "drop --cross-validate, --json")
 
     @unittest.skipUnless(CSV, "no calibration file given")
     def test_validation_accuracy(self):
