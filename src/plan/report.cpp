@@ -138,10 +138,14 @@ std::string validation_table(const ValidationReport& rep) {
                      r.predicted, r.reported, 100 * r.rel_error, notes);
   }
   for (const auto& sk : rep.skipped) s += "  skipped " + sk + "\n";
-  s += "\n" + source_table(rep) + "\n" + params_table(rep.params);
+  s += '\n';
+  s += source_table(rep);
+  s += '\n';
+  s += params_table(rep.params);
   s += fmt::format("\n{} rows: median |error| {:.2f}%, max |error| {:.2f}%\n", rep.rows.size(),
                    100 * rep.median_abs_error, 100 * rep.max_abs_error);
-  s += "\n" + term_table(rep);
+  s += '\n';
+  s += term_table(rep);
   return s;
 }
 
