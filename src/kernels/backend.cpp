@@ -39,6 +39,7 @@ std::string missing_ops(const Backend& b, OpNeed need) {
 
 std::string missing_required_ops(const Backend& b) { return missing_ops(b, OpNeed::required); }
 std::string missing_bf16_ops(const Backend& b) { return missing_ops(b, OpNeed::bf16); }
+std::string missing_cp_ops(const Backend& b) { return missing_ops(b, OpNeed::cp); }
 
 int device_for_rank(int local_rank, int local_size, int devices) {
   if (devices <= 0 || local_rank < 0 || local_rank >= local_size) return -1;

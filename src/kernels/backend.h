@@ -35,6 +35,8 @@ class BackendContext {
 // wrappers and names all come from it. need is `required` (production code
 // calls it; a backend must fill it), `bf16` (train.precision = "bf16" calls
 // it: a backend without one of them cannot train in bf16, missing_bf16_ops)
+// `cp` (context parallelism's ring attention calls it: a backend without
+// one of them cannot run cp > 1, missing_cp_ops; no runtime calls them yet)
 // or `optional` (benchmarks and conformance tests call it, or the model
 // calls it as a fused form of required ops when the backend fills it; a
 // backend may leave it null).
@@ -75,6 +77,8 @@ class BackendContext {
   X(flash_attention_backward, FlashAttentionBackwardFn, required) \
   X(flash_attention_forward_bf16, FlashAttentionForwardBf16Fn, bf16) \
   X(flash_attention_backward_bf16, FlashAttentionBackwardBf16Fn, bf16) \
+  X(flash_attention_block_forward, FlashAttentionBlockForwardFn, cp) /* ring attention */ \
+  X(flash_attention_block_backward, FlashAttentionBlockBackwardFn, cp) \
   X(residual_forward, ResidualForwardFn, required)            \
   X(cross_entropy, CrossEntropyFn, optional) /* fused; training uses ce_* */ \
   X(softmax_row, SoftmaxRowFn, required)                      \
@@ -127,7 +131,7 @@ constexpr int kKernelOps = 0
 #undef TERA_KERNEL_OP_COUNT
     ;
 const char* kernel_op_name(KernelOp op);  // the field's name: "linear_forward"
-enum class OpNeed { required, bf16, optional };
+enum class OpNeed { required, bf16, cp, optional };
 OpNeed kernel_op_need(KernelOp op);
 inline bool kernel_op_required(KernelOp op) { return kernel_op_need(op) == OpNeed::required; }
 
@@ -204,6 +208,8 @@ class Backend {
 std::string missing_required_ops(const Backend& b);
 // The same for the ops train.precision = "bf16" needs ("" when it can).
 std::string missing_bf16_ops(const Backend& b);
+// The same for the ops context parallelism (cp > 1) needs ("" when it can).
+std::string missing_cp_ops(const Backend& b);
 inline bool has_op(const Backend& b, KernelOp op) { return b.has(op); }
 
 // The device the local_rank-th of local_size ranks on a node uses when the

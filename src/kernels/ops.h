@@ -162,6 +162,36 @@ using FlashAttentionBackwardBf16Fn = void (*)(BackendContext* c, float* dqkv, co
                                               const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV,
                                               int64_t hs);
 
+// Flash attention of one block of keys (context parallelism's ring
+// attention: class cp of backend.h; not yet called by the runtime). The local
+// queries come from qkv[B,Tq,(H+2KV)*hs] (its q part, as
+// flash_attention_forward reads it); the keys and values from a K/V block
+// kv[B,Tk,2*KV*hs]: per token its KV key heads then its KV value heads (the
+// k,v part of a qkv row, so a rank copies its own slice in). pos_q[Tq] and
+// pos_k[Tk] (int32, device) are global token positions, the same for every
+// batch row; query t sees key s iff pos_k[s] <= pos_q[t]. GQA and scale as
+// in flash_attention_forward; out[B,Tq,H*hs], lse[B,H,Tq] in its layouts.
+//   accumulate = false: (out, lse) of this block alone; a row that sees no
+//     key gets lse = -inf and out = 0.
+//   accumulate = true: this block merged into the (out, lse) already there
+//     by log-sum-exp: lse' = log(e^lse + e^lse_b), out' = out e^(lse - lse')
+//     + out_b e^(lse_b - lse'); a side with lse = -inf adds nothing and no
+//     NaN: a row this block gives no key keeps (out, lse) bit for bit, and a
+//     row at lse = -inf that meets a key takes out from this block alone
+//     (whatever its out held).
+using FlashAttentionBlockForwardFn = void (*)(BackendContext* c, float* out, float* lse, const float* qkv, const float* kv,
+                                              const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk,
+                                              int64_t H, int64_t KV, int64_t hs, bool accumulate);
+// This block's share of the gradients, ADDED: into the q part of
+// dqkv[B,Tq,(H+2KV)*hs] (its k,v part untouched) and into dkv[B,Tk,2*KV*hs]
+// (dk then dv, kv's layout). out and lse are the FINAL merged output and lse
+// of the local queries over every block; dout[B,Tq,H*hs]; P = exp(scale q.k
+// - lse), D_t = dout_t . out_t as in flash_attention_backward.
+using FlashAttentionBlockBackwardFn = void (*)(BackendContext* c, float* dqkv, float* dkv, const float* dout, const float* qkv,
+                                               const float* kv, const float* out, const float* lse, const int32_t* pos_q,
+                                               const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV,
+                                               int64_t hs);
+
 // out[n] = a[n] + b[n]   (out may alias a).
 using ResidualForwardFn = void (*)(BackendContext* c, float* out, const float* a, const float* b, int64_t n);
 

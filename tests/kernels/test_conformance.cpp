@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -29,6 +30,7 @@
 #include "kernels/gpu/emu/emulator.h"
 #include "flash_bf16_bound.h"
 #include "linear_gelu_bound.h"
+#include "ring_split.h"
 #include "kernels/gpu/kernels/adamw_batch.h"
 
 namespace tera {
@@ -787,6 +789,213 @@ TEST_P(Conformance, FlashAttentionBf16MatchesFp64WithinTheDerivedBound) {
   }
 }
 
+// Ring attention's block ops (context parallelism, ring_split.h): shapes
+// {B, T, H, KV, hs} from kAttentionShapes and these, each run for every cp
+// in {1, 2, 4} with T divisible by 2 cp: grouped heads everywhere; T = 16
+// (chunks of 2 at cp = 4); T = 136 (chunks of 17 at cp = 4; at cp = 1 a
+// rank's 136 keys span three key tiles of 64).
+constexpr std::array<std::array<int64_t, 5>, 2> kRingExtraShapes = {{{2, 16, 4, 2, 5}, {1, 136, 4, 2, 19}}};
+
+std::vector<std::pair<testing::RingShape, int64_t>> ring_cases() {
+  std::vector<std::pair<testing::RingShape, int64_t>> cases;
+  std::vector<std::array<int64_t, 5>> shapes(kAttentionShapes.begin(), kAttentionShapes.end());
+  shapes.insert(shapes.end(), kRingExtraShapes.begin(), kRingExtraShapes.end());
+  for (const auto& [B, T, H, KV, hs] : shapes) {
+    for (int64_t cp : {1, 2, 4}) {
+      if (T % (2 * cp) == 0) cases.push_back({testing::RingShape{B, T, H, KV, hs}, cp});
+    }
+  }
+  return cases;
+}
+
+// Full causal attention of the whole sequence in fp64: out, lse, dqkv.
+testing::RingResult full_attention_fp64(const std::vector<double>& qkv, const std::vector<double>& dout,
+                                        const testing::RingShape& s) {
+  testing::RingResult ref{std::vector<double>(dout.size()), std::vector<double>(static_cast<size_t>(s.B * s.H * s.T)),
+                          std::vector<double>(qkv.size())};
+  cpu::flash_attention_forward<double>(ref.out.data(), ref.lse.data(), qkv.data(), s.B, s.T, s.H, s.KV, s.hs);
+  cpu::flash_attention_backward<double>(ref.dqkv.data(), dout.data(), qkv.data(), ref.out.data(), ref.lse.data(), s.B,
+                                        s.T, s.H, s.KV, s.hs);
+  return ref;
+}
+
+void expect_near_rel(const std::vector<double>& got, const std::vector<double>& ref, double rel, const char* what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], rel * (1 + std::abs(ref[i]))) << what << " " << i;
+}
+
+// The fp64 block kernels over the ring equal full attention up to rounding
+// (the blocks and merges reorder the same sums: 1e-12 relative for out and
+// lse, 1e-11 for the gradients, as for the fp64 flash kernels), and the
+// ring's gradient passes its own finite-difference check (cp = 2 and 4 on
+// T = 8: chunks of 2 and 1 tokens).
+TEST(ConformanceFp64, FlashAttentionBlocksOverARingMatchTheReferenceAndFiniteDifferences) {
+  Inputs in;
+  for (const auto& [s, cp] : ring_cases()) {
+    auto qkv = in.normal(static_cast<size_t>(s.B * s.T * s.width())), R = in.normal(static_cast<size_t>(s.B * s.T * s.H * s.hs));
+    const auto ref = full_attention_fp64(qkv, R, s);
+    const auto ring = testing::ring_attention_fp64(qkv, R, s, cp);
+    SCOPED_TRACE("T " + std::to_string(s.T) + ", cp " + std::to_string(cp));
+    expect_near_rel(ring.out, ref.out, 1e-12, "ring out fp64");
+    expect_near_rel(ring.lse, ref.lse, 1e-12, "ring lse fp64");
+    expect_near_rel(ring.dqkv, ref.dqkv, 1e-11, "ring dqkv fp64");
+  }
+  for (int64_t cp : {2, 4}) {
+    const testing::RingShape s{1, 8, 2, 1, 3};
+    auto qkv = in.normal(static_cast<size_t>(s.B * s.T * s.width())), R = in.normal(static_cast<size_t>(s.B * s.T * s.H * s.hs));
+    auto loss = [&] { return dot(testing::ring_attention_fp64(qkv, R, s, cp).out, R); };
+    const auto g = testing::ring_attention_fp64(qkv, R, s, cp).dqkv;
+    fd_check(qkv, loss, g, cp == 2 ? "ring dqkv, cp 2" : "ring dqkv, cp 4");
+  }
+}
+
+// The ring on the backend under test, rank by rank in its memory (fp32):
+// each rank runs block_forward over the K/V blocks in ring order (its own
+// first, accumulate = false; then true), then block_backward over the same
+// blocks, adding into its dq and into the dkv of the block's owner. Each
+// rank's dq buffer holds a sentinel in its k,v part, which must come back
+// untouched. Returns the global out, lse and dqkv.
+testing::RingResult ring_attention_on(const Backend& be, const std::vector<double>& qkv, const std::vector<double>& dout,
+                                      const testing::RingShape& s, int64_t cp) {
+  const testing::RingSplit sp{cp, s.T / (2 * cp)};
+  const int64_t W = s.width(), C = s.H * s.hs, Wk = 2 * s.KV * s.hs, L = sp.local();
+  constexpr double kSentinel = 7.25;
+  std::vector<std::unique_ptr<F32>> q, kv, dy, out, lse, dq, dkv;
+  std::vector<std::unique_ptr<I32>> pos;
+  for (int64_t r = 0; r < cp; ++r) {
+    q.push_back(std::make_unique<F32>(be, testing::ring_gather(qkv, sp, r, s.B, s.T, W, 0, W)));
+    kv.push_back(std::make_unique<F32>(be, testing::ring_gather(qkv, sp, r, s.B, s.T, W, C, Wk)));
+    dy.push_back(std::make_unique<F32>(be, testing::ring_gather(dout, sp, r, s.B, s.T, C, 0, C)));
+    out.push_back(std::make_unique<F32>(be, static_cast<size_t>(s.B * L * C)));
+    lse.push_back(std::make_unique<F32>(be, static_cast<size_t>(s.B * s.H * L)));
+    std::vector<double> dq0(static_cast<size_t>(s.B * L * W), 0.0);
+    for (size_t i = 0; i < dq0.size(); ++i) dq0[i] = static_cast<int64_t>(i) % W >= C ? kSentinel : 0.0;
+    dq.push_back(std::make_unique<F32>(be, dq0));
+    dkv.push_back(std::make_unique<F32>(be, static_cast<size_t>(s.B * L * Wk)));
+    pos.push_back(std::make_unique<I32>(be, sp.positions(r)));
+  }
+  for (int64_t r = 0; r < cp; ++r) {
+    for (int64_t i = 0; i < cp; ++i) {
+      const int64_t o = sp.source(r, i);
+      be.flash_attention_block_forward(out[r]->p, lse[r]->p, q[r]->p, kv[o]->p, pos[r]->p, pos[o]->p, s.B, L, L, s.H,
+                                       s.KV, s.hs, i > 0);
+    }
+  }
+  for (int64_t r = 0; r < cp; ++r) {
+    for (int64_t i = 0; i < cp; ++i) {
+      const int64_t o = sp.source(r, i);
+      be.flash_attention_block_backward(dq[r]->p, dkv[o]->p, dy[r]->p, q[r]->p, kv[o]->p, out[r]->p, lse[r]->p,
+                                        pos[r]->p, pos[o]->p, s.B, L, L, s.H, s.KV, s.hs);
+    }
+  }
+  testing::RingResult res{std::vector<double>(dout.size()), std::vector<double>(static_cast<size_t>(s.B * s.H * s.T)),
+                          std::vector<double>(qkv.size())};
+  for (int64_t r = 0; r < cp; ++r) {
+    const auto dqh = dq[r]->host();
+    for (size_t i = 0; i < dqh.size(); ++i) {
+      if (static_cast<int64_t>(i) % W >= C) {
+        EXPECT_EQ(dqh[i], static_cast<float>(kSentinel)) << "dq's k,v part was written, " << i;
+      }
+    }
+    testing::ring_scatter(res.out, out[r]->host(), sp, r, s.B, s.T, C, 0, C);
+    testing::ring_scatter_lse(res.lse, lse[r]->host(), sp, r, s.B, s.H, s.T);
+    testing::ring_scatter(res.dqkv, testing::ring_columns(dqh, s.B * L, W, 0, C), sp, r, s.B, s.T, W, 0, C);
+    testing::ring_scatter(res.dqkv, dkv[r]->host(), sp, r, s.B, s.T, W, C, Wk);
+  }
+  return res;
+}
+
+std::vector<float> to_floats(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
+
+// The backend's ring, put back together, against full causal attention in
+// fp64, within the fp32 flash bounds of
+// FlashAttentionMatchesTheReferenceAndFiniteDifferences with one more
+// rescaling rounding per key tile of every block and per merge: a query
+// meets cp blocks of 2 Tc keys, ceil(2 Tc / 64) tiles each, and cp - 1 merges.
+TEST_P(Conformance, FlashAttentionBlocksOverARingMatchFullAttention) {
+  NEED_OPS(KernelOp::flash_attention_block_forward, KernelOp::flash_attention_block_backward);
+  Inputs in;
+  for (const auto& [s, cp] : ring_cases()) {
+    auto qkv = in.normal(static_cast<size_t>(s.B * s.T * s.width())), R = in.normal(static_cast<size_t>(s.B * s.T * s.H * s.hs));
+    const auto ref = full_attention_fp64(qkv, R, s);
+    const auto ring = ring_attention_on(be(), qkv, R, s, cp);
+    SCOPED_TRACE("T " + std::to_string(s.T) + ", cp " + std::to_string(cp));
+    const int64_t L = s.T / cp;
+    const double tiles = static_cast<double>(cp * ((L + 63) / 64) + cp);
+    const double t = (s.hs + s.T + tiles + 8) * kEps32 * s.hs * 16.0;
+    expect_within(to_floats(ring.out), ref.out, uniform_tol(ref.out.size(), 4 * t), "ring out fp32");
+    expect_within(to_floats(ring.lse), ref.lse,
+                  uniform_tol(ref.lse.size(), t + 8 * kEps32 * (s.hs * 16 + std::log(s.T))), "ring lse fp32");
+    expect_within(to_floats(ring.dqkv), ref.dqkv, uniform_tol(ref.dqkv.size(), s.T * 16 * t), "ring dqkv fp32");
+    double wy = 0, wd = 0;
+    for (size_t i = 0; i < ref.out.size(); ++i) wy = std::max(wy, std::abs(ring.out[i] - ref.out[i]) / (4 * t));
+    for (size_t i = 0; i < ref.dqkv.size(); ++i) wd = std::max(wd, std::abs(ring.dqkv[i] - ref.dqkv[i]) / (s.T * 16 * t));
+    std::printf("ring T %lld cp %lld: worst error / bound: out %.2e, dqkv %.2e\n", static_cast<long long>(s.T),
+                static_cast<long long>(cp), wy, wd);
+  }
+}
+
+// Rows that see no key of a block (the load-balanced split at cp = 2, T = 8:
+// rank 0 holds chunks 0 and 3, positions 0 1 6 7; rank 1 chunks 1 and 2,
+// positions 2 3 4 5): chunk 0's queries against chunk 3's keys see nothing,
+// so accumulate = false gives lse = -inf, out = 0, accumulate = true leaves
+// (out, lse) as they were, bit for bit, and the backward adds nothing. Rank
+// 0's queries against rank 1's block: chunk 0's rows see nothing and chunk
+// 3's see every key; merging rank 0's own block on top then fills every row.
+// The fp64 kernels on the same steps are the reference (bounds as above);
+// nothing may be NaN.
+TEST_P(Conformance, FlashAttentionBlockRowsThatSeeNoKey) {
+  NEED_OPS(KernelOp::flash_attention_block_forward, KernelOp::flash_attention_block_backward);
+  Inputs in;
+  const int64_t B = 2, H = 4, KV = 2, hs = 3, T = 8, W = (H + 2 * KV) * hs, Wk = 2 * KV * hs, C = H * hs;
+  const testing::RingSplit sp{2, 2};
+  const auto p0 = sp.positions(0), p1 = sp.positions(1);
+  const std::vector<int32_t> chunk0(p0.begin(), p0.begin() + 2), chunk3(p0.begin() + 2, p0.end());
+  {  // chunk 0's 2 queries, chunk 3's 2 keys
+    const auto q = in.normal(B * 2 * W), kv = in.normal(B * 2 * Wk), y0 = in.normal(B * 2 * C), dy = in.normal(B * 2 * C);
+    auto l0 = in.normal(B * H * 2);
+    l0[1] = -INFINITY;
+    F32 qf(be(), q), kvf(be(), kv), yf(be(), y0), lf(be(), l0), dyf(be(), dy), dqf(be(), q), dkvf(be(), kv);
+    I32 pq(be(), chunk0), pk(be(), chunk3);
+    be().flash_attention_block_forward(yf.p, lf.p, qf.p, kvf.p, pq.p, pk.p, B, 2, 2, H, KV, hs, true);
+    EXPECT_EQ(yf.host(), to_floats(y0)) << "accumulate = true changed out";
+    EXPECT_EQ(lf.host(), to_floats(l0)) << "accumulate = true changed lse";
+    be().flash_attention_block_backward(dqf.p, dkvf.p, dyf.p, qf.p, kvf.p, yf.p, lf.p, pq.p, pk.p, B, 2, 2, H, KV, hs);
+    EXPECT_EQ(dqf.host(), to_floats(q)) << "the backward of an unseen block changed dq";
+    EXPECT_EQ(dkvf.host(), to_floats(kv)) << "the backward of an unseen block changed dkv";
+    be().flash_attention_block_forward(yf.p, lf.p, qf.p, kvf.p, pq.p, pk.p, B, 2, 2, H, KV, hs, false);
+    for (float v : yf.host()) ASSERT_EQ(v, 0.0f) << "out of a row that sees no key";
+    for (float v : lf.host()) ASSERT_EQ(v, -INFINITY) << "lse of a row that sees no key";
+  }
+  // Rank 0's 4 queries against rank 1's block, then its own.
+  const auto q = in.normal(B * T / 2 * W), kv1 = in.normal(B * T / 2 * Wk), kv0 = testing::ring_columns(q, B * T / 2, W, C, Wk);
+  std::vector<double> y(B * T / 2 * C), l(B * H * T / 2);
+  F32 qf(be(), q), k1(be(), kv1), k0(be(), kv0), yf(be(), y.size()), lf(be(), l.size());
+  I32 pq(be(), p0), pk(be(), p1);
+  const double t = (hs + T + 4 + 8) * kEps32 * hs * 16.0;
+  for (int step = 0; step < 2; ++step) {
+    const auto& kvs = step == 0 ? kv1 : kv0;
+    cpu::flash_attention_block_forward<double>(y.data(), l.data(), q.data(), kvs.data(), p0.data(),
+                                               (step == 0 ? p1 : p0).data(), B, 4, 4, H, KV, hs, step > 0);
+    be().flash_attention_block_forward(yf.p, lf.p, qf.p, (step == 0 ? k1 : k0).p, pq.p, (step == 0 ? pk : pq).p, B, 4, 4,
+                                       H, KV, hs, step > 0);
+    const auto yh = yf.host(), lh = lf.host();
+    for (size_t i = 0; i < l.size(); ++i) {
+      const bool unseen = step == 0 && i % 4 < 2;  // chunk 0's rows against rank 1's block
+      ASSERT_EQ(std::isinf(l[i]) && l[i] < 0, unseen) << "fp64 lse " << i << ", step " << step;
+      if (unseen) {
+        ASSERT_EQ(lh[i], -INFINITY) << "lse " << i;
+      } else {
+        ASSERT_NEAR(lh[i], l[i], t + 8 * kEps32 * (hs * 16 + std::log(T))) << "lse " << i << ", step " << step;
+      }
+    }
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_FALSE(std::isnan(yh[i])) << "out " << i;
+      ASSERT_NEAR(yh[i], y[i], 4 * t) << "out " << i << ", step " << step;
+    }
+  }
+}
+
 TEST_P(Conformance, CrossEntropyWithPaddingAndIgnore) {
   NEED_OPS(KernelOp::cross_entropy);
   Inputs in;
@@ -1275,6 +1484,20 @@ TEST(BackendTable, IsComplete) {
 // Two instances are two devices: cpu, gpu-emu at warp 32 and gpu-emu at
 // warp 64 in one process, used in turn, each with its own stream, memory
 // and launch counts, give the cpu's results.
+// The ring attention ops are a class of their own (cp): every backend here
+// has them, and a table without one names it there, not among the required.
+TEST(BackendTable, CpOpsAreAClassOfTheirOwn) {
+  EXPECT_EQ(kernel_op_need(KernelOp::flash_attention_block_forward), OpNeed::cp);
+  EXPECT_EQ(kernel_op_need(KernelOp::flash_attention_block_backward), OpNeed::cp);
+  for (const char* name : {"cpu", "cpu-guarded"}) EXPECT_EQ(missing_cp_ops(**make_backend(name)), "") << name;
+  EXPECT_EQ(missing_cp_ops(*make_gpu_emu_backend({})), "");
+  BackendOps ops = cpu_backend().ops();
+  ops.flash_attention_block_backward = nullptr;
+  const Backend partial = cpu_backend().with_ops("partial", ops, nullptr);
+  EXPECT_EQ(missing_cp_ops(partial), "flash_attention_block_backward");
+  EXPECT_EQ(missing_required_ops(partial), "");
+}
+
 TEST(BackendTable, BackendsLiveSideBySide) {
   const Backend& cpu = cpu_backend();
   GpuEmuOptions w64;

@@ -54,6 +54,8 @@ BackendOps cpu_ops() {
       .flash_attention_backward = stateless<cpu::flash_attention_backward_f32>,
       .flash_attention_forward_bf16 = stateless<cpu::flash_attention_forward_bf16>,
       .flash_attention_backward_bf16 = stateless<cpu::flash_attention_backward_bf16>,
+      .flash_attention_block_forward = stateless<cpu::flash_attention_block_forward<float>>,
+      .flash_attention_block_backward = stateless<cpu::flash_attention_block_backward<float>>,
       .residual_forward = stateless<cpu::residual_forward<float>>,
       .cross_entropy = stateless<cpu::cross_entropy<float>>,
       .softmax_row = stateless<cpu::softmax_row<float>>,

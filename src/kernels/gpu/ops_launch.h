@@ -18,6 +18,7 @@
 #include "kernels/gpu/kernels/adamw.cuh"
 #include "kernels/gpu/kernels/attention.cuh"
 #include "kernels/gpu/kernels/flash_attention_tc.cuh"
+#include "kernels/gpu/kernels/flash_attention_block.cuh"
 #include "kernels/gpu/kernels/cross_entropy.cuh"
 #include "kernels/gpu/kernels/elementwise.cuh"
 #include "kernels/gpu/kernels/embedding.cuh"
@@ -323,6 +324,29 @@ inline void flash_attention_backward_bf16(DeviceContext& c, float* dqkv, const f
               static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
 }
 
+// Ring attention's block ops (flash_attention_block.cuh): the forward, or
+// D[B,H,Tq] in scratch, the query side, then the key side.
+inline void flash_attention_block_forward(DeviceContext& c, float* out, float* lse, const float* qkv, const float* kv,
+                                          const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk,
+                                          int64_t H, int64_t KV, int64_t hs, bool accumulate) {
+  const BlockAttnShape a{B, Tq, Tk, H, KV, hs};
+  if (B * H * Tq <= 0) return;
+  TERA_LAUNCH(c, flash_attention_block_forward_k, grid_x(blocks_for(B * H * Tq)), kThreads, 0, out, lse, qkv, kv, pos_q,
+              pos_k, a, attention_scale(hs), accumulate ? 1 : 0);
+}
+inline void flash_attention_block_backward(DeviceContext& c, float* dqkv, float* dkv, const float* dout, const float* qkv,
+                                           const float* kv, const float* out, const float* lse, const int32_t* pos_q,
+                                           const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV,
+                                           int64_t hs) {
+  const BlockAttnShape a{B, Tq, Tk, H, KV, hs};
+  if (B * H * Tq <= 0 || Tk <= 0) return;
+  auto* D = static_cast<float*>(c.scratch(B * H * Tq * static_cast<int64_t>(sizeof(float))));
+  TERA_LAUNCH(c, flash_attention_block_backward_q_k, grid_x(blocks_for(B * H * Tq)), kThreads, 0, dqkv, D, dout, qkv, kv,
+              out, lse, pos_q, pos_k, a, attention_scale(hs));
+  TERA_LAUNCH(c, flash_attention_block_backward_kv_k, grid_x(blocks_for(B * KV * Tk)), kThreads, 0, dkv,
+              static_cast<const float*>(D), dout, qkv, kv, lse, pos_q, pos_k, a, attention_scale(hs));
+}
+
 inline void ce_max(DeviceContext& c, float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld) {
   if (N > 0) TERA_LAUNCH(c, ce_max_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, rowmax, logits, valid, ld);
 }
@@ -568,6 +592,8 @@ inline void set_dialect_ops(BackendOps& b) {
   b.flash_attention_backward = on_device<flash_attention_backward>;
   b.flash_attention_forward_bf16 = on_device<flash_attention_forward_bf16>;
   b.flash_attention_backward_bf16 = on_device<flash_attention_backward_bf16>;
+  b.flash_attention_block_forward = on_device<flash_attention_block_forward>;
+  b.flash_attention_block_backward = on_device<flash_attention_block_backward>;
   b.residual_forward = on_device<residual_forward>;
   b.cross_entropy = on_device<cross_entropy>;
   b.softmax_row = on_device<softmax_row>;

@@ -1,0 +1,181 @@
+// Flash attention of local queries against one K/V block (ops.h
+// FlashAttentionBlock*Fn): the building block of ring attention, in scalar
+// form, templated on the element type (float: the CPU backend; double: the
+// reference of the conformance test). Query t sees key s iff pos_k[s] <=
+// pos_q[t], whatever the order of the positions.
+//
+// forward, one task per (b, h, t): the online softmax of flash attention
+// started from the row's (out, lse) when accumulating: lse is the running
+// max with a running sum of 1 and out the accumulator (out = acc / l and
+// lse = m + log l of the keys seen so far), so the keys of this block
+// continue the same softmax and the merge by log-sum-exp is its last step.
+// A row at lse = -inf starts from nothing (m = -inf, l = 0; out is zeroed at
+// the first key it sees, and left as it was if it sees none); a key tile the
+// row sees none of is skipped, so no exp(-inf - -inf) arises.
+// backward, one task per (b, key/value group g), so every gradient row is
+// added to by one thread in a fixed order (deterministic, no atomics):
+//   P = exp(scale q.k - lse)   dS = P (dout.v - D) scale,  D = dout . out
+//   dq += dS k,   dk += dS q,   dv += P dout
+// with lse and out the final ones over every block.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/attention_heads.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/vec_math.h"
+
+namespace tera::cpu {
+
+namespace {
+
+constexpr int64_t kBlockKeys = 64;  // keys per online-softmax step
+
+template <typename T>
+T dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// The K/V block's layout: per token KV key heads, then KV value heads.
+struct KvBlock {
+  int64_t KV, hs;
+  int64_t width() const { return 2 * KV * hs; }
+  int64_t k(int64_t g) const { return g * hs; }
+  int64_t v(int64_t g) const { return (KV + g) * hs; }
+};
+
+// One query row: y[hs] (the row of out) and *lse continue the softmax over
+// the keys of the block (K, V: the block's first row at the row's head).
+template <typename T>
+void block_row_forward(T* y, T* lse, const T* q, const T* K, const T* V, int64_t ldk, const int32_t* pos_k,
+                       int32_t pos, int64_t Tk, int64_t hs, T scale, bool accumulate, T* S) {
+  T m = -INFINITY, l = 0;
+  if (accumulate && *lse != -INFINITY) {
+    m = *lse;
+    l = 1;
+  }
+  for (int64_t s0 = 0; s0 < Tk; s0 += kBlockKeys) {
+    const int64_t n = std::min(kBlockKeys, Tk - s0);
+    T mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      S[j] = pos_k[s0 + j] <= pos ? dot(q, K + (s0 + j) * ldk, hs) * scale : T(-INFINITY);
+      mx = std::max(mx, S[j]);
+    }
+    if (mx == -INFINITY) continue;  // no key of this tile is seen
+    mx = std::max(mx, m);
+    const T corr = m == -INFINITY ? T(0) : exp_v<T>(m - mx);
+    if (m == -INFINITY) {
+      std::fill(y, y + hs, T(0));  // the first key the row sees: y held nothing of its own
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < hs; ++i) y[i] *= corr;
+    }
+    T sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      if (S[j] == -INFINITY) continue;
+      const T p = exp_v<T>(S[j] - mx);
+      const T* v = V + (s0 + j) * ldk;
+#pragma omp simd
+      for (int64_t i = 0; i < hs; ++i) y[i] += p * v[i];
+      sum += p;
+    }
+    l = l * corr + sum;
+    m = mx;
+  }
+  if (l == 0) {  // no key seen, in this block or before: out = 0 of its own, or as it was
+    if (!accumulate) std::fill(y, y + hs, T(0));
+    *lse = -INFINITY;
+    return;
+  }
+  const T inv = T(1) / l;
+#pragma omp simd
+  for (int64_t i = 0; i < hs; ++i) y[i] *= inv;
+  *lse = m + std::log(l);
+}
+
+}  // namespace
+
+template <typename T>
+void flash_attention_block_forward(T* out, T* lse, const T* qkv, const T* kv, const int32_t* pos_q,
+                                   const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV,
+                                   int64_t hs, bool accumulate) {
+  const AttentionHeads hd{H, KV, hs};
+  const KvBlock kb{KV, hs};
+  const int64_t W = hd.width(), Wk = kb.width(), C = H * hs;
+  const T scale = attention_scale<T>(hs);
+#pragma omp parallel
+  {
+    std::vector<T> S(static_cast<size_t>(kBlockKeys));
+#pragma omp for collapse(3) schedule(static)
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t t = 0; t < Tq; ++t) {
+          const int64_t g = h / hd.group();
+          const T* kbase = kv + b * Tk * Wk;
+          block_row_forward(out + (b * Tq + t) * C + h * hs, lse + (b * H + h) * Tq + t,
+                            qkv + (b * Tq + t) * W + hd.q(h), kbase + kb.k(g), kbase + kb.v(g), Wk, pos_k, pos_q[t],
+                            Tk, hs, scale, accumulate, S.data());
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void flash_attention_block_backward(T* dqkv, T* dkv, const T* dout, const T* qkv, const T* kv, const T* out,
+                                    const T* lse, const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq,
+                                    int64_t Tk, int64_t H, int64_t KV, int64_t hs) {
+  const AttentionHeads hd{H, KV, hs};
+  const KvBlock kb{KV, hs};
+  const int64_t W = hd.width(), Wk = kb.width(), C = H * hs;
+  const T scale = attention_scale<T>(hs);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t g = 0; g < KV; ++g) {
+      const T* kbase = kv + b * Tk * Wk;
+      T* dkbase = dkv + b * Tk * Wk;
+      for (int64_t h = g * hd.group(); h < (g + 1) * hd.group(); ++h) {
+        for (int64_t t = 0; t < Tq; ++t) {
+          const T l = lse[(b * H + h) * Tq + t];
+          if (l == -INFINITY) continue;  // a row that sees no key at all has no gradient
+          const T* q = qkv + (b * Tq + t) * W + hd.q(h);
+          const T* dy = dout + (b * Tq + t) * C + h * hs;
+          const T D = dot(dy, out + (b * Tq + t) * C + h * hs, hs);
+          T* dq = dqkv + (b * Tq + t) * W + hd.q(h);
+          for (int64_t s = 0; s < Tk; ++s) {
+            if (pos_k[s] > pos_q[t]) continue;
+            const T* k = kbase + s * Wk + kb.k(g);
+            const T p = exp_v<T>(dot(q, k, hs) * scale - l);
+            const T ds = p * (dot(dy, kbase + s * Wk + kb.v(g), hs) - D) * scale;
+            T* dk = dkbase + s * Wk + kb.k(g);
+            T* dv = dkbase + s * Wk + kb.v(g);
+#pragma omp simd
+            for (int64_t i = 0; i < hs; ++i) {
+              dq[i] += ds * k[i];
+              dk[i] += ds * q[i];
+              dv[i] += p * dy[i];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template void flash_attention_block_forward<float>(float*, float*, const float*, const float*, const int32_t*,
+                                                   const int32_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                   int64_t, bool);
+template void flash_attention_block_forward<double>(double*, double*, const double*, const double*, const int32_t*,
+                                                    const int32_t*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                    int64_t, bool);
+template void flash_attention_block_backward<float>(float*, float*, const float*, const float*, const float*,
+                                                    const float*, const float*, const int32_t*, const int32_t*,
+                                                    int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+template void flash_attention_block_backward<double>(double*, double*, const double*, const double*, const double*,
+                                                     const double*, const double*, const int32_t*, const int32_t*,
+                                                     int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+
+}  // namespace tera::cpu
