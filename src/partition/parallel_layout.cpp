@@ -49,7 +49,10 @@ std::string layout_string(const ParallelLayout& l) {
   std::string stages;
   if (!l.stage_layers.empty()) {
     stages = ",stage_layers=";
-    for (size_t v = 0; v < l.stage_layers.size(); ++v) stages += (v ? "/" : "") + std::to_string(l.stage_layers[v]);
+    for (size_t v = 0; v < l.stage_layers.size(); ++v) {
+      if (v > 0) stages += '/';
+      stages += std::to_string(l.stage_layers[v]);
+    }
   }
   return fmt::format("tp={},pp={},dp={},{}vpp={},mb={},zero={},sp={},recompute={},schedule={}{}", l.tp, l.pp, l.dp,
                      l.cp > 1 ? fmt::format("cp={},", l.cp) : "", l.vpp, l.micro_batch, l.zero,
