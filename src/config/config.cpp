@@ -1,6 +1,7 @@
-// Run-config parsing: a schema of known keys drives type checks, unknown-key
-// detection (with a nearest-key suggestion) and assignment; semantic checks
-// follow. toml++ does the TOML; nothing here throws past the API.
+// Run-config parsing: the key table (config_keys.cpp) drives type checks,
+// unknown-key detection (with a nearest-key suggestion) and assignment; the
+// semantic checks (config_checks.cpp) follow. toml++ does the TOML; nothing
+// here throws past the API.
 #include "config/config.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "config/config_internal.h"
 #include "core/file_util.h"
 #include "partition/layout_check.h"
 
@@ -21,193 +23,13 @@ namespace tera {
 
 namespace {
 
+using config_internal::Field;
+using config_internal::Kind;
+using config_internal::kind_name;
+using config_internal::schema;
+using config_internal::validate;
+
 constexpr uint64_t kMaxConfigBytes = 16u << 20;  // a run config is a few hundred bytes
-
-enum class Kind { integer, number, number32, string, boolean, integer_array, blend };  // number32: stored as a float
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::integer: return "an integer";
-    case Kind::number:
-    case Kind::number32: return "a number";
-    case Kind::string: return "a string";
-    case Kind::boolean: return "true or false";
-    case Kind::integer_array: return "an array of integers";
-    case Kind::blend: return "an array of [weight, \"prefix\"] pairs";
-  }
-  return "?";
-}
-
-struct Field {
-  const char* key;  // "section.name"
-  Kind kind;
-  std::function<void(RunConfig&, const toml::node&)> set;
-};
-
-std::vector<Field> schema() {
-  auto i64 = [](auto member) {
-    return [member](RunConfig& c, const toml::node& n) { member(c) = n.value<int64_t>().value(); };
-  };
-  auto f32 = [](auto member) {
-    return [member](RunConfig& c, const toml::node& n) { member(c) = static_cast<float>(n.value<double>().value()); };
-  };
-  auto f64 = [](auto member) {
-    return [member](RunConfig& c, const toml::node& n) { member(c) = n.value<double>().value(); };
-  };
-  auto str = [](auto member) {
-    return [member](RunConfig& c, const toml::node& n) { member(c) = n.value<std::string>().value(); };
-  };
-  // An int field: a value beyond int's range is reported, not wrapped.
-  auto i32 = [](const char* key, auto member) {
-    return [key, member](RunConfig& c, const toml::node& n) {
-      const int64_t v = n.value<int64_t>().value();
-      if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
-        if (c.range_error.empty()) c.range_error = fmt::format("{} = {} is out of range", key, v);
-        return;
-      }
-      member(c) = static_cast<int>(v);
-    };
-  };
-  using R = RunConfig&;
-  return {
-      {"model.layers", Kind::integer, i64([](R c) -> int64_t& { return c.model.layers; })},
-      {"model.hidden", Kind::integer, i64([](R c) -> int64_t& { return c.model.hidden; })},
-      {"model.heads", Kind::integer, i64([](R c) -> int64_t& { return c.model.heads; })},
-      {"model.seq_len", Kind::integer, i64([](R c) -> int64_t& { return c.model.seq_len; })},
-      {"model.vocab", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab; })},
-      {"model.ffn_hidden", Kind::integer, i64([](R c) -> int64_t& { return c.model.ffn_hidden; })},
-      {"model.kv_heads", Kind::integer, i64([](R c) -> int64_t& { return c.model.kv_heads; })},
-      {"model.mlp", Kind::string,
-       [](R c, const toml::node& n) {
-         auto k = parse_mlp_kind(n.as_string()->get());
-         if (k.ok()) {
-           c.model.mlp = *k;
-         } else {
-           c.mlp_error = k.error();
-         }
-       }},
-      {"model.arch", Kind::string,
-       [](R c, const toml::node& n) {
-         auto a = parse_arch(n.as_string()->get());
-         if (a.ok()) {
-           c.model.arch = *a;
-         } else {
-           c.arch_error = a.error();
-         }
-       }},
-      {"model.rope_theta", Kind::number, f64([](R c) -> double& { return c.model.rope_theta; })},
-      {"model.norm_eps", Kind::number, f64([](R c) -> double& { return c.model.norm_eps; })},
-      {"model.rope_scaling", Kind::string,
-       [](R c, const toml::node& n) {
-         const std::string& v = n.as_string()->get();
-         if (v == "llama3" || v == "none") {
-           c.model.rope_scaling.llama3 = v == "llama3";
-         } else {
-           c.rope_scaling_error = "model.rope_scaling = \"" + v +
-                                  "\" is not a known scaling; choose \"llama3\" (Llama 3.1) or \"none\"";
-         }
-       }},
-      {"model.rope_factor", Kind::number, f64([](R c) -> double& { return c.model.rope_scaling.factor; })},
-      {"model.rope_low_freq_factor", Kind::number,
-       f64([](R c) -> double& { return c.model.rope_scaling.low_freq_factor; })},
-      {"model.rope_high_freq_factor", Kind::number,
-       f64([](R c) -> double& { return c.model.rope_scaling.high_freq_factor; })},
-      {"model.rope_original_seq_len", Kind::integer,
-       i64([](R c) -> int64_t& { return c.model.rope_scaling.original_max_positions; })},
-      {"model.tie_embeddings", Kind::boolean,
-       [](R c, const toml::node& n) { c.model.tie_embeddings = n.value<bool>().value() ? 1 : 0; }},
-      {"model.attention", Kind::string,
-       [](R c, const toml::node& n) {
-         auto k = parse_attention_kind(n.as_string()->get());
-         if (k.ok()) {
-           c.model.attention = *k;
-         } else {
-           c.attention_error = k.error();
-         }
-       }},
-      {"model.vocab_align", Kind::integer, i64([](R c) -> int64_t& { return c.model.vocab_align; })},
-      {"train.steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.steps; })},
-      {"train.micro_batch", Kind::integer, i32("train.micro_batch", [](R c) -> int& { return c.parallel.micro_batch; })},
-      {"train.global_batch", Kind::integer, i64([](R c) -> int64_t& { return c.train.global_batch; })},
-      {"train.lr", Kind::number32, f32([](R c) -> float& { return c.train.lr; })},
-      {"train.min_lr", Kind::number32, f32([](R c) -> float& { return c.train.min_lr; })},
-      {"train.warmup", Kind::integer, i64([](R c) -> int64_t& { return c.train.warmup; })},
-      {"train.weight_decay", Kind::number32, f32([](R c) -> float& { return c.train.adamw.weight_decay; })},
-      {"train.beta1", Kind::number32, f32([](R c) -> float& { return c.train.adamw.beta1; })},
-      {"train.beta2", Kind::number32, f32([](R c) -> float& { return c.train.adamw.beta2; })},
-      {"train.eps", Kind::number32, f32([](R c) -> float& { return c.train.adamw.eps; })},
-      {"train.clip", Kind::number32, f32([](R c) -> float& { return c.train.clip; })},
-      {"train.seed", Kind::integer,
-       [](R c, const toml::node& n) { c.train.seed = static_cast<uint64_t>(n.value<int64_t>().value()); }},
-      {"train.recompute", Kind::string,
-       [](R c, const toml::node& n) {
-         const std::string& v = n.as_string()->get();  // the schema checked the type
-         if (auto r = parse_recompute(v)) {
-           c.parallel.recompute = *r;
-         } else {
-           c.recompute_name_error = v;
-         }
-       }},
-      {"train.backend", Kind::string, str([](R c) -> std::string& { return c.train.backend; })},
-      {"train.device_comm", Kind::string, str([](R c) -> std::string& { return c.train.device_comm; })},
-      {"train.precision", Kind::string,
-       [](R c, const toml::node& n) {
-         const std::string& v = n.as_string()->get();
-         if (v == "fp32") {
-           c.train.precision = DType::f32;
-         } else if (v == "bf16") {
-           c.train.precision = DType::bf16;
-         } else {
-           c.precision_error = v;
-         }
-       }},
-      {"train.eval_every", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_every; })},
-      {"train.eval_sequences", Kind::integer, i64([](R c) -> int64_t& { return c.train.eval_sequences; })},
-      {"data.train", Kind::string, str([](R c) -> std::string& { return c.data.train; })},
-      {"data.val", Kind::string, str([](R c) -> std::string& { return c.data.val; })},
-      {"data.val_fraction", Kind::number, f64([](R c) -> double& { return c.data.val_fraction; })},
-      {"data.tokenizer", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer; })},
-      {"data.tokenizer_pattern", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer_pattern; })},
-      {"data.tokenizer_specials", Kind::string, str([](R c) -> std::string& { return c.data.tokenizer_specials; })},
-      {"data.blend", Kind::blend,
-       [](R c, const toml::node& n) {
-         c.data.blend.clear();
-         for (const auto& e : *n.as_array()) {
-           const toml::array& pair = *e.as_array();
-           c.data.blend.push_back({pair[0].value<double>().value(), pair[1].value<std::string>().value()});
-         }
-       }},
-      {"parallel.tp", Kind::integer, i32("parallel.tp", [](R c) -> int& { return c.parallel.tp; })},
-      {"parallel.pp", Kind::integer, i32("parallel.pp", [](R c) -> int& { return c.parallel.pp; })},
-      {"parallel.dp", Kind::integer, i32("parallel.dp", [](R c) -> int& { return c.parallel.dp; })},
-      {"parallel.sequence_parallel", Kind::boolean,
-       [](R c, const toml::node& n) { c.parallel.sequence_parallel = n.value<bool>().value(); }},
-      {"parallel.schedule", Kind::string,
-       [](R c, const toml::node& n) {
-         const std::string& v = n.as_string()->get();
-         auto k = parse_schedule_kind(v);
-         if (k.ok()) {
-           c.parallel.schedule = *k;
-         } else {
-           c.schedule_error = v;
-         }
-       }},
-      {"parallel.vpp", Kind::integer, i32("parallel.vpp", [](R c) -> int& { return c.parallel.vpp; })},
-      {"parallel.stage_layers", Kind::integer_array,
-       [](R c, const toml::node& n) {
-         c.parallel.stage_layers.clear();
-         for (const auto& e : *n.as_array()) c.parallel.stage_layers.push_back(e.value<int64_t>().value());
-       }},
-      {"parallel.zero", Kind::integer, i32("parallel.zero", [](R c) -> int& { return c.parallel.zero; })},
-      {"out.dir", Kind::string, str([](R c) -> std::string& { return c.out.dir; })},
-      {"train.max_bad_steps", Kind::integer, i64([](R c) -> int64_t& { return c.train.max_bad_steps; })},
-      {"train.comm_timeout_s", Kind::number, f64([](R c) -> double& { return c.train.comm_timeout_s; })},
-      {"ckpt.dir", Kind::string, str([](R c) -> std::string& { return c.ckpt.dir; })},
-      {"ckpt.every", Kind::integer, i64([](R c) -> int64_t& { return c.ckpt.every; })},
-      {"ckpt.keep", Kind::integer, i64([](R c) -> int64_t& { return c.ckpt.keep; })},
-      {"ckpt.init", Kind::string, str([](R c) -> std::string& { return c.ckpt.init; })},
-  };
-}
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
@@ -352,113 +174,6 @@ Status apply_override(toml::table& root, const std::string& kv) {
   } else {
     t.insert_or_assign(name, value);  // bare words are strings: --set data.train=corpus.txt
   }
-  return ok_status();
-}
-
-Status validate(const RunConfig& c, const std::string& src, bool check_files) {
-  auto err = [&](const std::string& msg) { return Status::error(src + ": " + msg); };
-  if (!c.mlp_error.empty()) return err(c.mlp_error);
-  if (!c.rope_scaling_error.empty()) return err(c.rope_scaling_error);
-  if (!c.arch_error.empty()) return err(c.arch_error);
-  if (!c.attention_error.empty()) return err(c.attention_error);
-  if (Status s = validate_model_config(c.model); !s) return err(s.message());
-  if (Status s = check_runtime_supports(c.model); !s) return err(s.message());
-  const TrainConfig& t = c.train;
-  if (t.steps <= 0) return err(fmt::format("train.steps = {} must be positive", t.steps));
-  if (!c.range_error.empty()) return err(c.range_error);
-  if (c.parallel.micro_batch <= 0) return err(fmt::format("train.micro_batch = {} must be positive", c.parallel.micro_batch));
-  if (t.global_batch <= 0) return err(fmt::format("train.global_batch = {} must be positive", t.global_batch));
-  if (!(t.lr > 0 && t.lr <= 1)) {
-    return err(fmt::format("train.lr = {} must lie in (0, 1] (AdamW's step size; GPT-2 124M trains at 6e-4)", t.lr));
-  }
-  if (!(t.min_lr >= 0 && t.min_lr <= t.lr)) {
-    return err(fmt::format("train.min_lr = {} must lie in [0, train.lr = {}]", t.min_lr, t.lr));
-  }
-  if (t.warmup < 0) return err(fmt::format("train.warmup = {} must be >= 0", t.warmup));
-  if (!(t.adamw.weight_decay >= 0 && t.adamw.weight_decay <= 10)) {
-    return err(fmt::format("train.weight_decay = {} must lie in [0, 10] (typically 0.1)", t.adamw.weight_decay));
-  }
-  if (!(t.adamw.beta1 >= 0 && t.adamw.beta1 < 1)) return err("train.beta1 must lie in [0, 1)");
-  if (!(t.adamw.beta2 >= 0 && t.adamw.beta2 < 1)) return err("train.beta2 must lie in [0, 1)");
-  if (!(t.adamw.eps > 0 && t.adamw.eps <= 1)) return err(fmt::format("train.eps = {} must lie in (0, 1] (typically 1e-8)", t.adamw.eps));
-  if (!(t.clip >= 0)) return err(fmt::format("train.clip = {} must be >= 0 (0 disables clipping)", t.clip));
-  if (t.eval_every < 0) return err("train.eval_every must be >= 0 (0: evaluate at the end only)");
-  if (t.eval_sequences <= 0) return err("train.eval_sequences must be positive");
-  if (c.train.backend.empty()) return err("train.backend is empty; name a kernel backend (\"cpu\", `tera version` lists them)");
-  if (const std::string& d = c.train.device_comm; d != "auto" && d != "nccl" && d != "rccl" && d != "mpi" && d != "staged") {
-    return err("train.device_comm = \"" + d + "\" is not one of \"auto\", \"nccl\", \"rccl\", \"mpi\", \"staged\"");
-  }
-  if (!c.precision_error.empty()) {
-    return err("train.precision = \"" + c.precision_error + "\" is not one of \"fp32\", \"bf16\"");
-  }
-  if (!c.recompute_name_error.empty()) {
-    return err("train.recompute = \"" + c.recompute_name_error + "\" is not one of \"none\", \"full\"");
-  }
-  if (c.parallel.recompute == Recompute::selective) {
-    return err("train.recompute = \"selective\" is modelled by the planner only; this runtime recomputes \"none\" or "
-               "\"full\" blocks");
-  }
-  if (!c.data.blend.empty()) {
-    if (!c.data.train.empty()) {
-      return err("data.train and data.blend are both set; give one (data.blend = [[0.3, \"A\"], [0.7, \"B\"]] "
-                 "trains on Megatron prefixes A and B in those shares)");
-    }
-    if (c.data.val.empty()) {
-      return err("data.blend needs a data.val (the blend's validation data: a shard directory, a Megatron prefix or "
-                 "a text file)");
-    }
-    for (size_t i = 0; i < c.data.blend.size(); ++i) {
-      const auto& [w, prefix] = c.data.blend[i];
-      if (!(w > 0) || !std::isfinite(w)) {
-        return err(fmt::format("data.blend[{}]: weight {} of \"{}\" is not positive; every weight must be > 0", i, w,
-                               prefix));
-      }
-      if (prefix.empty()) return err(fmt::format("data.blend[{}]: the prefix is empty", i));
-    }
-  } else if (c.data.train.empty()) {
-    return err("data.train is missing; set it to a text file or a token-shard directory, "
-               "e.g. data.train = \"corpus.txt\"");
-  }
-  if (c.data.val.empty() && !(c.data.val_fraction > 0 && c.data.val_fraction < 1)) {
-    return err("data.val_fraction must lie in (0, 1) when data.val is not set");
-  }
-  if (check_files) {
-    namespace fs = std::filesystem;
-    for (const auto& [key, path] : {std::pair{"data.train", c.data.train}, std::pair{"data.val", c.data.val},
-                                    std::pair{"data.tokenizer", c.data.tokenizer}}) {
-      if (path.empty() || (std::string_view(key) == "data.tokenizer" && path == "bytes")) continue;
-      std::error_code ec;
-      // A Megatron dataset is named by its prefix: PREFIX.idx (and .bin) exist.
-      if (!fs::is_regular_file(path, ec) && !fs::is_directory(path, ec) && !fs::is_regular_file(path + ".idx", ec)) {
-        return err(fmt::format("{} = \"{}\": no such file or directory; check the path (relative paths are from the "
-                               "current directory)", key, path));
-      }
-    }
-    for (size_t i = 0; i < c.data.blend.size(); ++i) {
-      const std::string& prefix = c.data.blend[i].second;
-      std::error_code ec;
-      if (!fs::is_regular_file(prefix + ".idx", ec)) {
-        return err(fmt::format("data.blend[{}] = \"{}\": no Megatron dataset there ({}.idx does not exist); a blend "
-                               "names .bin/.idx prefixes (tera tokenize encode --format megatron)",
-                               i, prefix, prefix));
-      }
-    }
-  }
-  if (!c.schedule_error.empty()) {
-    return err("parallel.schedule = \"" + c.schedule_error + "\" is not one of \"gpipe\", \"1f1b\", \"interleaved\"");
-  }
-  // The layout against the model and the batch; the world size is checked
-  // when the run starts (train/trainer.cpp), by the same function.
-  if (Status s = check_layout(c.parallel, c.model, t.global_batch, /*world=*/0); !s) return err(s.message());
-  if (!(t.comm_timeout_s > 0)) {
-    return err(fmt::format("train.comm_timeout_s = {} must be positive (seconds a communication may wait before the "
-                           "job is ended as hung)", t.comm_timeout_s));
-  }
-  if (c.out.dir.empty()) return err("out.dir must not be empty");
-  if (c.train.max_bad_steps < 1) return err("train.max_bad_steps must be at least 1 (consecutive skipped steps before stopping)");
-  if (c.ckpt.every < 0) return err("ckpt.every must be >= 0 (0: checkpoint only at the end and on preemption)");
-  if (c.ckpt.keep < 1) return err("ckpt.keep must be at least 1 (how many checkpoints to retain)");
-  if (c.ckpt.every > 0 && c.ckpt.dir.empty()) return err("ckpt.every is set but ckpt.dir is empty; set ckpt.dir to where checkpoints go");
   return ok_status();
 }
 
