@@ -1,115 +1,38 @@
 // The ops.h entries of the GPU backends, written once as launches of the
 // kernel dialect: the cuda backend (nvcc), the HIP compile check (hipcc) and
 // gpu-emu (g++) include this in one translation unit each. Every entry takes
-// the backend's DeviceContext first (below): the stream its launches go to,
-// its scratch memory, its warp width. Every pointer an entry receives is
+// the backend's DeviceContext first (device_context.h): the stream its
+// launches go to, its scratch memory, its warp width. Every pointer an entry receives is
 // device memory; segment lists (SumSquaresFn, AdamWFn) are host arrays of
 // device pointers, read when the entry is called: sums of squares launch per
 // segment, AdamW per batch of up to kAdamWBatch segments (adamw.cuh).
 //
 // Every op of ops.h but the GEMMs (library calls: cuBLASLt on cuda, a host
-// GEMM on gpu-emu) is written here.
+// GEMM on gpu-emu) is written here or in the family headers it includes:
+// ops_launch_attention.h (attention, flash, ring blocks) and
+// ops_launch_loss_optim.h (loss, embeddings, reductions, AdamW); this file
+// has the elementwise, norm, MLP and rotary ops, the dialect's own GEMMs,
+// and the table (set_dialect_ops).
 #pragma once
 
 #include <cmath>
 
 #include "core/check.h"
 #include "kernels/gpu/dialect.h"
-#include "kernels/gpu/kernels/adamw.cuh"
-#include "kernels/gpu/kernels/attention.cuh"
-#include "kernels/gpu/kernels/flash_attention_tc.cuh"
-#include "kernels/gpu/kernels/flash_attention_block.cuh"
-#include "kernels/gpu/kernels/cross_entropy.cuh"
 #include "kernels/gpu/kernels/elementwise.cuh"
-#include "kernels/gpu/kernels/embedding.cuh"
 #include "kernels/gpu/kernels/gemm.cuh"
 #include "kernels/gpu/kernels/layernorm.cuh"
 #include "kernels/gpu/kernels/llama.cuh"
-#include "kernels/gpu/kernels/reduce.cuh"
 #include "kernels/gpu/kernels/tile_gemm.cuh"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
+#include "kernels/gpu/device_context.h"
+#include "kernels/gpu/ops_launch_attention.h"
+#include "kernels/gpu/ops_launch_loss_optim.h"
 
 TERA_GPU_BEGIN
 
-// What every launch needs of the backend instance; each GPU backend's
-// context derives from it.
-class DeviceContext : public BackendContext {
- public:
-  Stream stream{};        // where launches go, in order
-  int warp = kWarpSize;   // the warp width kernels are launched for (gpu-emu: a setting)
-  // Device memory for partial results, valid until the next call (launches
-  // are ordered on the stream, so the next op's work runs after this one's).
-  virtual void* scratch(int64_t bytes) = 0;
-  // Called after every launch with the kernel's name (cuda: checks the
-  // launch and, in the synchronous debug mode, waits for it).
-  virtual void launched(const char* kernel) {}
-};
-
-// A table entry from an op written over a DeviceContext.
-template <auto F>
-struct DeviceEntry;
-template <typename R, typename... A, R (*F)(DeviceContext&, A...)>
-struct DeviceEntry<F> {
-  static R call(BackendContext* c, A... a) { return F(*static_cast<DeviceContext*>(c), a...); }
-};
-template <auto F>
-constexpr auto on_device = &DeviceEntry<F>::call;
-
 namespace launch {
-
-constexpr int kThreads = 256;
-
-// Launch grids (a function, not braces: a brace list's comma splits a macro argument).
-inline Dim grid_x(unsigned x) { return Dim{x, 1}; }
-inline Dim grid_xy(unsigned x, unsigned y) { return Dim{x, y}; }
-
-// Blocks for a grid-stride loop over n elements (at least 1, at most 4096).
-inline unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > 4096 ? 4096 : b));
-}
-
-// false for a non-zero f16 value (no tensor of tera's is f16).
-inline bool fill(DeviceContext& c, void* dst, DType t, double value, int64_t n) {
-  if (n <= 0) return true;
-  if (t == DType::u8 || (value == 0.0 && !std::signbit(value))) {  // every dtype's zero is all-zero bytes
-    const int64_t bytes = t == DType::u8 ? n : n * dtype_bytes(t);
-    TERA_LAUNCH(c, fill_u8_k, grid_x(blocks_for(bytes)), kThreads, 0, static_cast<uint8_t*>(dst),
-                static_cast<uint8_t>(value), bytes);
-    return true;
-  }
-  const Dim g{blocks_for(n), 1};
-  switch (t) {
-    case DType::f32: TERA_LAUNCH(c, fill_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<float>(value), n); return true;
-    case DType::f64: TERA_LAUNCH(c, fill_f64_k, g, kThreads, 0, static_cast<double*>(dst), value, n); return true;
-    case DType::bf16:
-      TERA_LAUNCH(c, fill_u16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), float_to_bf16(static_cast<float>(value)), n);
-      return true;
-    case DType::i32:
-      TERA_LAUNCH(c, fill_i32_k, g, kThreads, 0, static_cast<int32_t*>(dst), static_cast<int32_t>(value), n);
-      return true;
-    default: return false;
-  }
-}
-
-// f32 <-> bf16 (nearest even), f32 <-> f64; false for any other pair.
-inline bool cast(DeviceContext& c, void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
-  if (n <= 0) return true;
-  const Dim g{blocks_for(n), 1};
-  if (dst_t == DType::bf16 && src_t == DType::f32) {
-    TERA_LAUNCH(c, cast_f32_bf16_k, g, kThreads, 0, static_cast<uint16_t*>(dst), static_cast<const float*>(src), n);
-  } else if (dst_t == DType::f32 && src_t == DType::bf16) {
-    TERA_LAUNCH(c, cast_bf16_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const uint16_t*>(src), n);
-  } else if (dst_t == DType::f64 && src_t == DType::f32) {
-    TERA_LAUNCH(c, cast_f32_f64_k, g, kThreads, 0, static_cast<double*>(dst), static_cast<const float*>(src), n);
-  } else if (dst_t == DType::f32 && src_t == DType::f64) {
-    TERA_LAUNCH(c, cast_f64_f32_k, g, kThreads, 0, static_cast<float*>(dst), static_cast<const double*>(src), n);
-  } else {
-    return false;
-  }
-  return true;
-}
 
 inline void gelu_forward(DeviceContext& c, float* out, const float* x, int64_t n) {
   if (n > 0) TERA_LAUNCH(c, gelu_forward_k, grid_x(blocks_for(n)), kThreads, 0, out, x, n);
@@ -243,239 +166,6 @@ inline void rope_forward(DeviceContext& c, float* qkv, int64_t N, int64_t T, int
 }
 inline void rope_backward(DeviceContext& c, float* dqkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p) {
   rope(c, dqkv, N, T, H, KV, hs, p, -1.0);
-}
-
-// The bf16 flash kernels run on the tile primitive (flash_attention_tc.cuh)
-// where the shape allows and qkv is 32-byte aligned (the tile loads'
-// requirement; arena buffers are 64-byte aligned) and B * H fits a grid's
-// y dimension, else in scalar form.
-inline bool flash_tc(const uint16_t* qkv, int64_t B, int64_t T, int64_t H, int64_t hs) {
-  return flash_tc_fits(T, hs) && reinterpret_cast<uintptr_t>(qkv) % 32 == 0 && B * H <= 65535;
-}
-
-// Blocks of the tile kernels along T: kFlashTcBlockRows rows each.
-inline unsigned flash_tc_blocks(int64_t T) { return static_cast<unsigned>((T + kFlashTcBlockRows - 1) / kFlashTcBlockRows); }
-
-inline float attention_scale(int64_t hs) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs))); }
-
-inline void attention_forward(DeviceContext& c, float* out, float* probs, const float* qkv, int64_t B, int64_t T, int64_t H, int64_t KV,
-                              int64_t hs) {
-  const AttnShape a{B, T, H, KV, hs};
-  if (B * H * T > 0) {
-    TERA_LAUNCH(c, attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, probs, static_cast<float*>(nullptr),
-                qkv, a, attention_scale(hs));
-  }
-}
-inline void flash_attention_forward(DeviceContext& c, float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t H,
-                                    int64_t KV, int64_t hs) {
-  const AttnShape a{B, T, H, KV, hs};
-  if (B * H * T > 0) {
-    TERA_LAUNCH(c, attention_forward_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, static_cast<float*>(nullptr), lse,
-                qkv, a, attention_scale(hs));
-  }
-}
-inline void flash_attention_forward_bf16(DeviceContext& c, float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
-                                         int64_t KV, int64_t hs) {
-  const AttnShape a{B, T, H, KV, hs};
-  if (B * H * T <= 0) return;
-  if (flash_tc(qkv, B, T, H, hs)) {
-    TERA_LAUNCH(c, flash_attention_forward_tc_k, grid_xy(flash_tc_blocks(T), static_cast<unsigned>(B * H)),
-                kFlashTcWarps * c.warp, 0, out, lse, qkv, a, attention_scale(hs));
-  } else {
-    TERA_LAUNCH(c, flash_attention_forward_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, out, lse, qkv, a,
-                attention_scale(hs));
-  }
-}
-
-// Both backwards: D[B,H,T] in scratch, the query side, then the key side.
-inline void attention_backward_any(DeviceContext& c, float* dqkv, const float* dout, const float* qkv, const float* out,
-                                   const float* probs, const float* lse, const AttnShape& a) {
-  if (a.B * a.H * a.T <= 0) return;
-  auto* D = static_cast<float*>(c.scratch(a.B * a.H * a.T * static_cast<int64_t>(sizeof(float))));
-  TERA_LAUNCH(c, attention_backward_q_k, grid_x(blocks_for(a.B * a.H * a.T)), kThreads, 0, dqkv, D, dout, qkv, out, probs,
-              lse, a, attention_scale(a.hs));
-  TERA_LAUNCH(c, attention_backward_kv_k, grid_x(blocks_for(a.B * a.KV * a.T)), kThreads, 0, dqkv,
-              static_cast<const float*>(D), dout, qkv, probs, lse, a, attention_scale(a.hs));
-}
-inline void attention_backward(DeviceContext& c, float* dqkv, const float* dout, const float* qkv, const float* probs, int64_t B,
-                               int64_t T, int64_t H, int64_t KV, int64_t hs) {
-  attention_backward_any(c, dqkv, dout, qkv, static_cast<const float*>(nullptr), probs, static_cast<const float*>(nullptr),
-                         AttnShape{B, T, H, KV, hs});
-}
-inline void flash_attention_backward(DeviceContext& c, float* dqkv, const float* dout, const float* qkv, const float* out,
-                                     const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
-  attention_backward_any(c, dqkv, dout, qkv, out, static_cast<const float*>(nullptr), lse, AttnShape{B, T, H, KV, hs});
-}
-inline void flash_attention_backward_bf16(DeviceContext& c, float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
-                                          const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
-  const AttnShape a{B, T, H, KV, hs};
-  if (B * H * T <= 0) return;
-  auto* D = static_cast<float*>(c.scratch(B * H * T * static_cast<int64_t>(sizeof(float))));
-  if (flash_tc(qkv, B, T, H, hs)) {
-    TERA_LAUNCH(c, flash_attention_backward_q_tc_k, grid_xy(flash_tc_blocks(T), static_cast<unsigned>(B * H)),
-                kFlashTcWarps * c.warp, 0, dqkv, D, dout, qkv, out, lse, a, attention_scale(hs));
-    TERA_LAUNCH(c, flash_attention_backward_kv_tc_k, grid_xy(flash_tc_blocks(T), static_cast<unsigned>(B * KV)),
-                kFlashTcWarps * c.warp, 0, dqkv, static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
-    return;
-  }
-  TERA_LAUNCH(c, flash_attention_backward_q_bf16_k, grid_x(blocks_for(B * H * T)), kThreads, 0, dqkv, D, dout, qkv, out,
-              lse, a, attention_scale(hs));
-  TERA_LAUNCH(c, flash_attention_backward_kv_bf16_k, grid_x(blocks_for(B * KV * T)), kThreads, 0, dqkv,
-              static_cast<const float*>(D), dout, qkv, lse, a, attention_scale(hs));
-}
-
-// Ring attention's block ops (flash_attention_block.cuh): the forward, or
-// D[B,H,Tq] in scratch, the query side, then the key side.
-inline void flash_attention_block_forward(DeviceContext& c, float* out, float* lse, const float* qkv, const float* kv,
-                                          const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk,
-                                          int64_t H, int64_t KV, int64_t hs, bool accumulate) {
-  const BlockAttnShape a{B, Tq, Tk, H, KV, hs};
-  if (B * H * Tq <= 0) return;
-  TERA_LAUNCH(c, flash_attention_block_forward_k, grid_x(blocks_for(B * H * Tq)), kThreads, 0, out, lse, qkv, kv, pos_q,
-              pos_k, a, attention_scale(hs), accumulate ? 1 : 0);
-}
-inline void flash_attention_block_backward(DeviceContext& c, float* dqkv, float* dkv, const float* dout, const float* qkv,
-                                           const float* kv, const float* out, const float* lse, const int32_t* pos_q,
-                                           const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV,
-                                           int64_t hs) {
-  const BlockAttnShape a{B, Tq, Tk, H, KV, hs};
-  if (B * H * Tq <= 0 || Tk <= 0) return;
-  auto* D = static_cast<float*>(c.scratch(B * H * Tq * static_cast<int64_t>(sizeof(float))));
-  TERA_LAUNCH(c, flash_attention_block_backward_q_k, grid_x(blocks_for(B * H * Tq)), kThreads, 0, dqkv, D, dout, qkv, kv,
-              out, lse, pos_q, pos_k, a, attention_scale(hs));
-  TERA_LAUNCH(c, flash_attention_block_backward_kv_k, grid_x(blocks_for(B * KV * Tk)), kThreads, 0, dkv,
-              static_cast<const float*>(D), dout, qkv, kv, lse, pos_q, pos_k, a, attention_scale(hs));
-}
-
-inline void ce_max(DeviceContext& c, float* rowmax, const float* logits, int64_t N, int64_t valid, int64_t ld) {
-  if (N > 0) TERA_LAUNCH(c, ce_max_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, rowmax, logits, valid, ld);
-}
-inline void ce_exp_sum(DeviceContext& c, float* sums, float* target_logit, float* logits, const int32_t* targets, const float* rowmax,
-                       int64_t N, int64_t valid, int64_t ld, int64_t v0) {
-  if (N > 0) {
-    TERA_LAUNCH(c, ce_exp_sum_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, sums, target_logit, logits, targets,
-                rowmax, valid, ld, v0);
-  }
-}
-inline void ce_finalize(DeviceContext& c, float* losses, float* logits, const int32_t* targets, const float* rowmax, const float* sums,
-                        const float* target_logit, int64_t N, int64_t valid, int64_t ld, int64_t v0, float dloss) {
-  if (N > 0) {
-    TERA_LAUNCH(c, ce_finalize_k, grid_x(static_cast<unsigned>(N)), kCeThreads, 0, losses, logits, targets, rowmax, sums,
-                target_logit, valid, ld, v0, dloss);
-  }
-}
-// The fused loss: the three phases on one rank, their row statistics in scratch.
-inline void cross_entropy(DeviceContext& c, float* losses, float* logits, const int32_t* targets, int64_t N, int64_t V, int64_t Vp,
-                          float dloss) {
-  if (N <= 0) return;
-  auto* stats = static_cast<float*>(c.scratch(3 * N * static_cast<int64_t>(sizeof(float))));
-  ce_max(c, stats, logits, N, V, Vp);
-  ce_exp_sum(c, stats + N, stats + 2 * N, logits, targets, stats, N, V, Vp, 0);
-  ce_finalize(c, losses, logits, targets, stats, stats + N, stats + 2 * N, N, V, Vp, 0, dloss);
-}
-inline void softmax_row(DeviceContext& c, float* probs, const float* logits, int64_t V, float temperature) {
-  if (V > 0) TERA_LAUNCH(c, softmax_row_k, grid_x(1), kCeThreads, 0, probs, logits, V, temperature);
-}
-
-inline void embedding_lookup(DeviceContext& c, float* out, const int32_t* tokens, const float* wte_local, int64_t v0, int64_t v1,
-                             int64_t N, int64_t C) {
-  if (N * C > 0) TERA_LAUNCH(c, embedding_lookup_k, grid_x(blocks_for(N * C)), kThreads, 0, out, tokens, wte_local, v0, v1, N, C);
-}
-inline void embedding_lookup_backward(DeviceContext& c, float* dwte_local, const float* dout, const int32_t* tokens, int64_t v0,
-                                      int64_t v1, int64_t N, int64_t C) {
-  if (C > 0 && v1 > v0) {
-    const int64_t parts = std::min<int64_t>(kEmbeddingRowParts, v1 - v0);
-    TERA_LAUNCH(c, embedding_backward_k, grid_xy(static_cast<unsigned>((C + kThreads - 1) / kThreads),
-                                                 static_cast<unsigned>(parts)),
-                kThreads, 0, dwte_local, dout, tokens, v0, v1, N, C);
-  }
-}
-inline void position_add(DeviceContext& c, float* out, const float* wpe, int64_t n0, int64_t N, int64_t T, int64_t C) {
-  if (N * C > 0) TERA_LAUNCH(c, position_add_k, grid_x(blocks_for(N * C)), kThreads, 0, out, wpe, n0, N, T, C);
-}
-inline void position_add_backward(DeviceContext& c, float* dwpe, const float* dout, int64_t n0, int64_t N, int64_t T, int64_t C) {
-  if (T * C > 0) TERA_LAUNCH(c, position_add_backward_k, grid_x(blocks_for(T * C)), kThreads, 0, dwpe, dout, n0, N, T, C);
-}
-
-inline void tile_gemm_bf16(DeviceContext& c, float* C, const uint16_t* A, const uint16_t* B, int64_t M, int64_t N, int64_t K) {
-  if (M <= 0 || N <= 0) return;
-  TERA_LAUNCH(c, tile_gemm_bf16_k, grid_xy(static_cast<unsigned>(N / 16), static_cast<unsigned>(M / 16)), c.warp,
-              0, C, A, B, N, K);
-}
-
-// out (+)= reduction of x[0, n): partials from a fixed grid, then one block.
-inline void reduce_into(DeviceContext& c, double* out, const float* x, int64_t n, Reduce what, bool accumulate) {
-  const unsigned blocks = n <= 0 ? 1u
-                                 : static_cast<unsigned>(std::min<int64_t>((n + kReduceThreads - 1) / kReduceThreads,
-                                                                           kReduceMaxBlocks));
-  auto* part = static_cast<double*>(c.scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
-  TERA_LAUNCH(c, reduce_partials_k, grid_x(blocks), kReduceThreads, 0, part, x, n, static_cast<int>(what));
-  TERA_LAUNCH(c, reduce_finish_k, grid_x(1), kReduceThreads, 0, out, static_cast<const double*>(part),
-              static_cast<int>(blocks), accumulate ? 1 : 0);
-}
-
-inline void accumulate_sum(DeviceContext& c, double* acc, const float* x, int64_t n) { reduce_into(c, acc, x, n, Reduce::sum, true); }
-
-// out[g] = the reduction over group g's segments, added in segment order.
-inline void reduce_segments(DeviceContext& c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups, Reduce what) {
-  fill(c, out, DType::f64, 0.0, groups);
-  for (int64_t k = 0; k < nsegs; ++k) reduce_into(c, out + segs[k].group, segs[k].data, segs[k].n, what, true);
-}
-inline void sum_squares(DeviceContext& c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
-  reduce_segments(c, out, segs, nsegs, groups, Reduce::sum_squares);
-}
-inline void count_nonfinite(DeviceContext& c, double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups) {
-  reduce_segments(c, out, segs, nsegs, groups, Reduce::nonfinite);
-}
-
-// The per-call scalars, as kernels/cpu/elementwise.cpp computes them.
-// 1 - lr wd: the only per-tensor scalar of the update.
-inline float adamw_decay(const AdamWArgs& a, float wd) { return static_cast<float>(1.0 - static_cast<double>(a.lr) * wd); }
-
-inline AdamWScalars adamw_scalars(const AdamWArgs& a, float wd) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(a.beta1), static_cast<double>(a.step));
-  const double bc2 = 1.0 - std::pow(static_cast<double>(a.beta2), static_cast<double>(a.step));
-  AdamWScalars k{};
-  k.decay = adamw_decay(a, wd);
-  k.step_size = static_cast<float>(a.lr / bc1);
-  k.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  k.b1 = a.beta1;
-  k.b2 = a.beta2;
-  k.eps = a.eps;
-  k.gs = a.grad_scale;
-  k.omb1 = 1.0f - k.b1;
-  k.omb2 = 1.0f - k.b2;
-  return k;
-}
-
-// The segments in batches of up to kAdamWBatch tensors, one launch each
-// (adamw.cuh); the dry run adds every batch's count into nonfinite[0].
-inline void adamw(DeviceContext& c, const AdamWSegment* segs, int64_t nsegs, const AdamWArgs& a, double* nonfinite) {
-  if (nonfinite != nullptr) fill(c, nonfinite, DType::f64, 0.0, 1);
-  const AdamWScalars k = adamw_scalars(a, 0.0f);  // the per-tensor decay goes in the table
-  AdamWBatch batch{};
-  auto flush = [&] {
-    if (batch.count == 0) return;
-    if (nonfinite == nullptr) {
-      TERA_LAUNCH(c, adamw_multi_k, grid_x(blocks_for(batch.total)), kThreads, 0, batch, k, static_cast<double*>(nullptr));
-    } else {
-      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(batch.total), kReduceMaxBlocks));
-      auto* part = static_cast<double*>(c.scratch(kReduceMaxBlocks * static_cast<int64_t>(sizeof(double))));
-      TERA_LAUNCH(c, adamw_multi_k, grid_x(blocks), kThreads, 0, batch, k, part);
-      TERA_LAUNCH(c, reduce_finish_k, grid_x(1), kReduceThreads, 0, nonfinite, static_cast<const double*>(part),
-                  static_cast<int>(blocks), 1);
-    }
-    batch = AdamWBatch{};
-  };
-  for (int64_t s = 0; s < nsegs; ++s) {
-    const AdamWSegment& seg = segs[s];
-    if (seg.n <= 0) continue;
-    batch.t[batch.count] = AdamWTensor{seg.param, seg.grad, seg.m, seg.v, seg.param_bf16, batch.total,
-                                       adamw_decay(a, seg.weight_decay)};
-    batch.total += seg.n;
-    if (++batch.count == kAdamWBatch) flush();
-  }
-  flush();
 }
 
 // --- GEMMs on the dialect's kernels (gemm.cuh) -----------------------------
