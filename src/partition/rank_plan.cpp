@@ -8,17 +8,29 @@
 
 namespace tera {
 
+namespace {
+// Units with the same floats, data ranges and kind (repeat aside).
+bool same_shape(const UnitShape& a, const UnitShape& b) {
+  return a.floats == b.floats && a.data == b.data && a.dedicated == b.dedicated;
+}
+}  // namespace
+
 std::vector<UnitShape> fold_units(const std::vector<UnitShape>& units) {
   std::vector<UnitShape> out;
   for (const UnitShape& u : units) {
-    if (!out.empty() && out.back().floats == u.floats && out.back().data == u.data &&
-        out.back().dedicated == u.dedicated) {
+    if (!out.empty() && same_shape(out.back(), u)) {
       out.back().repeat += u.repeat;
     } else {
       out.push_back(u);
     }
   }
   return out;
+}
+
+Expected<StagePlan> stage_plan_of(const ParallelLayout& l, int64_t layers, int stage) {
+  auto per = layers_per_virtual_stage(layers, l.pp, l.vpp, l.stage_layers);
+  if (!per) return per.status();
+  return make_stage_plan(*per, l.pp, stage);
 }
 
 ActivationOptions activation_options(const ParallelLayout& l, const RankPrecision& precision) {
@@ -80,9 +92,9 @@ RankPlan RankPlanner::plan(const ParallelLayout& layout, const ParallelLayout::C
   r.layout = layout;
   r.coord = coord;
   r.micro_batches = micro_batches_per_step(layout, batch_.global_batch);
-  auto per = layers_per_virtual_stage(spec_.config().layers, layout.pp, layout.vpp, layout.stage_layers);
-  TERA_ASSERT(per.ok(), per.ok() ? std::string() : per.error());  // check_layout passed
-  r.stage = make_stage_plan(*per, layout.pp, coord.pp);
+  auto stage = stage_plan_of(layout, spec_.config().layers, coord.pp);
+  TERA_ASSERT(stage.ok(), stage.ok() ? std::string() : stage.error());  // check_layout passed
+  r.stage = *stage;
   // promised_in_flight: the tests hold it equal to the built schedule's max_in_flight.
   r.slots = promised_in_flight(layout.schedule, layout.pp, static_cast<int>(r.micro_batches), layout.vpp, coord.pp);
   r.act = activation_options(layout, precision_);
@@ -146,7 +158,7 @@ Status RankPlan::check_table(const ParamTable& table) const {
   }
   for (size_t i = 0; i < got.size(); ++i) {
     const UnitShape &a = got[i], &b = units[i];
-    if (a.floats != b.floats || a.data != b.data || a.dedicated != b.dedicated || a.repeat != b.repeat) {
+    if (!same_shape(a, b) || a.repeat != b.repeat) {
       return Status::error(fmt::format("the parameter table's unit kind {} ({} floats x {}) differs from the rank plan's "
                                        "({} floats x {})",
                                        i, a.floats, a.repeat, b.floats, b.repeat));

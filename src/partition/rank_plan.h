@@ -95,6 +95,11 @@ struct RankPlan {
   MemoryPlan memory_plan(const ModelSpec& spec) const;
 };
 
+// The stage plan of pipeline stage `stage` of layout l for a model of
+// `layers` layers (balanced, or l.stage_layers): what the plan of any rank
+// of that stage holds, also for addressing another stage's parameters.
+Expected<StagePlan> stage_plan_of(const ParallelLayout& l, int64_t layers, int stage);
+
 // How a rank of layout l keeps its activations at a precision.
 ActivationOptions activation_options(const ParallelLayout& l, const RankPrecision& precision);
 

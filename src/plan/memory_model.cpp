@@ -53,10 +53,6 @@ RankPrecision rank_precision(const Workload& w, const Cluster& cl) {
                        .dropout = cl.stack.dropout};
 }
 
-ActivationOptions activation_options(const ParallelLayout& l, const Workload& w, const Cluster& cl) {
-  return activation_options(l, rank_precision(w, cl));
-}
-
 MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int zero_rank) {
   const ParallelLayout::Coord coord{.tp = 0, .pp = stage, .dp = zero_rank / l.cp, .cp = zero_rank % l.cp};
   return planner_.plan(l, coord).bytes;

@@ -61,7 +61,6 @@ int64_t stage_params(const ModelSpec& spec, const ParallelLayout& l, int stage);
 // bf16 GEMM inputs over fp32 activations; all-16-bit stacks
 // (stack.activations_16bit): bf16 activations and weights.
 RankPrecision rank_precision(const Workload& w, const Cluster& cl);
-ActivationOptions activation_options(const ParallelLayout& l, const Workload& w, const Cluster& cl);
 
 // The memory of layouts of one workload on one cluster: the rank plans
 // (partition/rank_plan.h, whose planner remembers what layouts share: the

@@ -25,12 +25,10 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
               "process groups of layout " + layout_string(g_.layout) + " for a config of layout " + layout_string(p));
   // Everything this rank holds is its rank plan's; each part binds from it.
   rank_ = tera::rank_plan(cfg, g_.layout, g_.coord);
-  micro_batches_ = rank_.micro_batches;
   auto sched = rank_.schedule();
   TERA_ASSERT(sched.ok(), sched.error());  // validated with the config
   schedule_ = *sched;
   TERA_ASSERT(schedule_.max_in_flight(g_.coord.pp) == rank_.slots, "the schedule keeps another number in flight");
-  plan_ = rank_.stage;
   tp_ = std::make_unique<CommTensorParallel>(*g_.tp_dev, p.sequence_parallel);
   table_ = std::make_unique<ParamTable>(rank_.param_table(spec_));
   const Status units = rank_.check_table(*table_);
@@ -146,7 +144,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   zero_->grad_sum_squares(scalars() + StepScalars::grad_norm_parts, holds_tied_copy() ? table_->wte_unit() : -1);
   const std::vector<double> h = scalars_to_host(StepScalars::loss, 3);
   // The loss lives on the last stage, identical on its tp ranks: count tp rank 0's.
-  const double mine = plan_.has_head() && g_.coord.tp == 0 ? h[StepScalars::loss] : 0.0;
+  const double mine = rank_.stage.has_head() && g_.coord.tp == 0 ? h[StepScalars::loss] : 0.0;
   r.loss = g_.world->all_reduce_sum(mine) / static_cast<double>(G * T);
   // Global norm: under ZeRO >= 1 each dp rank holds a chunk (sum over dp);
   // split tensors' squares summed over the tensor-parallel group, replicated
@@ -217,7 +215,7 @@ std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& ba
     if (control.progress) control.progress(std::min(sequences, (r0 + n) * dp * mb));
   }
   const double sum = scalars_to_host(StepScalars::loss, 1)[0];
-  const double mine = plan_.has_head() && g_.coord.tp == 0 ? sum : 0.0;
+  const double mine = rank_.stage.has_head() && g_.coord.tp == 0 ? sum : 0.0;
   return g_.world->all_reduce_sum(mine);
 }
 
@@ -238,7 +236,7 @@ std::vector<std::pair<const ParamInfo*, std::vector<float>>> Engine::gather_glob
   const bool stage_root = g_.coord.tp == 0 && g_.coord.dp == 0;
   if (stage_root) {
     std::vector<ParamTable> tables;
-    for (int r = 0; r < p; ++r) tables.emplace_back(spec_, int64_t{g_.layout.dp} * ArenaLayout::kAlignFloats, p, r, plan_);
+    for (int r = 0; r < p; ++r) tables.emplace_back(spec_, rank_.unit_align(), p, r, rank_.stage);
     for (size_t k = 0; k < table_->entries().size(); ++k) {
       const ParamEntry& here = table_->entries()[k];
       std::vector<float> global(static_cast<size_t>(numel(here.info->shape)));
@@ -259,7 +257,7 @@ std::vector<std::pair<const ParamInfo*, std::vector<float>>> Engine::gather_glob
     return {};
   }
   for (int s = 1; s < g_.layout.pp; ++s) {
-    auto plan = stage_plan_for(cfg_, s);
+    auto plan = stage_plan_of(g_.layout, cfg_.model.layers, s);
     ParamTable other(spec_, 16, 1, 0, *plan);
     for (const ParamEntry& e : other.entries()) {
       std::vector<float> data(static_cast<size_t>(numel(e.info->shape)));

@@ -86,11 +86,11 @@ class Engine {
   void gather_state(float* params, float* m, float* v);
   void load_state(const float* params, const float* m, const float* v);
   const Groups& groups() const { return g_; }
-  const StagePlan& stage_plan() const { return plan_; }
+  const StagePlan& stage_plan() const { return rank_.stage; }
   // Whether this rank's stage holds the tied embedding only as the LM head's
   // copy (last stage of a pipeline): checkpoints and norms count stage 0's.
   bool holds_tied_copy() const {
-    return spec_.config().tied() && g_.layout.pp > 1 && plan_.has_head() && !plan_.has_embedding();
+    return spec_.config().tied() && g_.layout.pp > 1 && rank_.stage.has_head() && !rank_.stage.has_embedding();
   }
 
   const ModelSpec& spec() const { return spec_; }
@@ -114,7 +114,6 @@ class Engine {
   const ModelSpec spec_;  // the table points into its parameter list
   RankPlan rank_;  // what this rank holds (train/rank_plan.h); everything below binds from it
   Schedule schedule_;
-  StagePlan plan_;
   std::unique_ptr<CommTensorParallel> tp_;
   std::unique_ptr<ParamTable> table_;
   std::unique_ptr<RankMemory> memory_;  // before everything that points into it
@@ -122,7 +121,6 @@ class Engine {
   std::unique_ptr<AdamW> adam_;  // over zero_->update_ranges()
   std::unique_ptr<Gpt> model_;
   std::unique_ptr<PipelineExecutor> executor_;
-  int64_t micro_batches_ = 1;  // per data-parallel rank per step
   std::vector<int64_t> poison_steps_;  // EngineOptions::nonfinite_steps
   std::vector<std::string> nonfinite_groups();  // collective over the world
   std::vector<AdamW::Span> adam_spans();        // adam_'s segments in zero_'s shards

@@ -18,10 +18,4 @@ RankPlan rank_plan(const RunConfig& cfg, const ParallelLayout& layout, const Par
   return make_rank_plan(ModelSpec(cfg.model), layout, coord, rank_batch(cfg), rank_precision(cfg));
 }
 
-Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage) {
-  auto per = layers_per_virtual_stage(cfg.model.layers, cfg.parallel.pp, cfg.parallel.vpp, cfg.parallel.stage_layers);
-  if (!per) return per.status();
-  return make_stage_plan(*per, cfg.parallel.pp, stage);
-}
-
 }  // namespace tera

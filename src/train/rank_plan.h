@@ -4,10 +4,8 @@
 #pragma once
 
 #include "config/run_config.h"
-#include "core/status.h"
 #include "partition/parallel_layout.h"
 #include "partition/rank_plan.h"
-#include "partition/stage_plan.h"
 
 namespace tera {
 
@@ -19,9 +17,5 @@ RankPrecision rank_precision(const RunConfig& cfg);
 // The plan of rank `coord` of `layout` (dp derived) for cfg, which must be
 // valid for the layout (check_layout passed).
 RankPlan rank_plan(const RunConfig& cfg, const ParallelLayout& layout, const ParallelLayout::Coord& coord);
-
-// The stage plan of `stage` under cfg (balanced, or parallel.stage_layers):
-// the stage of any rank, e.g. to address another stage's parameters.
-Expected<StagePlan> stage_plan_for(const RunConfig& cfg, int stage);
 
 }  // namespace tera
