@@ -113,11 +113,15 @@ using SwigluBackwardBf16Fn = void (*)(BackendContext* c, float* dgate, float* du
 
 // Rotary position embeddings (Hugging Face Llama's rotate-half convention),
 // in place on the q and k heads of qkv[N,(H+2KV)*hs] (layout as the
-// attention's), row n at position n mod T, pair i turned by
-// rope_inv_freq(rope, i, hs) per position (core/rope_params.h: theta^(-2i/hs),
-// with Llama 3.1's scaling when rope.factor != 1). The backward rotates the q
-// and k gradients in dqkv back (in place).
-using RopeFn = void (*)(BackendContext* c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams rope);
+// attention's), pair i turned by rope_inv_freq(rope, i, hs) per position
+// (core/rope_params.h: theta^(-2i/hs), with Llama 3.1's scaling when
+// rope.factor != 1). Row n is at position n mod T, or at pos[n mod T] when
+// the position table pos[T] (int32, device; the same for every sequence) is
+// given: context parallelism's rank holds two non-contiguous chunks of each
+// sequence. A null pos is exactly the table pos[t] = t. The backward rotates
+// the q and k gradients in dqkv back (in place).
+using RopeFn = void (*)(BackendContext* c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams rope,
+                        const int32_t* pos);
 
 // GELU, tanh approximation: out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 using GeluForwardFn = void (*)(BackendContext* c, float* out, const float* x, int64_t n);

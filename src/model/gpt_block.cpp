@@ -15,7 +15,7 @@ void GptLayers::block_forward(const BlockActs& a, const BlockWeights& w, const f
   norm_forward(a.ln1, a.ln1_mean.f32(), a.ln1_rstd.f32(), x, w.ln1_g, w.ln1_b, Nt);
   float* qkv = fp32_output(a.qkv, ws_.dwide);
   linear_fwd(qkv, norm_output(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, d_.Ql, ws_.cast);
-  if (plan_.rotary) be_.rope_forward(qkv, N, T, d_.Hl, d_.KVl, d_.hs, rope_);
+  if (plan_.rotary) be_.rope_forward(qkv, N, T, d_.Hl, d_.KVl, d_.hs, rope_, nullptr);
   keep(a.qkv, qkv, N * d_.Ql);
   attention_forward(a, B, T);
   linear_fwd(partial_sum_buffer(a.res1.f32()), a.atty, w.proj_w, w.bf16(w.proj_w), nullptr, N, d_.Cl, C, ws_.cast);
@@ -42,7 +42,7 @@ void GptLayers::block_backward(const BlockActs& a, const BlockWeights& w, const 
              false, ws_.cast);
   attention_backward(a, B, T);
   // The rotary embedding is a rotation: its backward rotates d(q), d(k) back.
-  if (plan_.rotary) be_.rope_backward(ws_.dwide, N, T, d_.Hl, d_.KVl, d_.hs, rope_);
+  if (plan_.rotary) be_.rope_backward(ws_.dwide, N, T, d_.Hl, d_.KVl, d_.hs, rope_, nullptr);
   linear_bwd(ws_.dnarrow, g.qkv_w, g.qkv_b, ws_.dwide, norm_output(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), N, C, d_.Ql,
              false, ws_.cast);
   norm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(N), x, w.ln1_g, a.ln1_mean.f32(), a.ln1_rstd.f32(), Nt);

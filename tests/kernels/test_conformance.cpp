@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -122,6 +123,11 @@ void expect_within(const std::vector<float>& got, const std::vector<double>& ref
   }
 }
 std::vector<double> uniform_tol(size_t n, double t) { return std::vector<double>(n, t); }
+// |got - ref| <= rel * (1 + |ref|) for every element.
+void expect_near_rel(const std::vector<double>& got, const std::vector<double>& ref, double rel, const char* what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], rel * (1 + std::abs(ref[i]))) << what << " " << i;
+}
 
 // Every case runs once per backend (by name). gpu-emu runs the GPU kernels
 // (the kernel dialect) on the SIMT emulator at both warp widths, and at
@@ -345,21 +351,26 @@ double llama3_inv_freq_reference(double theta, int64_t i, int64_t hs, double fac
 }
 
 // Checks the rotary op for one RopeParams; inv_freq(i) is the reference
-// frequency of pair i.
+// frequency of pair i. Sequences of T rows; with a position table
+// (`positions`, T entries) row n is at positions[n mod T], else at n mod T
+// (the table is passed as null).
 template <typename InvFreq>
-void check_rope(const Backend& backend, const RopeParams& rope, InvFreq inv_freq, const char* what) {
+void check_rope(const Backend& backend, const RopeParams& rope, InvFreq inv_freq, const char* what, int64_t T = 7,
+                const std::vector<int32_t>& positions = {}) {
   // Hugging Face's rotate-half convention, checked against the definition on
   // odd shapes (grouped k/v heads, T = 7 of a run of 2 sequences); the map is
   // a rotation: backward(forward(x)) = x, norms of each (i, h + i) pair are
   // kept, the v heads are untouched, position 0 is the identity; its
   // gradient passes finite differences.
   Inputs in;
-  const int64_t B = 2, T = 7, H = 3, KV = 1, hs = 6, half = hs / 2, N = B * T, W = (H + 2 * KV) * hs;
+  const int64_t B = 2, H = 3, KV = 1, hs = 6, half = hs / 2, N = B * T, W = (H + 2 * KV) * hs;
+  const int32_t* table = positions.empty() ? nullptr : positions.data();  // host: the fp64 kernel's
+  ASSERT_TRUE(table == nullptr || static_cast<int64_t>(positions.size()) == T) << what;
   auto x = in.normal(N * W), R = in.normal(N * W);
   std::vector<double> y = x;
-  cpu::rope_forward<double>(y.data(), N, T, H, KV, hs, rope);
+  cpu::rope_forward<double>(y.data(), N, T, H, KV, hs, rope, table);
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t pos = n % T;
+    const int64_t pos = table != nullptr ? table[n % T] : n % T;
     for (int64_t h = 0; h < H + 2 * KV; ++h) {
       for (int64_t i = 0; i < half; ++i) {
         const double* xv = x.data() + n * W + h * hs;
@@ -379,22 +390,25 @@ void check_rope(const Backend& backend, const RopeParams& rope, InvFreq inv_freq
     }
   }
   std::vector<double> back = y;
-  cpu::rope_backward<double>(back.data(), N, T, H, KV, hs, rope);
+  cpu::rope_backward<double>(back.data(), N, T, H, KV, hs, rope, table);
   for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(back[i], x[i], 1e-13);
   // d(R . rope(x))/dx = rope_backward(R).
   std::vector<double> g = R;
-  cpu::rope_backward<double>(g.data(), N, T, H, KV, hs, rope);
+  cpu::rope_backward<double>(g.data(), N, T, H, KV, hs, rope, table);
   auto loss = [&] {
     std::vector<double> z = x;
-    cpu::rope_forward<double>(z.data(), N, T, H, KV, hs, rope);
+    cpu::rope_forward<double>(z.data(), N, T, H, KV, hs, rope, table);
     return dot(z, R);
   };
   fd_check(x, loss, g, (std::string(what) + " rope dx").c_str());
   // fp32: one product of |x| <= 4 with sin/cos rounded once (2 eps) per term.
   F32 xf(backend, x), gf(backend, R);
-  backend.rope_forward(xf.p, N, T, H, KV, hs, rope);
+  std::unique_ptr<I32> pos_dev;  // the backend's copy of the table
+  if (table != nullptr) pos_dev = std::make_unique<I32>(backend, positions);
+  const int32_t* pos_arg = pos_dev ? pos_dev->p : nullptr;
+  backend.rope_forward(xf.p, N, T, H, KV, hs, rope, pos_arg);
   expect_within(xf.host(), y, uniform_tol(y.size(), 4 * 4 * kEps32 * 2), (std::string(what) + " rope fwd fp32").c_str());
-  backend.rope_backward(gf.p, N, T, H, KV, hs, rope);
+  backend.rope_backward(gf.p, N, T, H, KV, hs, rope, pos_arg);
   expect_within(gf.host(), g, uniform_tol(g.size(), 4 * 4 * kEps32 * 2), (std::string(what) + " rope bwd fp32").c_str());
 }
 
@@ -403,6 +417,68 @@ TEST_P(Conformance, RotaryEmbeddings) {
   RopeParams plain;
   plain.theta = 10000;
   check_rope(be(), plain, [](int64_t i) { return std::pow(10000.0, -2.0 * static_cast<double>(i) / 6); }, "unscaled");
+}
+
+// With a position table: each rank's rows under context parallelism's
+// load-balanced split (ring_split.h; cp = 3, chunks of 3: rank 1 holds
+// positions 3 4 5 12 13 14), unscaled and with Llama 3.1's scaling, within
+// the bounds above. In fp64 a rank's rows equal the same rows of the whole
+// sequence rotated without a table.
+TEST_P(Conformance, RotaryEmbeddingsWithAPositionTable) {
+  NEED_OPS(KernelOp::rope_forward, KernelOp::rope_backward);
+  const testing::RingSplit sp{3, 3};
+  RopeParams plain, llama3;
+  llama3.factor = 8;
+  llama3.high_freq_factor = 16;
+  llama3.original_max_positions = 1024;
+  auto unscaled = [](int64_t i) { return std::pow(10000.0, -2.0 * static_cast<double>(i) / 6); };
+  auto scaled = [](int64_t i) { return llama3_inv_freq_reference(10000, i, 6, 8, 1, 16, 1024); };
+  for (int64_t r = 0; r < sp.cp; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    check_rope(be(), plain, unscaled, "table, unscaled", sp.local(), sp.positions(r));
+    check_rope(be(), llama3, scaled, "table, llama3", sp.local(), sp.positions(r));
+  }
+  Inputs in;
+  const int64_t B = 2, T = 2 * sp.cp * sp.Tc, H = 3, KV = 1, hs = 6, W = (H + 2 * KV) * hs;
+  const auto x = in.normal(static_cast<size_t>(B * T * W));
+  std::vector<double> whole = x;
+  cpu::rope_forward<double>(whole.data(), B * T, T, H, KV, hs, llama3, nullptr);
+  for (int64_t r = 0; r < sp.cp; ++r) {
+    std::vector<double> part = testing::ring_gather(x, sp, r, B, T, W, 0, W);
+    const std::vector<int32_t> pos = sp.positions(r);
+    cpu::rope_forward<double>(part.data(), B * sp.local(), sp.local(), H, KV, hs, llama3, pos.data());
+    expect_near_rel(part, testing::ring_gather(whole, sp, r, B, T, W, 0, W), 1e-13, "rank rows of the whole sequence");
+  }
+}
+
+// A null table is the identity table pos[t] = t, bit for bit, forward and
+// backward (so the model's calls without a table compute what they did
+// before tables existed).
+TEST_P(Conformance, RotaryEmbeddingsNullTableIsTheIdentityTable) {
+  NEED_OPS(KernelOp::rope_forward, KernelOp::rope_backward);
+  Inputs in;
+  const int64_t B = 3, T = 37, H = 4, KV = 2, hs = 64, N = B * T, W = (H + 2 * KV) * hs;
+  std::vector<int32_t> identity(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) identity[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+  const auto x = in.normal(static_cast<size_t>(N * W));
+  I32 table(be(), identity);
+  RopeParams llama3;
+  llama3.theta = 500000;
+  llama3.factor = 8;
+  llama3.original_max_positions = 16;
+  for (const RopeParams& rope : {RopeParams{}, llama3}) {
+    F32 fwd_null(be(), x), fwd_table(be(), x), bwd_null(be(), x), bwd_table(be(), x);
+    be().rope_forward(fwd_null.p, N, T, H, KV, hs, rope, nullptr);
+    be().rope_forward(fwd_table.p, N, T, H, KV, hs, rope, table.p);
+    be().rope_backward(bwd_null.p, N, T, H, KV, hs, rope, nullptr);
+    be().rope_backward(bwd_table.p, N, T, H, KV, hs, rope, table.p);
+    const auto a = fwd_null.host(), b = fwd_table.host(), c = bwd_null.host(), d = bwd_table.host();
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << "forward, element " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(c[i]), std::bit_cast<uint32_t>(d[i])) << "backward, element " << i;
+    }
+    ASSERT_NE(a, std::vector<float>(x.begin(), x.end()));  // it did rotate
+  }
 }
 
 TEST_P(Conformance, RotaryEmbeddingsLlama3Scaling) {
@@ -817,11 +893,6 @@ testing::RingResult full_attention_fp64(const std::vector<double>& qkv, const st
   cpu::flash_attention_backward<double>(ref.dqkv.data(), dout.data(), qkv.data(), ref.out.data(), ref.lse.data(), s.B,
                                         s.T, s.H, s.KV, s.hs);
   return ref;
-}
-
-void expect_near_rel(const std::vector<double>& got, const std::vector<double>& ref, double rel, const char* what) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], rel * (1 + std::abs(ref[i]))) << what << " " << i;
 }
 
 // The fp64 block kernels over the ring equal full attention up to rounding

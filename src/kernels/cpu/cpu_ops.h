@@ -44,9 +44,11 @@ void swiglu_backward_bf16(float* dgate, float* dup, const uint16_t* gate, const 
                           int64_t n);
 
 template <typename T>
-void rope_forward(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, RopeParams rope);
+void rope_forward(T* qkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, RopeParams rope,
+                   const int32_t* pos);
 template <typename T>
-void rope_backward(T* dqkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, RopeParams rope);
+void rope_backward(T* dqkv, int64_t N, int64_t T_, int64_t H, int64_t KV, int64_t hs, RopeParams rope,
+                   const int32_t* pos);
 
 template <typename T>
 void gelu_forward(T* out, const T* x, int64_t n);

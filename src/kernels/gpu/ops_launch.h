@@ -154,18 +154,21 @@ inline void swiglu_backward_bf16(DeviceContext& c, float* dgate, float* dup, con
   if (n > 0) TERA_LAUNCH(c, swiglu_backward_bf16_k, grid_x(blocks_for(n)), kThreads, 0, dgate, dup, gate, up, dout, n);
 }
 
-inline void rope(DeviceContext& c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p, double sign) {
+inline void rope(DeviceContext& c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p,
+                 const int32_t* pos, double sign) {
   const int64_t n = N * (H + KV) * (hs / 2);
   TERA_ASSERT(hs / 2 <= kRopeMaxPairs, "rope: a head size above 1024 has more pairs than rope_k's table (validate_model_config refuses it)");
   if (n > 0) {
-    TERA_LAUNCH(c, rope_k, grid_x(blocks_for(n)), kThreads, 0, qkv, N, T, H, KV, hs, p, sign);
+    TERA_LAUNCH(c, rope_k, grid_x(blocks_for(n)), kThreads, 0, qkv, N, T, H, KV, hs, p, pos, sign);
   }
 }
-inline void rope_forward(DeviceContext& c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p) {
-  rope(c, qkv, N, T, H, KV, hs, p, 1.0);
+inline void rope_forward(DeviceContext& c, float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p,
+                         const int32_t* pos) {
+  rope(c, qkv, N, T, H, KV, hs, p, pos, 1.0);
 }
-inline void rope_backward(DeviceContext& c, float* dqkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p) {
-  rope(c, dqkv, N, T, H, KV, hs, p, -1.0);
+inline void rope_backward(DeviceContext& c, float* dqkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p,
+                          const int32_t* pos) {
+  rope(c, dqkv, N, T, H, KV, hs, p, pos, -1.0);
 }
 
 // --- GEMMs on the dialect's kernels (gemm.cuh) -----------------------------

@@ -107,13 +107,14 @@ TERA_KERNEL swiglu_backward_bf16_k(float* dgate, float* dup, const uint16_t* gat
 constexpr int64_t kRopeMaxPairs = 512;  // head size <= 1024
 
 // Rotates the q and k heads of qkv[N, (H+2KV) hs] in place by the angles of
-// row n's position (n mod T) and rope_inv_freq (core/rope_params.h, shared with
-// the CPU kernel); sign -1 undoes it (the backward). One thread per (row,
-// q-or-k head, pair index i < hs/2). Each block first tabulates the hs/2
-// frequencies in shared memory (hs/2 <= kRopeMaxPairs), so the scaling's
-// branches and constants stay out of the loop (on gfx90a they would spill
-// scalar registers there).
-TERA_KERNEL rope_k(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p, double sign) {
+// row n's position (n mod T, or pos[n mod T] with a position table pos[T])
+// and rope_inv_freq (core/rope_params.h, shared with the CPU kernel); sign -1
+// undoes it (the backward). One thread per (row, q-or-k head, pair index
+// i < hs/2). Each block first tabulates the hs/2 frequencies in shared memory
+// (hs/2 <= kRopeMaxPairs), so the scaling's branches and constants stay out
+// of the loop (on gfx90a they would spill scalar registers there).
+TERA_KERNEL rope_k(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int64_t hs, RopeParams p, const int32_t* pos,
+                   double sign) {
   TERA_SHARED(double, inv_freq, kRopeMaxPairs);
   const int64_t half = hs / 2, heads = H + KV, width = (H + 2 * KV) * hs;
   for (int64_t i = thread_x(); i < half; i += block_dim_x()) inv_freq[i] = rope_inv_freq(p, i, hs);
@@ -121,7 +122,8 @@ TERA_KERNEL rope_k(float* qkv, int64_t N, int64_t T, int64_t H, int64_t KV, int6
   const int64_t total = N * heads * half;
   for (int64_t idx = grid_first(); idx < total; idx += grid_stride()) {
     const int64_t i = idx % half, h = (idx / half) % heads, n = idx / (half * heads);
-    const double a = static_cast<double>(n % T) * inv_freq[i];
+    const int64_t t = n % T;
+    const double a = static_cast<double>(pos != nullptr ? pos[t] : t) * inv_freq[i];
     const float c = static_cast<float>(cos(a)), s = static_cast<float>(sign * sin(a));
     float* x = qkv + n * width + h * hs;
     const float x1 = x[i], x2 = x[half + i];
