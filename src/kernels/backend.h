@@ -35,9 +35,8 @@ class BackendContext {
 // wrappers and names all come from it. need is `required` (production code
 // calls it; a backend must fill it), `bf16` (train.precision = "bf16" calls
 // it: a backend without one of them cannot train in bf16, missing_bf16_ops)
-// `cp` (context parallelism's ring attention calls it: a backend without
-// one of them cannot run cp > 1, missing_cp_ops; no runtime calls them yet)
-// or `optional` (benchmarks and conformance tests call it, or the model
+// `cp` (the runtime's ring attention calls it: a backend without one of
+// them cannot run cp > 1, missing_cp_ops) or `optional` (benchmarks and conformance tests call it, or the model
 // calls it as a fused form of required ops when the backend fills it; a
 // backend may leave it null).
 #define TERA_BACKEND_OPS(X)                                   \
@@ -79,6 +78,7 @@ class BackendContext {
   X(flash_attention_backward_bf16, FlashAttentionBackwardBf16Fn, bf16) \
   X(flash_attention_block_forward, FlashAttentionBlockForwardFn, cp) /* ring attention */ \
   X(flash_attention_block_backward, FlashAttentionBlockBackwardFn, cp) \
+  X(copy_columns, CopyColumnsFn, cp) /* ring attention's k,v pack and unpack */ \
   X(residual_forward, ResidualForwardFn, required)            \
   X(cross_entropy, CrossEntropyFn, optional) /* fused; training uses ce_* */ \
   X(softmax_row, SoftmaxRowFn, required)                      \

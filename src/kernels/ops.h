@@ -167,7 +167,7 @@ using FlashAttentionBackwardBf16Fn = void (*)(BackendContext* c, float* dqkv, co
                                               int64_t hs);
 
 // Flash attention of one block of keys (context parallelism's ring
-// attention: class cp of backend.h; not yet called by the runtime). The local
+// attention: class cp of backend.h). The local
 // queries come from qkv[B,Tq,(H+2KV)*hs] (its q part, as
 // flash_attention_forward reads it); the keys and values from a K/V block
 // kv[B,Tk,2*KV*hs]: per token its KV key heads then its KV value heads (the
@@ -195,6 +195,14 @@ using FlashAttentionBlockBackwardFn = void (*)(BackendContext* c, float* dqkv, f
                                                const float* kv, const float* out, const float* lse, const int32_t* pos_q,
                                                const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV,
                                                int64_t hs);
+// dst[r * ld_dst + c] = src[r * ld_src + c] for r < rows, c < cols (fp32;
+// dst and src do not overlap; ld_dst, ld_src >= cols): a block of columns,
+// copied exactly. Ring attention (class cp) packs the k,v columns of
+// qkv[B*T, (H+2KV)*hs] (src = qkv + H*hs, ld_src = (H+2KV)*hs) into the
+// contiguous kv[B*T, 2*KV*hs] it sends (ld_dst = 2*KV*hs), and unpacks dkv
+// into dqkv's k,v columns the same way round.
+using CopyColumnsFn = void (*)(BackendContext* c, float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows,
+                               int64_t cols);
 
 // out[n] = a[n] + b[n]   (out may alias a).
 using ResidualForwardFn = void (*)(BackendContext* c, float* out, const float* a, const float* b, int64_t n);

@@ -865,6 +865,46 @@ TEST_P(Conformance, FlashAttentionBf16MatchesFp64WithinTheDerivedBound) {
   }
 }
 
+// copy_columns, ring attention's pack and unpack: the k,v columns [C, C+Wk)
+// of qkv[N, W] into a contiguous kv[N, Wk] (src = qkv + C, ld_dst = cols),
+// dkv[N, Wk] back into dqkv's k,v columns (dst = dqkv + C, ld_dst > cols), a
+// strided block with both leading dimensions above cols and offsets on both
+// sides, and empty copies. A copy is exact: every element equals a host
+// loop's, bit for bit, and every element outside the copied block keeps
+// what it held.
+TEST_P(Conformance, CopyColumns) {
+  NEED_OPS(KernelOp::copy_columns);
+  Inputs in;
+  struct Case {
+    int64_t rows, cols, ld_src, c0, ld_dst, d0;  // dst + d0 <- src + c0
+    const char* what;
+  };
+  const int64_t H = 3, KV = 1, hs = 5, W = (H + 2 * KV) * hs, C = H * hs, Wk = 2 * KV * hs, N = 2 * 13;
+  const Case cases[] = {{N, Wk, W, C, Wk, 0, "pack k,v of qkv"},
+                        {N, Wk, Wk, 0, W, C, "unpack dkv into dqkv"},
+                        {37, 11, 29, 5, 17, 3, "strided"},
+                        {0, 4, 9, 1, 6, 0, "no rows"},
+                        {5, 0, 9, 1, 6, 0, "no columns"}};
+  for (const Case& k : cases) {
+    ASSERT_LE(k.c0 + k.cols, k.ld_src) << k.what;
+    ASSERT_LE(k.d0 + k.cols, k.ld_dst) << k.what;
+    const auto src = in.normal(static_cast<size_t>(k.rows * k.ld_src));
+    const auto dst0 = in.normal(static_cast<size_t>(k.rows * k.ld_dst));
+    std::vector<float> want(dst0.begin(), dst0.end());
+    for (int64_t r = 0; r < k.rows; ++r) {
+      for (int64_t c = 0; c < k.cols; ++c) {
+        want[static_cast<size_t>(r * k.ld_dst + k.d0 + c)] = static_cast<float>(src[static_cast<size_t>(r * k.ld_src + k.c0 + c)]);
+      }
+    }
+    F32 s_dev(be(), src), d_dev(be(), dst0);
+    be().copy_columns(d_dev.p + k.d0, k.ld_dst, s_dev.p + k.c0, k.ld_src, k.rows, k.cols);
+    const auto got = d_dev.host();
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << k.what << ", element " << i;
+    }
+  }
+}
+
 // Ring attention's block ops (context parallelism, ring_split.h): shapes
 // {B, T, H, KV, hs} from kAttentionShapes and these, each run for every cp
 // in {1, 2, 4} with T divisible by 2 cp: grouped heads everywhere; T = 16
@@ -1555,11 +1595,13 @@ TEST(BackendTable, IsComplete) {
 // Two instances are two devices: cpu, gpu-emu at warp 32 and gpu-emu at
 // warp 64 in one process, used in turn, each with its own stream, memory
 // and launch counts, give the cpu's results.
-// The ring attention ops are a class of their own (cp): every backend here
-// has them, and a table without one names it there, not among the required.
+// The ring attention ops (the block kernels and copy_columns) are a class of
+// their own (cp): every backend here has them, and a table without one names
+// it there, not among the required.
 TEST(BackendTable, CpOpsAreAClassOfTheirOwn) {
   EXPECT_EQ(kernel_op_need(KernelOp::flash_attention_block_forward), OpNeed::cp);
   EXPECT_EQ(kernel_op_need(KernelOp::flash_attention_block_backward), OpNeed::cp);
+  EXPECT_EQ(kernel_op_need(KernelOp::copy_columns), OpNeed::cp);
   for (const char* name : {"cpu", "cpu-guarded"}) EXPECT_EQ(missing_cp_ops(**make_backend(name)), "") << name;
   EXPECT_EQ(missing_cp_ops(*make_gpu_emu_backend({})), "");
   BackendOps ops = cpu_backend().ops();
@@ -1567,6 +1609,10 @@ TEST(BackendTable, CpOpsAreAClassOfTheirOwn) {
   const Backend partial = cpu_backend().with_ops("partial", ops, nullptr);
   EXPECT_EQ(missing_cp_ops(partial), "flash_attention_block_backward");
   EXPECT_EQ(missing_required_ops(partial), "");
+  ops.copy_columns = nullptr;
+  const Backend no_pack = cpu_backend().with_ops("partial", ops, nullptr);
+  EXPECT_EQ(missing_cp_ops(no_pack), "flash_attention_block_backward, copy_columns");
+  EXPECT_EQ(missing_required_ops(no_pack), "");
 }
 
 TEST(BackendTable, BackendsLiveSideBySide) {

@@ -56,6 +56,7 @@ BackendOps cpu_ops() {
       .flash_attention_backward_bf16 = stateless<cpu::flash_attention_backward_bf16>,
       .flash_attention_block_forward = stateless<cpu::flash_attention_block_forward<float>>,
       .flash_attention_block_backward = stateless<cpu::flash_attention_block_backward<float>>,
+      .copy_columns = stateless<cpu::copy_columns>,
       .residual_forward = stateless<cpu::residual_forward<float>>,
       .cross_entropy = stateless<cpu::cross_entropy<float>>,
       .softmax_row = stateless<cpu::softmax_row<float>>,

@@ -137,6 +137,7 @@ void* alloc(int64_t bytes);
 void release(void* p);
 void fill(void* dst, DType t, double value, int64_t n);
 void copy(void* dst, const void* src, int64_t bytes, CopyKind kind);
+void copy_columns(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols);
 void cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n);
 void accumulate_sum(double* acc, const float* x, int64_t n);
 void sum_squares_segments(double* out, const SegmentRef* segs, int64_t nsegs, int64_t groups);

@@ -70,6 +70,14 @@ void copy(void* dst, const void* src, int64_t bytes, CopyKind) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, static_cast<size_t>(bytes));
 }
 
+// dst[rows, ld_dst] <- src[rows, ld_src], the first cols of each row (ops.h).
+void copy_columns(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;
+  const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * ld_dst, src + r * ld_src, bytes);
+}
+
 void cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
   if (dst_t == DType::bf16 && src_t == DType::f32) {
     cast_to_bf16(static_cast<uint16_t*>(dst), static_cast<const float*>(src), n);

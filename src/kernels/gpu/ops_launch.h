@@ -11,8 +11,8 @@
 // GEMM on gpu-emu) is written here or in the family headers it includes:
 // ops_launch_attention.h (attention, flash, ring blocks) and
 // ops_launch_loss_optim.h (loss, embeddings, reductions, AdamW); this file
-// has the elementwise, norm, MLP and rotary ops, the dialect's own GEMMs,
-// and the table (set_dialect_ops).
+// has the elementwise (copy_columns among them), norm, MLP and rotary ops,
+// the dialect's own GEMMs, and the table (set_dialect_ops).
 #pragma once
 
 #include <cmath>
@@ -72,6 +72,13 @@ inline void residual_forward(DeviceContext& c, float* out, const float* a, const
 }
 inline void bias_residual(DeviceContext& c, float* out, const float* a, const float* bias, const float* residual, int64_t N, int64_t C) {
   if (N * C > 0) TERA_LAUNCH(c, bias_residual_k, grid_x(blocks_for(N * C)), kThreads, 0, out, a, bias, residual, N, C);
+}
+// grid: blocks_for(rows * cols), block: kThreads; one thread per element.
+inline void copy_columns(DeviceContext& c, float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows,
+                         int64_t cols) {
+  if (rows > 0 && cols > 0) {
+    TERA_LAUNCH(c, copy_columns_k, grid_x(blocks_for(rows * cols)), kThreads, 0, dst, ld_dst, src, ld_src, rows, cols);
+  }
 }
 
 // db[O] += the column sums of dy[N,O] (the linear layers' bias gradient):
@@ -287,6 +294,7 @@ inline void set_dialect_ops(BackendOps& b) {
   b.flash_attention_backward_bf16 = on_device<flash_attention_backward_bf16>;
   b.flash_attention_block_forward = on_device<flash_attention_block_forward>;
   b.flash_attention_block_backward = on_device<flash_attention_block_backward>;
+  b.copy_columns = on_device<copy_columns>;
   b.residual_forward = on_device<residual_forward>;
   b.cross_entropy = on_device<cross_entropy>;
   b.softmax_row = on_device<softmax_row>;

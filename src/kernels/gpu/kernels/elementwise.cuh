@@ -1,5 +1,6 @@
 // Elementwise kernels in the kernel dialect: GELU (tanh form) forward and
-// backward (fp32, and bf16 storage with fp32 arithmetic), residual add, bias + residual, fill and dtype casts. One thread
+// backward (fp32, and bf16 storage with fp32 arithmetic), residual add, bias + residual, the copy of a
+// block of columns, fill and dtype casts. One thread
 // per element over a grid-stride loop; the arithmetic is that of the CPU
 // kernels (kernels/cpu/gelu.cpp, elementwise.cpp, memory.cpp) in fp32.
 #pragma once
@@ -57,6 +58,16 @@ TERA_KERNEL gelu_split_bf16_k(uint16_t* act, uint16_t* pre, const float* y, int6
 
 TERA_KERNEL residual_forward_k(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = grid_first(); i < n; i += grid_stride()) out[i] = a[i] + b[i];
+}
+
+// dst[r * ld_dst + c] = src[r * ld_src + c] over rows x cols (ops.h
+// copy_columns): one thread per element of the block, row-major, so a
+// warp's threads read and write runs of consecutive columns.
+TERA_KERNEL copy_columns_k(float* dst, int64_t ld_dst, const float* src, int64_t ld_src, int64_t rows, int64_t cols) {
+  for (int64_t i = grid_first(); i < rows * cols; i += grid_stride()) {
+    const int64_t r = i / cols, c = i % cols;
+    dst[r * ld_dst + c] = src[r * ld_src + c];
+  }
 }
 
 // out[N,C] = a + bias[C] (if given) + residual[N,C] (if given); added in that order.
