@@ -36,9 +36,9 @@ class BackendContext {
 // calls it; a backend must fill it), `bf16` (train.precision = "bf16" calls
 // it: a backend without one of them cannot train in bf16, missing_bf16_ops)
 // `cp` (the runtime's ring attention calls it: a backend without one of
-// them cannot run cp > 1, missing_cp_ops) or `optional` (benchmarks and conformance tests call it, or the model
-// calls it as a fused form of required ops when the backend fills it; a
-// backend may leave it null).
+// them cannot run cp > 1, missing_cp_ops) or `optional` (benchmarks and
+// conformance tests call it, or the model calls it as a fused form of
+// required ops when the backend fills it; a backend may leave it null).
 #define TERA_BACKEND_OPS(X)                                   \
   /* memory and ordering: the backend owns tensor memory */    \
   X(alloc, AllocFn, required)                                 \

@@ -167,11 +167,11 @@ using FlashAttentionBackwardBf16Fn = void (*)(BackendContext* c, float* dqkv, co
                                               int64_t hs);
 
 // Flash attention of one block of keys (context parallelism's ring
-// attention: class cp of backend.h). The local
-// queries come from qkv[B,Tq,(H+2KV)*hs] (its q part, as
-// flash_attention_forward reads it); the keys and values from a K/V block
-// kv[B,Tk,2*KV*hs]: per token its KV key heads then its KV value heads (the
-// k,v part of a qkv row, so a rank copies its own slice in). pos_q[Tq] and
+// attention: class cp of backend.h). The local queries come from
+// qkv[B,Tq,(H+2KV)*hs] (its q part, as flash_attention_forward reads it);
+// the keys and values from a K/V block kv[B,Tk,2*KV*hs]: per token its KV
+// key heads then its KV value heads (the k,v part of a qkv row, so a rank
+// copies its own slice in: copy_columns). pos_q[Tq] and
 // pos_k[Tk] (int32, device) are global token positions, the same for every
 // batch row; query t sees key s iff pos_k[s] <= pos_q[t]. GQA and scale as
 // in flash_attention_forward; out[B,Tq,H*hs], lse[B,H,Tq] in its layouts.
