@@ -312,6 +312,12 @@ int run_train(const TrainArgs& args) {
                             "use train.precision = \"fp32\"", cfg->source, chosen->name));
     return kExitBadInput;
   }
+  if (cfg->parallel.cp > 1 && !missing_cp_ops(*chosen).empty()) {
+    print_error_once(fmt::format("{}: parallel.cp = {} needs the ring attention ops ({}), which the {} backend does not "
+                                 "have; use parallel.cp = 1 or another train.backend",
+                                 cfg->source, cfg->parallel.cp, missing_cp_ops(*chosen), chosen->name));
+    return kExitBadInput;
+  }
   // The GPU first, from the launcher's local rank, before MPI_Init.
   const LocalPlace place = launcher_local_place();
   if (const std::string why = bind_before_mpi(*chosen, place); !why.empty()) {

@@ -27,18 +27,21 @@ ProcessGroups::ProcessGroups(Communicator& world, const ParallelLayout& layout, 
 
 void ProcessGroups::make_host_groups(Communicator& world, const ParallelLayout& layout, int kv_replicas) {
   TERA_ASSERT(world.size() == layout.world(), "layout " + layout_string(layout) + " does not match the world size");
-  TERA_ASSERT(layout.cp == 1, "the runtime has no context parallelism (cp = 1)");
   g_.layout = layout;
   g_.rank = world.rank();
   g_.coord = layout.coord(g_.rank);
   g_.world = &world;
   const auto c = g_.coord;
-  tp_ = world.split(c.pp * layout.dp + c.dp, c.tp, "tp");
-  dp_ = world.split(c.pp * layout.tp + c.tp, c.dp, "dp");
-  pp_ = world.split(c.dp * layout.tp + c.tp, c.pp, "pp");
+  const int cp = layout.cp;
+  tp_ = world.split((c.pp * layout.dp + c.dp) * cp + c.cp, c.tp, "tp");
+  dp_ = world.split((c.pp * layout.tp + c.tp) * cp + c.cp, c.dp, "dp");
+  pp_ = world.split((c.dp * cp + c.cp) * layout.tp + c.tp, c.pp, "pp");
+  cp_ = world.split((c.pp * layout.dp + c.dp) * layout.tp + c.tp, c.cp, "cp");
+  if (cp > 1) zero_ = world.split(c.pp * layout.tp + c.tp, c.dp * cp + c.cp, "zero");
   const bool in_embedding = layout.pp > 1 && (c.pp == 0 || c.pp == layout.pp - 1);
   // Ranks outside the embedding group each get a singleton group they never use.
-  auto emb = world.split(in_embedding ? c.dp * layout.tp + c.tp : layout.world() + g_.rank, c.pp, "embedding");
+  auto emb = world.split(in_embedding ? (c.dp * cp + c.cp) * layout.tp + c.tp : layout.world() + g_.rank, c.pp,
+                         "embedding");
   if (in_embedding) embedding_ = std::move(emb);
   TERA_ASSERT(kv_replicas >= 1 && layout.tp % kv_replicas == 0, "kv_replicas must divide tp");
   kv_ = tp_->split(c.tp / kv_replicas, c.tp, "kv");
@@ -47,13 +50,17 @@ void ProcessGroups::make_host_groups(Communicator& world, const ParallelLayout& 
   g_.pp = pp_.get();
   g_.embedding = embedding_.get();
   g_.kv = kv_.get();
+  g_.cp = cp_.get();
+  g_.zero = zero_ != nullptr ? zero_.get() : dp_.get();
 }
 
 // Each group's device communicator, in one order on every rank (making one
 // is collective over its group).
 Status ProcessGroups::make_device_groups() {
   const std::pair<Communicator*, std::unique_ptr<Communicator>*> made[] = {
-      {g_.tp, &tp_dev_}, {g_.dp, &dp_dev_}, {g_.pp, &pp_dev_}, {g_.embedding, &embedding_dev_}, {g_.kv, &kv_dev_}};
+      {g_.tp, &tp_dev_}, {g_.dp, &dp_dev_},     {g_.pp, &pp_dev_},
+      {g_.embedding, &embedding_dev_}, {g_.kv, &kv_dev_}, {g_.cp, &cp_dev_},
+      {zero_.get(), &zero_dev_}};
   for (const auto& [host, own] : made) {
     if (host == nullptr) continue;
     auto dev = make_device_communicator(*host, device_);
@@ -66,12 +73,14 @@ Status ProcessGroups::make_device_groups() {
   g_.pp_dev = pick(g_.pp, pp_dev_);
   g_.embedding_dev = g_.embedding == nullptr ? nullptr : pick(g_.embedding, embedding_dev_);
   g_.kv_dev = pick(g_.kv, kv_dev_);
+  g_.cp_dev = pick(g_.cp, cp_dev_);
+  g_.zero_dev = zero_ != nullptr ? pick(g_.zero, zero_dev_) : g_.dp_dev;
   return ok_status();
 }
 
 std::string ProcessGroups::device_comm_description() const {
   // A device backend whose every group has one rank never crosses a rank.
-  const bool alone = g_.tp->size() == 1 && g_.dp->size() == 1 && g_.pp->size() == 1;
+  const bool alone = g_.tp->size() == 1 && g_.dp->size() == 1 && g_.pp->size() == 1 && g_.cp->size() == 1;
   if (alone && device_.kind != DeviceCommKind::host && device_.kind != DeviceCommKind::mapped) {
     return ::tera::device_comm_description(DeviceCommKind::local);
   }
@@ -81,14 +90,18 @@ std::string ProcessGroups::device_comm_description() const {
 int64_t ProcessGroups::device_comm_reserved_bytes() const {
   const int64_t each = ::tera::device_comm_reserved_bytes(device_.kind);
   int64_t groups = 0;
-  for (const Communicator* c : {g_.tp, g_.dp, g_.pp, g_.embedding, g_.kv}) groups += c != nullptr && c->size() > 1;
+  const Communicator* zero = zero_.get();  // null at cp = 1: the dp group serves
+  for (const Communicator* c : std::initializer_list<const Communicator*>{g_.tp, g_.dp, g_.pp, g_.embedding, g_.kv, g_.cp, zero}) {
+    groups += c != nullptr && c->size() > 1;
+  }
   if (g_.layout.pp > 1) groups += 2;  // the routes to the previous and the next stage (each a communicator of two)
+  if (g_.layout.cp > 1) groups += 2;  // the ring's routes to the next and from the previous cp rank
   return groups * each;
 }
 
 std::vector<Communicator*> ProcessGroups::owned() const {
-  return {tp_.get(),     dp_.get(),     pp_.get(),     embedding_.get(),     kv_.get(),
-          tp_dev_.get(), dp_dev_.get(), pp_dev_.get(), embedding_dev_.get(), kv_dev_.get()};
+  return {tp_.get(),     dp_.get(),     pp_.get(),     embedding_.get(),     kv_.get(),     cp_.get(),     zero_.get(),
+          tp_dev_.get(), dp_dev_.get(), pp_dev_.get(), embedding_dev_.get(), kv_dev_.get(), cp_dev_.get(), zero_dev_.get()};
 }
 
 CommStats ProcessGroups::stats() const {

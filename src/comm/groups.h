@@ -26,10 +26,17 @@ struct Groups {
   ParallelLayout::Coord coord;
   int rank = 0;                     // in the world
   Communicator* world = nullptr;
-  Communicator* tp = nullptr;       // same (pp, dp), tp ranks in order
-  Communicator* dp = nullptr;       // same (pp, tp)
-  Communicator* pp = nullptr;       // same (tp, dp), stages in order
-  Communicator* embedding = nullptr;  // first + last stage of this (tp, dp); null elsewhere or if pp == 1
+  Communicator* tp = nullptr;       // same (pp, dp, cp), tp ranks in order
+  Communicator* dp = nullptr;       // same (pp, tp, cp)
+  Communicator* pp = nullptr;       // same (tp, dp, cp), stages in order
+  Communicator* embedding = nullptr;  // first + last stage of this (tp, dp, cp); null elsewhere or if pp == 1
+  // Context parallelism: the cp ranks of one (pp, dp, tp), in cp order (the
+  // ring attention's ring; a group of one at cp = 1).
+  Communicator* cp = nullptr;
+  // Every rank holding the same parameters: same (pp, tp), ordered dp * cp +
+  // cp (the gradient reduction and ZeRO's shards; RankPlan::zero_group).
+  // The dp group itself at cp = 1.
+  Communicator* zero = nullptr;
   // The tp ranks holding the same key/value head when tp > kv_heads
   // (ModelSpec::kv_replicas), in tp order; a group of one otherwise.
   Communicator* kv = nullptr;
@@ -39,6 +46,8 @@ struct Groups {
   Communicator* pp_dev = nullptr;
   Communicator* embedding_dev = nullptr;
   Communicator* kv_dev = nullptr;
+  Communicator* cp_dev = nullptr;
+  Communicator* zero_dev = nullptr;
 };
 
 // What the device communicators are made for: the backend's memory and
@@ -82,8 +91,9 @@ class ProcessGroups {
   std::vector<Communicator*> owned() const;  // every group made here, host and device
   Groups g_;
   DeviceCommContext device_;
-  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_, kv_;
-  std::unique_ptr<Communicator> tp_dev_, dp_dev_, pp_dev_, embedding_dev_, kv_dev_;  // null where the host one serves
+  std::unique_ptr<Communicator> tp_, dp_, pp_, embedding_, kv_, cp_, zero_;  // zero_: null at cp = 1 (dp serves)
+  // Null where the host one serves.
+  std::unique_ptr<Communicator> tp_dev_, dp_dev_, pp_dev_, embedding_dev_, kv_dev_, cp_dev_, zero_dev_;
 };
 
 }  // namespace tera

@@ -106,6 +106,10 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
   // The layout against the model and the batch; the world size is checked
   // when the run starts (train/trainer.cpp), by the same function.
   if (Status s = check_layout(c.parallel, c.model, t.global_batch, /*world=*/0); !s) return err(s.message());
+  if (c.parallel.cp > 1 && c.model.attention != AttentionKind::flash) {
+    return err(fmt::format("parallel.cp = {} runs ring attention over the flash kernels, and model.attention is "
+                           "\"naive\"; set model.attention = \"flash\" or parallel.cp = 1", c.parallel.cp));
+  }
   if (!(t.comm_timeout_s > 0)) {
     return err(fmt::format("train.comm_timeout_s = {} must be positive (seconds a communication may wait before the "
                            "job is ended as hung)", t.comm_timeout_s));

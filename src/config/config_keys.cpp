@@ -158,6 +158,7 @@ std::vector<Field> schema() {
       {"parallel.tp", Kind::integer, i32("parallel.tp", [](R c) -> int& { return c.parallel.tp; })},
       {"parallel.pp", Kind::integer, i32("parallel.pp", [](R c) -> int& { return c.parallel.pp; })},
       {"parallel.dp", Kind::integer, i32("parallel.dp", [](R c) -> int& { return c.parallel.dp; })},
+      {"parallel.cp", Kind::integer, i32("parallel.cp", [](R c) -> int& { return c.parallel.cp; })},
       {"parallel.sequence_parallel", Kind::boolean,
        [](R c, const toml::node& n) { c.parallel.sequence_parallel = n.value<bool>().value(); }},
       {"parallel.schedule", Kind::string,

@@ -56,7 +56,7 @@ struct DataConfig {
 // The run's layout (partition/parallel_layout.h) as the config sets it: the
 // [parallel] keys, and train.micro_batch and train.recompute (which the
 // config file keeps under [train]); dp = 0 (the default) is derived from the
-// world size. The runtime runs cp = 1 and recompute none or full.
+// world size. The runtime recomputes none or full blocks.
 inline ParallelLayout default_run_layout() {
   ParallelLayout l;
   l.dp = 0;

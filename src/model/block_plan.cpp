@@ -14,6 +14,8 @@ const char* attention_path_name(AttentionPath a) {
     case AttentionPath::naive: return "naive";
     case AttentionPath::flash_f32: return "flash_f32";
     case AttentionPath::flash_bf16: return "flash_bf16";
+    case AttentionPath::ring_f32: return "ring_f32";
+    case AttentionPath::ring_bf16: return "ring_bf16";
   }
   return "?";
 }
@@ -27,7 +29,7 @@ const char* mlp_path_name(MlpPath m) {
   return "?";
 }
 
-BlockPlan make_block_plan(const ModelConfig& cfg, DType gemm, const Backend& backend) {
+BlockPlan make_block_plan(const ModelConfig& cfg, DType gemm, const Backend& backend, int64_t cp) {
   TERA_ASSERT(gemm == DType::f32 || gemm == DType::bf16, "the linear layers take fp32 or bf16 inputs");
   TERA_ASSERT(gemm != DType::bf16 || missing_bf16_ops(backend).empty(),
               std::string(backend.name) + " lacks the bf16 ops " + missing_bf16_ops(backend));
@@ -38,6 +40,12 @@ BlockPlan make_block_plan(const ModelConfig& cfg, DType gemm, const Backend& bac
   p.rotary = cfg.arch == Arch::llama;
   p.learned_positions = cfg.arch == Arch::gpt2;
   p.attention = !flash ? AttentionPath::naive : bf16 ? AttentionPath::flash_bf16 : AttentionPath::flash_f32;
+  if (cp > 1) {
+    TERA_ASSERT(flash, "context parallelism's ring attention runs the flash kernels (model.attention = \"flash\")");
+    TERA_ASSERT(missing_cp_ops(backend).empty(),
+                std::string(backend.name) + " lacks the context-parallel ops " + missing_cp_ops(backend));
+    p.attention = bf16 ? AttentionPath::ring_bf16 : AttentionPath::ring_f32;
+  }
   if (cfg.mlp == MlpKind::gated) {
     p.mlp = MlpPath::swiglu;
   } else {

@@ -25,6 +25,10 @@ enum class AttentionPath {
   naive,       // keeps the T x T probabilities; qkv and atty fp32 in either precision
   flash_f32,   // keeps the row log-sum-exp
   flash_bf16,  // bf16 GEMMs: the flash kernels' products take the bf16 qkv and atty they keep
+  // Context parallelism (cp > 1): the ring of flash block kernels over the cp
+  // group (model/ring_attention.h), fp32 kernels; keeps the row log-sum-exp.
+  ring_f32,
+  ring_bf16,   // bf16 GEMMs: qkv and atty kept in bf16, widened to fp32 for the ring kernels
 };
 
 enum class MlpPath {
@@ -34,7 +38,7 @@ enum class MlpPath {
 };
 
 const char* norm_kind_name(NormKind k);           // "layernorm", "rmsnorm"
-const char* attention_path_name(AttentionPath a);  // "naive", "flash_f32", "flash_bf16"
+const char* attention_path_name(AttentionPath a);  // "naive", "flash_f32", "flash_bf16", "ring_f32", "ring_bf16"
 const char* mlp_path_name(MlpPath m);              // "gelu", "gelu_fused", "swiglu"
 
 struct BlockPlan {
@@ -51,10 +55,12 @@ struct BlockPlan {
 };
 
 // The plan of a block of `cfg` with the linear layers' inputs in `gemm`
-// (f32 or bf16) on `backend`. The MLP is fused exactly when bf16 GEMMs run a
-// GELU MLP on a backend that has linear_gelu_forward_bf16 and
-// linear_backward_gelu_bf16.
-BlockPlan make_block_plan(const ModelConfig& cfg, DType gemm, const Backend& backend);
+// (f32 or bf16) on `backend`, its sequences split over cp context-parallel
+// ranks. The MLP is fused exactly when bf16 GEMMs run a GELU MLP on a
+// backend that has linear_gelu_forward_bf16 and linear_backward_gelu_bf16.
+// cp > 1 needs flash attention and the backend's cp ops (the config check
+// refuses the rest).
+BlockPlan make_block_plan(const ModelConfig& cfg, DType gemm, const Backend& backend, int64_t cp = 1);
 
 // The dtype `plan` keeps the activation `name` (ModelSpec::block_activations) in.
 DType planned_dtype(const BlockPlan& plan, std::string_view name);

@@ -51,6 +51,8 @@
 #include "model/gpt_layers.h"
 #include "model/model_spec.h"
 #include "model/param_memory.h"
+#include "model/context_parallel.h"
+#include "model/ring_attention.h"
 #include "model/rank_memory.h"
 #include "partition/memory_plan.h"
 #include "partition/memory_report.h"
@@ -74,9 +76,12 @@ class Gpt {
   // gradients live in `memory`, laid out by `table` (the plan's
   // param_table); activations and workspace are the activations and
   // workspace classes of `rank_memory`, allocated from the plan's
-  // memory_plan. `tp` is this rank's group. All outlive the model.
+  // memory_plan. `tp` is this rank's tensor-parallel group and `cp` its
+  // context-parallel one (plan.layout.cp ranks: each sequence's tokens are
+  // split over them, partition/context_split.h, and the attention is a ring,
+  // model/ring_attention.h). All outlive the model.
   Gpt(const ModelSpec& spec, const Backend& backend, const ParamTable& table, ParamMemory& memory, TensorParallel& tp,
-      const RankPlan& plan, RankMemory& rank_memory);
+      ContextParallel& cp, const RankPlan& plan, RankMemory& rank_memory);
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
   ~Gpt();
@@ -111,6 +116,9 @@ class Gpt {
   // forward to its backward; the caller assigns them (parallel/pipeline.h).
   int chunks() const { return static_cast<int>(plan().chunks.size()); }
   int slots() const { return static_cast<int>(slots_.size()); }
+  // The tokens of each sequence this rank holds: seq_len, or seq_len / cp
+  // under context parallelism (the T of forward and backward).
+  int64_t local_seq_len() const { return seq_len_; }
   // Forward of one micro-batch through chunk c into slot k. A chunk with the
   // embedding reads tokens [B,T]; any other reads input(c, k). A chunk with
   // the head reads targets [B,T], adds the sum of the B*T per-token losses
@@ -204,6 +212,7 @@ class Gpt {
   ModelSpec spec_;
   const Backend& be_;
   int64_t max_batch_;
+  int64_t seq_len_;                                // local_seq_len()
   std::unique_ptr<ParamTable> own_table_;
   std::unique_ptr<RankMemory> own_rank_memory_;
   std::unique_ptr<LocalParamMemory> own_memory_;
@@ -214,6 +223,8 @@ class Gpt {
   RankMemory& rank_memory_;
   ActivationOptions opts_;
   BlockPlan block_plan_;                           // chosen once, before binding
+  ContextParallel* cp_ = nullptr;                  // the context-parallel group (a pipeline stage's model)
+  std::unique_ptr<RingAttention> ring_;            // its attention when cp > 1 (the block plan's ring_*)
   std::unique_ptr<GptLayers> layers_;              // the math, over the bound workspace
   double* step_scalars_ = nullptr;                 // [step_scalar_count_] f64, device
   int64_t step_scalar_count_ = 0;

@@ -15,7 +15,7 @@ void GptLayers::block_forward(const BlockActs& a, const BlockWeights& w, const f
   norm_forward(a.ln1, a.ln1_mean.f32(), a.ln1_rstd.f32(), x, w.ln1_g, w.ln1_b, Nt);
   float* qkv = fp32_output(a.qkv, ws_.dwide);
   linear_fwd(qkv, norm_output(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), w.qkv_b, N, C, d_.Ql, ws_.cast);
-  if (plan_.rotary) be_.rope_forward(qkv, N, T, d_.Hl, d_.KVl, d_.hs, rope_, nullptr);
+  if (plan_.rotary) be_.rope_forward(qkv, N, T, d_.Hl, d_.KVl, d_.hs, rope_, rope_positions());
   keep(a.qkv, qkv, N * d_.Ql);
   attention_forward(a, B, T);
   linear_fwd(partial_sum_buffer(a.res1.f32()), a.atty, w.proj_w, w.bf16(w.proj_w), nullptr, N, d_.Cl, C, ws_.cast);
@@ -42,7 +42,7 @@ void GptLayers::block_backward(const BlockActs& a, const BlockWeights& w, const 
              false, ws_.cast);
   attention_backward(a, B, T);
   // The rotary embedding is a rotation: its backward rotates d(q), d(k) back.
-  if (plan_.rotary) be_.rope_backward(ws_.dwide, N, T, d_.Hl, d_.KVl, d_.hs, rope_, nullptr);
+  if (plan_.rotary) be_.rope_backward(ws_.dwide, N, T, d_.Hl, d_.KVl, d_.hs, rope_, rope_positions());
   linear_bwd(ws_.dnarrow, g.qkv_w, g.qkv_b, ws_.dwide, norm_output(a.ln1, N), w.qkv_w, w.bf16(w.qkv_w), N, C, d_.Ql,
              false, ws_.cast);
   norm_backward(dres, g.ln1_g, g.ln1_b, reduce_input_grad(N), x, w.ln1_g, a.ln1_mean.f32(), a.ln1_rstd.f32(), Nt);
@@ -64,6 +64,18 @@ void GptLayers::attention_forward(const BlockActs& a, int64_t B, int64_t T) {
       keep(a.atty, atty, B * T * d_.Cl);
       break;
     }
+    case AttentionPath::ring_f32:
+      ring_->forward(a.atty.f32(), a.lse.f32(), a.qkv.f32(), B, T);
+      break;
+    case AttentionPath::ring_bf16: {
+      // The ring's kernels are fp32: the kept (rounded) qkv widened into
+      // dwide, free again after keep; atty staged in fp32 as flash_bf16's.
+      const int64_t N = B * T;
+      be_.cast(ws_.dwide, DType::f32, a.qkv.bf16(), DType::bf16, N * d_.Ql);
+      ring_->forward(ws_.dnarrow, a.lse.f32(), ws_.dwide, B, T);
+      keep(a.atty, ws_.dnarrow, N * d_.Cl);
+      break;
+    }
   }
 }
 
@@ -81,6 +93,16 @@ void GptLayers::attention_backward(const BlockActs& a, int64_t B, int64_t T) {
       be_.flash_attention_backward_bf16(ws_.dwide, ws_.dnarrow, a.qkv.bf16(), a.atty.bf16(), a.lse.f32(), B, T, Hl,
                                         KVl, hs);
       break;
+    case AttentionPath::ring_f32:
+      ring_->backward(ws_.dwide, ws_.dnarrow, a.qkv.f32(), a.atty.f32(), a.lse.f32(), B, T);
+      break;
+    case AttentionPath::ring_bf16: {
+      const int64_t N = B * T;
+      be_.cast(ws_.ring_qkv_f32, DType::f32, a.qkv.bf16(), DType::bf16, N * d_.Ql);
+      be_.cast(ws_.ring_out_f32, DType::f32, a.atty.bf16(), DType::bf16, N * d_.Cl);
+      ring_->backward(ws_.dwide, ws_.dnarrow, ws_.ring_qkv_f32, ws_.ring_out_f32, a.lse.f32(), B, T);
+      break;
+    }
   }
 }
 

@@ -41,17 +41,20 @@ Workspace bind_workspace(const DeviceArena& arena) {
   ws.full = arena.get<float>("full");
   ws.cast = {arena.get<uint16_t>("gemm_cast_x"), arena.get<uint16_t>("gemm_cast_dy")};
   ws.cast_head = {arena.get<uint16_t>("gemm_cast_head_x"), arena.get<uint16_t>("gemm_cast_head_dy")};
+  ws.ring_qkv_f32 = arena.get<float>("ring_qkv_f32");
+  ws.ring_out_f32 = arena.get<float>("ring_out_f32");
   return ws;
 }
 
 GptLayers::GptLayers(const ModelConfig& cfg, const Backend& be, TensorParallel& tp, const BlockPlan& plan,
-                     const LocalDims& dims, const Workspace& ws, double* loss_sum)
+                     const LocalDims& dims, const Workspace& ws, double* loss_sum, RingAttention* ring_attention)
     : be_(be),
       tp_(tp),
       plan_(plan),
       d_(dims),
       ws_(ws),
       loss_sum_(loss_sum),
+      ring_(ring_attention),
       sp_(tp.sequence_parallel()),
       eps_(static_cast<float>(cfg.norm_eps)),
       rope_(cfg.rope()) {
@@ -61,6 +64,9 @@ GptLayers::GptLayers(const ModelConfig& cfg, const Backend& be, TensorParallel& 
   TERA_ASSERT(plan_.gemm != DType::bf16 || (ws_.cast.x != nullptr && ws_.cast.dy != nullptr),
               "the workspace plan lacks the bf16 GEMM cast buffers");
   TERA_ASSERT(loss_sum_ != nullptr);
+  TERA_ASSERT(ring() == (ring_ != nullptr), "ring attention is the block plan's choice, and needs its ring");
+  TERA_ASSERT(plan_.attention != AttentionPath::ring_bf16 || (ws_.ring_qkv_f32 != nullptr && ws_.ring_out_f32 != nullptr),
+              "the workspace plan lacks the ring's fp32 staging (cp with bf16 GEMMs)");
 }
 
 void GptLayers::norm_forward(TypedView out, float* mean, float* rstd, const float* x, const float* g, const float* b,
@@ -162,20 +168,58 @@ const float* GptLayers::reduce_input_grad(int64_t N) {
 }
 
 void GptLayers::embed_forward(const IoWeights& w, float* x, const int32_t* tokens, int64_t B, int64_t T) {
-  const int64_t C = d_.C, N = B * T, Nt = rows(N);
+  const int64_t C = d_.C, N = B * T;
   be_.embedding_lookup(partial_sum_buffer(x), tokens, w.wte, d_.v0, d_.v0 + d_.Vl, N, C);
   reduce_partial_sum(x, N);
   if (plan_.learned_positions) {  // GPT-2
     TERA_ASSERT(w.wpe != nullptr, "a GPT-2 embedding without its learned positions (wpe.weight)");
-    be_.position_add(x, w.wpe, first_token(N), Nt, T, C);
+    positions_forward(x, w.wpe, N, T);
   }
+}
+
+// Under context parallelism the local tokens are runs of consecutive
+// positions (partition/context_split.h): each run's rows of this rank (its
+// sequence-parallel shard) take the run's slice of wpe.
+void GptLayers::positions_forward(float* x, const float* wpe, int64_t N, int64_t T) {
+  const int64_t C = d_.C, Nt = rows(N), n0 = first_token(N);
+  if (!ring()) {
+    be_.position_add(x, wpe, n0, Nt, T, C);
+    return;
+  }
+  for (const auto& [row, position, length] : ring_rows(N, T)) {
+    be_.position_add(x + (row - n0) * C, wpe + position * C, 0, length, length, C);
+  }
+}
+
+void GptLayers::positions_backward(float* dwpe, const float* dres, int64_t N, int64_t T) {
+  const int64_t C = d_.C, Nt = rows(N), n0 = first_token(N);
+  if (!ring()) {
+    be_.position_add_backward(dwpe, dres, n0, Nt, T, C);
+    return;
+  }
+  for (const auto& [row, position, length] : ring_rows(N, T)) {
+    be_.position_add_backward(dwpe + position * C, dres + (row - n0) * C, 0, length, length, C);
+  }
+}
+
+std::vector<GptLayers::PositionRun> GptLayers::ring_rows(int64_t N, int64_t T) const {
+  const int64_t n0 = first_token(N), n1 = n0 + rows(N);
+  std::vector<PositionRun> out;
+  for (int64_t b = 0; b < N / T; ++b) {
+    for (const ContextSplit::Run& r : ring_->split().runs()) {
+      const int64_t first = b * T + r.local_begin;
+      const int64_t lo = std::max(first, n0), hi = std::min(first + r.length, n1);
+      if (lo < hi) out.push_back({lo, r.position + (lo - first), hi - lo});
+    }
+  }
+  return out;
 }
 
 void GptLayers::embed_backward(const IoWeights& g, const float* dres, const int32_t* tokens, int64_t B, int64_t T) {
   const int64_t C = d_.C, N = B * T, Nt = rows(N);
   if (plan_.learned_positions) {
     TERA_ASSERT(g.wpe != nullptr, "a GPT-2 embedding without the gradient of its learned positions");
-    be_.position_add_backward(g.wpe, dres, first_token(N), Nt, T, C);
+    positions_backward(g.wpe, dres, N, T);
   }
   const float* dfull = dres;
   if (sp_) {

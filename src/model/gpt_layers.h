@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/backend.h"
@@ -16,6 +17,7 @@
 #include "model/block_plan.h"
 #include "model/block_tensors.h"
 #include "model/model_spec.h"
+#include "model/ring_attention.h"
 #include "model/tensor_parallel.h"
 
 namespace tera {
@@ -69,6 +71,8 @@ struct Workspace {
   float* full = nullptr;       // [N, C]   sp: gathered norm outputs, partial sums, full-token gradients
   GemmCast cast;               // bf16 GEMMs: the block's linear layers (dy up to the widest)
   GemmCast cast_head;          // bf16 GEMMs: the LM head (dy [N, Vl])
+  float* ring_qkv_f32 = nullptr;  // [N, Ql]  cp with bf16 GEMMs: the kept qkv widened for the ring's backward
+  float* ring_out_f32 = nullptr;  // [N, Cl]  the same for atty
   CeStats ce(int64_t N) const { return {ce_stats, ce_stats + N, ce_stats + 2 * N}; }
 };
 // The named views of a workspace arena laid out from ModelSpec::workspace.
@@ -88,8 +92,11 @@ struct IoWeights {
 class GptLayers {
  public:
   // `loss_sum`: the device f64 the head adds each micro-batch's losses to.
+  // `ring`: the context-parallel attention, exactly when the plan's
+  // attention is ring_* (null otherwise); it also gives the local tokens'
+  // positions (GPT-2's learned ones, the rotary angle).
   GptLayers(const ModelConfig& cfg, const Backend& be, TensorParallel& tp, const BlockPlan& plan,
-            const LocalDims& dims, const Workspace& ws, double* loss_sum);
+            const LocalDims& dims, const Workspace& ws, double* loss_sum, RingAttention* ring = nullptr);
 
   const BlockPlan& plan() const { return plan_; }
   const LocalDims& dims() const { return d_; }
@@ -119,6 +126,20 @@ class GptLayers {
  private:
   void attention_forward(const BlockActs& a, int64_t B, int64_t T);
   void attention_backward(const BlockActs& a, int64_t B, int64_t T);
+  bool ring() const { return plan_.attention == AttentionPath::ring_f32 || plan_.attention == AttentionPath::ring_bf16; }
+  // The positions of the local tokens for the rotary kernels: null (row n
+  // at n mod T) unless the sequence is split over a ring.
+  const int32_t* rope_positions() const { return ring() ? ring_->positions() : nullptr; }
+  // GPT-2's learned positions added to (or their gradient taken from) this
+  // rank's rows of the N = B*T local tokens.
+  void positions_forward(float* x, const float* wpe, int64_t N, int64_t T);
+  void positions_backward(float* dwpe, const float* dres, int64_t N, int64_t T);
+  // Under a ring, this rank's rows of the local tokens as runs of
+  // consecutive positions: rows [row, row + length) at [position, ...).
+  struct PositionRun {
+    int64_t row, position, length;
+  };
+  std::vector<PositionRun> ring_rows(int64_t N, int64_t T) const;
   void mlp_forward(const BlockActs& a, const BlockWeights& w, ConstTypedView ln2, int64_t N);
   // d(out) over all N tokens -> d(ln2) (partial over the group) in ws.dnarrow.
   void mlp_backward(const BlockActs& a, const BlockWeights& w, const BlockWeights& g, const float* dout, int64_t N);
@@ -174,6 +195,7 @@ class GptLayers {
   LocalDims d_;
   Workspace ws_;
   double* loss_sum_;
+  RingAttention* ring_;
   bool sp_;
   float eps_;  // RMSNorm's (LayerNorm's is the kernel's own 1e-5)
   RopeParams rope_;

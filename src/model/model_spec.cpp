@@ -408,6 +408,20 @@ std::vector<BufferInfo> ModelSpec::workspace(int64_t B, int64_t T, const Activat
     t.push_back({"gemm_cast_head_x", {B, T, C}, DType::bf16, true});
     t.push_back({"gemm_cast_head_dy", {B, T, Vl}, DType::bf16, true});
   }
+  if (o.cp > 1) {
+    // Ring attention (model/ring_attention.h): the K/V block being used and
+    // the one arriving, the same for their gradients in backward, and the
+    // positions of every cp rank's local tokens.
+    const int64_t kvw = 2 * kv_heads_local(tp) * cfg_.head_size();
+    t.push_back({"ring_kv", {2, B, T, kvw}, d});
+    t.push_back({"ring_dkv", {2, B, T, kvw}, d});
+    t.push_back({"ring_positions", {o.cp, T}, DType::i32});
+    if (o.gemm == DType::bf16 && o.flash_attention) {
+      // The bf16 qkv and atty the block keeps, widened for the fp32 ring kernels in backward.
+      t.push_back({"ring_qkv_f32", {B, T, qkv_width_local(tp)}, DType::f32});
+      t.push_back({"ring_out_f32", {B, T, divide(C, tp)}, DType::f32});
+    }
+  }
   return t;
 }
 

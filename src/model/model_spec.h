@@ -186,6 +186,10 @@ struct ActivationOptions {
   bool flash_attention = false;
   bool dropout = false;
   DType gemm = DType::f32;  // the linear layers' input dtype: f32 or bf16
+  // Context-parallel ranks of each sequence (partition/context_split.h): the
+  // tables' T is then the local seq_len / cp, and the workspace holds the
+  // ring attention's buffers.
+  int64_t cp = 1;
 };
 
 class ModelSpec {

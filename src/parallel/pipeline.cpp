@@ -16,7 +16,7 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, Gpt& model, ZeroMem
   slots_.resize(static_cast<size_t>(model.slots()));
   for (int k = 0; k < model.slots(); ++k) free_.push_back(k);
   slot_of_.assign(static_cast<size_t>(schedule.chunks), std::vector<int>(static_cast<size_t>(schedule.micro_batches), -1));
-  const int64_t n = model.max_batch() * model.spec().config().seq_len;
+  const int64_t n = model.max_batch() * model.local_seq_len();
   tokens_.resize(static_cast<size_t>(n));
   targets_.resize(static_cast<size_t>(n));
   if (schedule.stages > 1) {

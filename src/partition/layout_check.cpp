@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "partition/context_split.h"
 #include "partition/stage_plan.h"
 
 namespace tera {
@@ -68,9 +69,8 @@ void check_model_split(const ParallelLayout& l, const ModelConfig& m, std::vecto
                               "kv_heads ranks); choose a tp that divides or is a multiple of {}",
                               l.tp, m.kv(), m.kv()));
   }
-  if (l.cp > 1 && m.seq_len % (2 * l.cp) != 0) {
-    // Load-balanced causal ring attention splits each sequence into 2 * cp chunks.
-    bad.push_back(fmt::format("context parallelism needs 2 * cp ({}) to divide model.seq_len ({})", 2 * l.cp, m.seq_len));
+  if (const std::string why = ContextSplit::check(m.seq_len, l.cp); l.cp >= 1 && !why.empty()) {
+    bad.push_back(fmt::format("parallel.cp = {} with model.seq_len = {}: {}; change seq_len or cp", l.cp, m.seq_len, why));
   }
   if (l.sequence_parallel && (m.seq_len / l.cp) % l.tp != 0) {
     bad.push_back(fmt::format(

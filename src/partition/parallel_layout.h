@@ -18,6 +18,14 @@
 //   dp groups: [g0 g2 g4 g6] [g1 g3 g5 g7] [g8 g10 g12 g14] [g9 g11 g13 g15]
 //   pp groups: [g0 g8] [g1 g9] [g2 g10] ... [g7 g15]  (first and last stage:
 //              the embedding group that keeps tied embeddings in sync)
+//
+// With context parallelism, tp = 2, cp = 2, dp = 2, pp = 1 (8 ranks):
+//   dp 0: cp 0 -> g0 g1 | cp 1 -> g2 g3;   dp 1: cp 0 -> g4 g5 | cp 1 -> g6 g7
+//   tp groups: [g0 g1] [g2 g3] [g4 g5] [g6 g7]
+//   cp groups (the ring attention's rings): [g0 g2] [g1 g3] [g4 g6] [g5 g7]
+//   dp groups: [g0 g4] [g1 g5] [g2 g6] [g3 g7]
+//   ZeRO / gradient groups (dp * cp ranks holding the same parameters,
+//   ordered dp * cp + cp): [g0 g2 g4 g6] [g1 g3 g5 g7]
 #pragma once
 
 #include <cstdint>
@@ -41,8 +49,8 @@ struct ParallelLayout {
   bool sequence_parallel = false;  // shard norm/residual regions along the sequence over tp
   Recompute recompute = Recompute::none;
   ScheduleKind schedule = ScheduleKind::one_f_one_b;
-  // Context parallelism: each sequence split over cp ranks (ring attention).
-  // The planner prices it; the runtime runs cp = 1. The data-parallel
+  // Context parallelism: each sequence split over cp ranks
+  // (partition/context_split.h; model/ring_attention.h). The data-parallel
   // reduction and ZeRO shards span dp * cp ranks.
   int cp = 1;
   // Layers of each of the pp * vpp virtual stages; empty: balanced (each

@@ -40,7 +40,8 @@ ActivationOptions activation_options(const ParallelLayout& l, const RankPrecisio
                            .dtype = precision.activations,
                            .flash_attention = precision.flash_attention,
                            .dropout = precision.dropout,
-                           .gemm = precision.gemm};
+                           .gemm = precision.gemm,
+                           .cp = l.cp};
 }
 
 // ModelSpec's table bytes for the layout's micro-batch; context parallelism

@@ -1,7 +1,7 @@
 // Emitters. A tera config is what `tera train` allocates and runs: every
 // model key the plan priced, the precision, attention and recompute it
-// priced, or a refusal where the runtime has no such thing (context
-// parallelism, selective recompute, fp8). Megatron has no ZeRO-2; ZeRO-1 is
+// priced, or a refusal where the runtime has no such thing (selective
+// recompute, fp8; context parallelism without flash attention). Megatron has no ZeRO-2; ZeRO-1 is
 // its distributed optimizer and ZeRO-3 maps to Megatron-Core's torch FSDP2
 // path; lines starting with '#' say so where the mapping is not one to one.
 #include "plan/emit.h"
@@ -14,9 +14,9 @@ namespace tera {
 Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& w, const Cluster& cl) {
   const ModelConfig& m = w.model;
   const std::string layout = layout_string(l);
-  if (l.cp > 1) {
-    return Status::error(fmt::format("--emit tera: {} uses context parallelism (cp = {}), which tera's runtime does not "
-                                     "have; plan with --emit tera (the search then leaves cp out) or --explain cp=1",
+  if (l.cp > 1 && !cl.stack.flash_attention) {
+    return Status::error(fmt::format("--emit tera: {} uses context parallelism (cp = {}) without flash attention; tera's "
+                                     "ring attention runs the flash kernels: plan with --emit tera or --explain cp=1",
                                      layout, l.cp));
   }
   if (l.recompute == Recompute::selective) {
@@ -53,6 +53,7 @@ Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& 
   if (cl.stack.dropout) s += "# priced with dropout masks, which tera's runtime does not keep\n";
   s += fmt::format("\n[parallel]\ntp = {}\npp = {}\ndp = {}\nzero = {}\nsequence_parallel = {}\nschedule = \"{}\"\n",
                    l.tp, l.pp, l.dp, l.zero, l.sequence_parallel ? "true" : "false", schedule_kind_name(l.schedule));
+  if (l.cp > 1) s += fmt::format("cp = {}\n", l.cp);
   if (l.vpp > 1) s += fmt::format("vpp = {}\n", l.vpp);
   if (!l.stage_layers.empty()) s += fmt::format("stage_layers = [{}]\n", fmt::join(l.stage_layers, ", "));
   s += "\n[data]\n# train = \"shards/\"  (required: token shards from `tera tokenize encode`, or a text file)\n";

@@ -89,7 +89,7 @@ bool megatron_narrowing(const ParallelLayout& l, const Workload& w, const Cluste
     return false;
   }
   // What the space fixes (a published run's own cp or recompute) is kept.
-  if (!space.cp && l.cp > 1 && (!cl.stack.flash_attention || space.tera_runtime || m.seq_len / l.cp < kMinCpTokens)) {
+  if (!space.cp && l.cp > 1 && (!cl.stack.flash_attention || m.seq_len / l.cp < kMinCpTokens)) {
     return false;
   }
   if (!space.recompute && l.recompute == Recompute::selective && (cl.stack.flash_attention || space.tera_runtime)) {

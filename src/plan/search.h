@@ -39,8 +39,8 @@ struct SearchSpace {
   std::optional<Recompute> recompute;
   std::optional<int> cp;  // context parallelism (searched for long sequences with fused attention)
   int max_micro_batch = 64;
-  // Only what tera's runtime runs (plan --emit tera): no context parallelism,
-  // no selective recompute.
+  // Only what tera's runtime runs (plan --emit tera): no selective recompute
+  // (context parallelism it runs, with flash attention, as every stack's cp).
   bool tera_runtime = false;
 };
 

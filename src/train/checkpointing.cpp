@@ -68,8 +68,9 @@ Expected<std::string> save_engine_checkpoint(Engine& engine, CheckpointInfo info
     if (world.rank() == 0) std::filesystem::remove_all(tmp, ec);
   };
 
-  // 3. The first data-parallel rank of every (stage, tp rank) writes it.
-  const bool writer = g.coord.dp == 0;
+  // 3. The first data- and context-parallel rank of every (stage, tp rank)
+  //    writes it (every rank of its ZeRO group holds the same parameters).
+  const bool writer = g.coord.dp == 0 && g.coord.cp == 0;
   CheckpointFile written;
   if (writer) {
     auto f = write_rank_file(engine, p.data(), m.data(), v.data(), tmp);

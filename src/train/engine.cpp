@@ -30,20 +30,37 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   schedule_ = *sched;
   TERA_ASSERT(schedule_.max_in_flight(g_.coord.pp) == rank_.slots, "the schedule keeps another number in flight");
   tp_ = std::make_unique<CommTensorParallel>(*g_.tp_dev, p.sequence_parallel);
+  cp_ = std::make_unique<CommContextParallel>(*g_.cp_dev);
+  split_ = ContextSplit{g_.layout.cp, g_.coord.cp, cfg.model.seq_len};
   table_ = std::make_unique<ParamTable>(rank_.param_table(spec_));
   const Status units = rank_.check_table(*table_);
   TERA_ASSERT(units.is_ok(), units.message());
   memory_ = std::make_unique<RankMemory>(backend, rank_.memory_plan(spec_));
-  zero_ = std::make_unique<ZeroMemory>(*table_, rank_, *g_.dp, *g_.dp_dev, backend, *memory_, g_.tp_dev, g_.kv_dev);
+  // Every rank holding the same parameters (dp * cp) reduces and shards them.
+  zero_ = std::make_unique<ZeroMemory>(*table_, rank_, *g_.zero, *g_.zero_dev, backend, *memory_, g_.tp_dev, g_.kv_dev);
   adam_ = std::make_unique<AdamW>(cfg.train.adamw, AdamW::segments_of(*table_, zero_->update_ranges()), backend,
                                   *memory_);
-  model_ = std::make_unique<Gpt>(spec_, backend, *table_, *zero_, *tp_, rank_, *memory_);
+  model_ = std::make_unique<Gpt>(spec_, backend, *table_, *zero_, *tp_, *cp_, rank_, *memory_);
   TERA_ASSERT(model_->step_scalar_count() == StepScalars::count(static_cast<int64_t>(table_->units().size())),
               "the step scalars hold 4 + one per unit");
   executor_ = std::make_unique<PipelineExecutor>(schedule_, *model_, *zero_, g_, trace);
 }
 
 Engine::~Engine() = default;
+
+void Engine::local_batch(const BatchFn& batch, int64_t first, int64_t count, int32_t* tokens, int32_t* targets) {
+  if (split_.cp == 1) {
+    batch(first, count, tokens, targets);
+    return;
+  }
+  // Whole sequences, then this rank's chunks of each.
+  const size_t n = static_cast<size_t>(count * split_.seq_len);
+  full_tokens_.resize(n);
+  full_targets_.resize(n);
+  batch(first, count, full_tokens_.data(), full_targets_.data());
+  split_.take(full_tokens_.data(), tokens, count);
+  split_.take(full_targets_.data(), targets, count);
+}
 
 std::vector<double> Engine::scalars_to_host(int64_t first, int64_t count) const {
   std::vector<double> h(static_cast<size_t>(count));
@@ -125,13 +142,15 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   const int64_t per_rank = G / g_.layout.dp;
   zero_->begin_step();
   be_.fill(scalars(), DType::f64, 0.0, StepScalars::nonfinite_units);  // all but the per-unit counts
+  // The gradient of the mean over every token of the step: each context-
+  // parallel rank's share of a sequence adds its part.
   const float dloss = static_cast<float>(1.0 / static_cast<double>(G * T));
   executor_->run_step(
       [&](int k, int32_t* tok, int32_t* tgt) {
-        batch(step * G + g_.coord.dp * per_rank + k * mb, mb, tok, tgt);
+        local_batch(batch, step * G + g_.coord.dp * per_rank + k * mb, mb, tok, tgt);
         return mb;
       },
-      mb, T, dloss);
+      mb, split_.local(), dloss);
   StepResult r;
   if (g_.world->rank() == 0 && std::find(poison_steps_.begin(), poison_steps_.end(), step + 1) != poison_steps_.end()) {
     int64_t count = 0;
@@ -143,7 +162,8 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   static_assert(StepScalars::loss == 0 && StepScalars::grad_norm_parts == 1, "one copy reads the loss and both parts");
   zero_->grad_sum_squares(scalars() + StepScalars::grad_norm_parts, holds_tied_copy() ? table_->wte_unit() : -1);
   const std::vector<double> h = scalars_to_host(StepScalars::loss, 3);
-  // The loss lives on the last stage, identical on its tp ranks: count tp rank 0's.
+  // The loss lives on the last stage, identical on its tp ranks: count tp
+  // rank 0's (each context-parallel rank's holds its tokens' share).
   const double mine = rank_.stage.has_head() && g_.coord.tp == 0 ? h[StepScalars::loss] : 0.0;
   r.loss = g_.world->all_reduce_sum(mine) / static_cast<double>(G * T);
   // Global norm: under ZeRO >= 1 each dp rank holds a chunk (sum over dp);
@@ -151,7 +171,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
   // ones counted once, then summed over pipeline stages (the tied embedding
   // counted on the first stage only).
   double parts[2] = {h[StepScalars::grad_norm_parts], h[StepScalars::grad_norm_parts + 1]};
-  if (zero_->grads_sharded()) g_.dp->all_reduce(parts, 2, CommType::f64, ReduceOp::sum);
+  if (zero_->grads_sharded()) g_.zero->all_reduce(parts, 2, CommType::f64, ReduceOp::sum);
   const double stage_sq = g_.tp->all_reduce_sum(parts[0]) + parts[1];
   r.grad_norm = std::sqrt(g_.pp->all_reduce_sum(stage_sq));
   // Agreed over the world: a replicated tensor (LayerNorm) poisoned on one
@@ -205,10 +225,10 @@ std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& ba
           const bool real = k < batches;
           const int64_t first = real ? k * mb : 0;
           const int64_t count = real ? std::min(mb, sequences - k * mb) : std::min(mb, sequences);
-          batch(first, count, tok, tgt);
+          local_batch(batch, first, count, tok, tgt);
           return count;
         },
-        cfg_.model.seq_len, [&](int i) { return (r0 + i) * dp + g_.coord.dp < batches; });
+        split_.local(), [&](int i) { return (r0 + i) * dp + g_.coord.dp < batches; });
     if (r0 + n < rounds && control.stop) {
       if (any_rank(*g_.world, control.stop())) return std::nullopt;
     }
@@ -233,7 +253,7 @@ std::vector<std::pair<const ParamInfo*, std::vector<float>>> Engine::gather_glob
   std::vector<float> all(local.size() * static_cast<size_t>(p));
   g_.tp->all_gather(local.data(), all.data(), static_cast<int64_t>(local.size()), CommType::f32);
   std::vector<std::pair<const ParamInfo*, std::vector<float>>> mine;
-  const bool stage_root = g_.coord.tp == 0 && g_.coord.dp == 0;
+  const bool stage_root = g_.coord.tp == 0 && g_.coord.dp == 0 && g_.coord.cp == 0;
   if (stage_root) {
     std::vector<ParamTable> tables;
     for (int r = 0; r < p; ++r) tables.emplace_back(spec_, rank_.unit_align(), p, r, rank_.stage);

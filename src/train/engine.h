@@ -21,10 +21,12 @@
 #include "kernels/backend.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "parallel/cp_comm.h"
 #include "parallel/pipeline.h"
 #include "parallel/tp_comm.h"
 #include "parallel/trace.h"
 #include "parallel/zero.h"
+#include "partition/context_split.h"
 #include "partition/rank_plan.h"
 #include "partition/schedule.h"
 #include "train/rank_plan.h"
@@ -115,6 +117,8 @@ class Engine {
   RankPlan rank_;  // what this rank holds (train/rank_plan.h); everything below binds from it
   Schedule schedule_;
   std::unique_ptr<CommTensorParallel> tp_;
+  std::unique_ptr<CommContextParallel> cp_;
+  ContextSplit split_;  // this rank's tokens of each sequence
   std::unique_ptr<ParamTable> table_;
   std::unique_ptr<RankMemory> memory_;  // before everything that points into it
   std::unique_ptr<ZeroMemory> zero_;
@@ -123,6 +127,10 @@ class Engine {
   std::unique_ptr<PipelineExecutor> executor_;
   std::vector<int64_t> poison_steps_;  // EngineOptions::nonfinite_steps
   std::vector<std::string> nonfinite_groups();  // collective over the world
+  // batch's sequences [first, first + count), this rank's tokens of each
+  // ([count, seq_len / cp]: its context-parallel chunks).
+  void local_batch(const BatchFn& batch, int64_t first, int64_t count, int32_t* tokens, int32_t* targets);
+  std::vector<int32_t> full_tokens_, full_targets_;  // whole sequences under cp > 1
   std::vector<AdamW::Span> adam_spans();        // adam_'s segments in zero_'s shards
   // The step scalars, device memory, indexed by memory_plan.h's StepScalars:
   // the loss sum, the two parts of the squared gradient norm, the

@@ -170,7 +170,7 @@ StepStats Trainer::step() {
   // Each stage's bubble: the first rank of each stage reports it.
   const int pp = g.layout.pp;
   std::vector<double> bubble(static_cast<size_t>(pp), 0.0);
-  if (g.coord.tp == 0 && g.coord.dp == 0) {
+  if (g.coord.tp == 0 && g.coord.dp == 0 && g.coord.cp == 0) {
     bubble[static_cast<size_t>(g.coord.pp)] = engine_->bubble_seconds() / std::max(1e-12, engine_->pipeline_seconds());
   }
   g.world->all_reduce(bubble.data(), pp, CommType::f64, ReduceOp::sum);

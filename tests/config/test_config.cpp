@@ -112,6 +112,22 @@ TEST(Config, TensorParallelLayoutsTheModelCannotTake) {
   EXPECT_TRUE(ok.ok()) << ok.error();
 }
 
+TEST(Config, ContextParallelLayoutsTheModelCannotTake) {
+  // seq_len 16: cp 2 and 4 split it into 4 and 8 chunks; 3 (6 chunks) does not, nor does an odd length.
+  EXPECT_TRUE(parse_run_config(kGood, "cfg.toml", {"parallel.cp=2"}, false).ok());
+  EXPECT_TRUE(parse_run_config(kGood, "cfg.toml", {"parallel.cp=4", "parallel.zero=3"}, false).ok());
+  expect_error(kGood, {"parallel.cp=3"}, {"parallel.cp = 3 with model.seq_len = 16", "a multiple of 6", "change seq_len or cp"});
+  expect_error(kGood, {"parallel.cp=2", "model.seq_len=17"}, {"parallel.cp = 2 with model.seq_len = 17", "a multiple of 4"});
+  expect_error(kGood, {"parallel.cp=2", "model.seq_len=18"}, {"a multiple of 4"});
+  expect_error(kGood, {"parallel.cp=0"}, {"cp = 0 must lie in [1, 4096]"});
+  // The ring runs the flash kernels.
+  expect_error(kGood, {"parallel.cp=2", "model.attention=\"naive\""},
+               {"parallel.cp = 2 runs ring attention over the flash kernels", "model.attention = \"flash\""});
+  // With sequence parallelism each tp rank holds a part of the cp share.
+  expect_error(kGood, {"model.seq_len=20", "parallel.cp=2", "parallel.tp=4", "parallel.sequence_parallel=true"},
+               {"model.seq_len / cp (2) = 10 divisible by parallel.tp = 4"});
+}
+
 TEST(Config, PlannerOnlyShapesAreRefusedWithTheReason) {
   // Grouped-query attention runs; a gated MLP on a GPT-2 block is the planner's shape only.
   EXPECT_TRUE(parse_run_config(kGood, "cfg.toml", {"model.kv_heads=2"}, false).ok());

@@ -76,8 +76,9 @@ TEST(ModelSpec, RecomputeAllocatesTheSavedTablePlusOneWorkingSet) {
   RankMemory rm_none(cpu_backend(), p_none.memory_plan(spec)), rm_full(cpu_backend(), p_full.memory_plan(spec));
   LocalParamMemory mem(table, cpu_backend(), rm_none);
   SingleRankTensorParallel tp(cpu_backend());
-  Gpt none(spec, cpu_backend(), table, mem, tp, p_none, rm_none);
-  Gpt full(spec, cpu_backend(), table, mem, tp, p_full, rm_full);
+  SingleRankContextParallel cp;
+  Gpt none(spec, cpu_backend(), table, mem, tp, cp, p_none, rm_none);
+  Gpt full(spec, cpu_backend(), table, mem, tp, cp, p_full, rm_full);
   const int64_t a_none = none.memory()[MemoryClass::activations], a_full = full.memory()[MemoryClass::activations];
   // 4 layers: 4 block tables -> 4 outputs [5,16,32] + one working set.
   EXPECT_EQ(a_none - a_full,

@@ -87,7 +87,7 @@ TEST(LayoutCheck, SequenceAndContextParallelSplitTheSequence) {
   EXPECT_TRUE(has(check_layout(l, m, 0, 0), "parallel.sequence_parallel = true needs model.seq_len = 18 divisible by parallel.tp = 4"));
   ParallelLayout c{.tp = 1, .pp = 1, .dp = 1};
   c.cp = 2;
-  EXPECT_TRUE(has(check_layout(c, m, 0, 0), "2 * cp (4) to divide model.seq_len (18)"));
+  EXPECT_TRUE(has(check_layout(c, m, 0, 0), "parallel.cp = 2 with model.seq_len = 18: context parallelism cuts each sequence into 2 x cp = 4 equal chunks, so the sequence length must be a multiple of 4"));
   m.seq_len = 16;
   EXPECT_TRUE(check_layout(c, m, 0, 2).is_ok());
 }

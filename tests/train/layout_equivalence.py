@@ -16,9 +16,9 @@ kernel backend against the control on the cpu backend. With
 TERA_TEST_NO_MPIRUN=1 (a GPU node without MPI) one-rank layouts run without
 mpirun; --show-output prints every run's own output (its start-up lines: the
 device communicator, the GEMM paths).
-A LAYOUT is comma-separated settings: the short keys tp, pp, dp, zero, sp,
+A LAYOUT is comma-separated settings: the short keys tp, pp, dp, cp, zero, sp,
 schedule, vpp, recompute, mb (micro-batch) or any section.key=value. The rank
-count is tp * pp * dp. Exits non-zero on any mismatch; prints a table.
+count is tp * pp * dp * cp. Exits non-zero on any mismatch; prints a table.
 """
 import json
 import os
@@ -26,20 +26,20 @@ import subprocess
 import sys
 import tempfile
 
-SHORT = {"tp": "parallel.tp", "pp": "parallel.pp", "dp": "parallel.dp", "zero": "parallel.zero",
+SHORT = {"tp": "parallel.tp", "pp": "parallel.pp", "dp": "parallel.dp", "cp": "parallel.cp", "zero": "parallel.zero",
          "sp": "parallel.sequence_parallel", "schedule": "parallel.schedule", "vpp": "parallel.vpp",
          "recompute": "train.recompute", "mb": "train.micro_batch"}
 TOL = {"loss": 1e-5, "val_loss": 1e-5, "grad_norm": 1e-4}
 
 
 def parse_layout(text):
-    sets, ranks = [], {"tp": 1, "pp": 1, "dp": 1}
+    sets, ranks = [], {"tp": 1, "pp": 1, "dp": 1, "cp": 1}
     for item in filter(None, text.split(",")):
         key, value = item.split("=", 1)
         if key in ranks:
             ranks[key] = int(value)
         sets.append(f"{SHORT.get(key, key)}={value}")
-    return sets, ranks["tp"] * ranks["pp"] * ranks["dp"]
+    return sets, ranks["tp"] * ranks["pp"] * ranks["dp"] * ranks["cp"]
 
 
 SHOW_OUTPUT = False

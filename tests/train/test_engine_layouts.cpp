@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <mutex>
@@ -16,6 +17,7 @@
 
 #include "comm/in_process_comm.h"
 #include "comm/groups.h"
+#include "core/bf16.h"
 #include "core/rng.h"
 #include "train/engine.h"
 
@@ -61,19 +63,23 @@ struct LayoutRun {
 };
 
 LayoutRun run_layout(ParallelLayout layout, int zero, bool sp = false, int64_t layers = 2,
-                     Recompute recompute = Recompute::none, int64_t vocab = 0) {
+                     Recompute recompute = Recompute::none, int64_t vocab = 0,
+                     const std::function<void(RunConfig&)>& adjust = nullptr,
+                     const Backend& backend = cpu_backend()) {
   RunConfig cfg = tiny_config(zero, layers, sp, recompute);
   if (vocab > 0) cfg.model.vocab = vocab;
   cfg.parallel.tp = layout.tp;
   cfg.parallel.pp = layout.pp;
   cfg.parallel.dp = layout.dp;
+  cfg.parallel.cp = layout.cp;
+  if (adjust) adjust(cfg);
   layout = cfg.parallel;
   LayoutRun out;
   std::mutex mu;
   InProcessWorld::run(layout.world(), [&](Communicator& world) {
     omp_set_num_threads(1);
     ProcessGroups groups(world, layout);
-    Engine engine(cfg, cpu_backend(), groups.groups());
+    Engine engine(cfg, backend, groups.groups());
     engine.init_parameters(cfg.train.seed);
     std::vector<double> losses, norms;
     const BatchFn batch = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
@@ -97,7 +103,7 @@ LayoutRun run_layout(ParallelLayout layout, int zero, bool sp = false, int64_t l
       const auto& units = engine.table().units();
       out.root_floats = units[0].size() + units[1].size();
       for (size_t u = 2; u < units.size(); ++u) out.max_block_floats = std::max(out.max_block_floats, units[u].size());
-      for (size_t u = 0; u < units.size(); ++u) out.max_chunk_floats = std::max(out.max_chunk_floats, units[u].size() / layout.dp);
+      for (size_t u = 0; u < units.size(); ++u) out.max_chunk_floats = std::max(out.max_chunk_floats, units[u].size() / layout.dp_cp());
       out.total_floats = engine.table().total_floats();
     }
   });
@@ -184,6 +190,106 @@ INSTANTIATE_TEST_SUITE_P(Recompute, EngineLayouts,
                                             ::testing::Values(0, 3), ::testing::Values(false, true),
                                             ::testing::Values(true)),
                          layout_name);
+
+// Context parallelism (ring attention, partition/context_split.h): every
+// layout with cp > 1 against the single-rank run of the same model and
+// precision, step by step, the evaluation and the final parameters.
+struct CpCase {
+  int tp, pp, dp, cp, zero;
+  bool sp, recompute, llama, bf16;
+};
+
+std::string cp_name(const ::testing::TestParamInfo<CpCase>& info) {
+  const CpCase& c = info.param;
+  return "cp" + std::to_string(c.cp) + "_tp" + std::to_string(c.tp) + "_pp" + std::to_string(c.pp) + "_dp" +
+         std::to_string(c.dp) + "_zero" + std::to_string(c.zero) + (c.sp ? "_sp" : "") + (c.recompute ? "_rc" : "") +
+         (c.llama ? "_llama" : "") + (c.bf16 ? "_bf16" : "");
+}
+
+class ContextParallelLayouts : public ::testing::TestWithParam<CpCase> {};
+
+// The ring's kernels are fp32 on the bf16 qkv and atty the block keeps
+// (model/ring_attention.h); the single-rank bf16 flash kernels also round
+// each probability to bf16 before P @ V. The bf16 control is therefore the
+// cpu backend with its bf16 flash ops replaced by the fp32 ones on the
+// widened bf16 operands: the same arithmetic, so the layout's bars are the
+// reordering bounds of the bf16 layout matrix.
+std::vector<float> widen(const uint16_t* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = bf16_widen(x[i]);
+  return out;
+}
+void fp32_flash_forward(BackendContext* c, float* out, float* lse, const uint16_t* qkv, int64_t B, int64_t T, int64_t H,
+                        int64_t KV, int64_t hs) {
+  const std::vector<float> q = widen(qkv, B * T * (H + 2 * KV) * hs);
+  cpu_backend().ops().flash_attention_forward(c, out, lse, q.data(), B, T, H, KV, hs);
+}
+void fp32_flash_backward(BackendContext* c, float* dqkv, const float* dout, const uint16_t* qkv, const uint16_t* out,
+                         const float* lse, int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hs) {
+  const std::vector<float> q = widen(qkv, B * T * (H + 2 * KV) * hs), o = widen(out, B * T * H * hs);
+  cpu_backend().ops().flash_attention_backward(c, dqkv, dout, q.data(), o.data(), lse, B, T, H, KV, hs);
+}
+const Backend& fp32_attention_backend() {
+  static const Backend b = [] {
+    BackendOps ops = cpu_backend().ops();
+    ops.flash_attention_forward_bf16 = fp32_flash_forward;
+    ops.flash_attention_backward_bf16 = fp32_flash_backward;
+    return cpu_backend().with_ops("cpu-fp32-attention", ops, nullptr);
+  }();
+  return b;
+}
+
+TEST_P(ContextParallelLayouts, MatchSingleRankStepByStep) {
+  const CpCase c = GetParam();
+  const auto adjust = [&](RunConfig& cfg) {
+    if (c.llama) {  // grouped-query attention: 4 query heads share 2 key/value heads; rotary positions
+      cfg.model.arch = Arch::llama;
+      cfg.model.mlp = MlpKind::gated;
+      cfg.model.kv_heads = 2;
+    }
+    if (c.bf16) cfg.train.precision = DType::bf16;
+  };
+  const Backend& be = c.bf16 ? fp32_attention_backend() : cpu_backend();
+  const LayoutRun ref = run_layout(ParallelLayout{}, 0, false, 2, Recompute::none, 0, adjust, be);
+  const LayoutRun r = run_layout(ParallelLayout{.tp = c.tp, .pp = c.pp, .dp = c.dp, .cp = c.cp}, c.zero, c.sp, 2,
+                                 c.recompute ? Recompute::full : Recompute::none, 0, adjust, be);
+  // fp32: the bars of EngineLayouts (the ring only reorders the softmax's
+  // sums). bf16: the layout matrix's bound (docs/precision.md), loss within
+  // 2^-8 / 16 and the norm within 4 * 2^-8, relative.
+  const double loss_tol = c.bf16 ? 2.4e-4 : 1e-5, norm_tol = c.bf16 ? 1.56e-2 : 1e-4;
+  ASSERT_EQ(r.losses.size(), ref.losses.size());
+  for (size_t s = 0; s < ref.losses.size(); ++s) {
+    EXPECT_NEAR(r.losses[s], ref.losses[s], loss_tol * std::abs(ref.losses[s])) << "entry " << s;
+  }
+  for (size_t s = 0; s < ref.norms.size(); ++s) {
+    EXPECT_NEAR(r.norms[s], ref.norms[s], norm_tol * ref.norms[s]) << "norm " << s;
+  }
+  EXPECT_LT(ref.losses[ref.norms.size() - 1], ref.losses.front()) << "the tiny model did not learn";
+  if (c.bf16) return;
+  double max_diff = 0, scale = 0;
+  for (const auto& [name, want] : ref.final_params) {
+    const auto& got = r.final_params.at(name);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, static_cast<double>(std::abs(want[i])));
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(got[i] - want[i])));
+    }
+  }
+  EXPECT_LT(max_diff, 1e-4 * scale) << "final parameters diverged";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ring, ContextParallelLayouts,
+                         ::testing::Values(CpCase{1, 1, 1, 2, 0, false, false, false, false},
+                                           CpCase{1, 1, 1, 4, 0, false, false, false, false},
+                                           CpCase{2, 1, 1, 2, 1, true, false, false, false},
+                                           CpCase{1, 2, 1, 2, 0, false, false, false, false},
+                                           CpCase{1, 1, 2, 2, 3, false, false, false, false},
+                                           CpCase{1, 1, 1, 2, 2, false, true, false, false},
+                                           CpCase{1, 1, 1, 2, 0, false, false, true, false},
+                                           CpCase{2, 1, 1, 2, 0, false, true, true, false},
+                                           CpCase{1, 1, 1, 2, 0, false, false, false, true},
+                                           CpCase{1, 1, 1, 4, 1, false, false, true, true}),
+                         cp_name);
 
 TEST(EngineTensorParallel, MeasuredBytesEqualTheClosedForm) {
   // One training step's tensor-parallel bytes (every rank of the tp group

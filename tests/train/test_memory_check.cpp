@@ -42,6 +42,7 @@ struct Case {
   AttentionKind attention = AttentionKind::naive;
   bool llama = false;
   DType precision = DType::f32;  // train.precision
+  int cp = 1;                    // context parallelism (the ring's buffers in the workspace)
 };
 
 std::string describe(const Case& c) {
@@ -51,6 +52,7 @@ std::string describe(const Case& c) {
                               attention_kind_name(c.attention));
   if (c.llama) s += " llama";
   if (c.precision == DType::bf16) s += " bf16";
+  if (c.cp > 1) s += fmt::format(" cp {}", c.cp);
   if (!c.stage_layers.empty()) s += fmt::format(" stage_layers {}", fmt::join(c.stage_layers, " "));
   return s;
 }
@@ -65,6 +67,7 @@ RunConfig config_for(const Case& c) {
   cfg.parallel.tp = c.tp;
   cfg.parallel.pp = c.pp;
   cfg.parallel.dp = c.dp;
+  cfg.parallel.cp = c.cp;
   cfg.parallel.vpp = c.vpp;
   cfg.parallel.schedule = c.vpp > 1 ? ScheduleKind::interleaved : c.schedule;
   cfg.parallel.zero = c.zero;
@@ -130,6 +133,14 @@ std::vector<Case> sweep() {
   cases.push_back({1, 1, 1, 1, 0, false, none, ScheduleKind::one_f_one_b, {}, AttentionKind::naive, false, bf16});
   cases.push_back({1, 2, 2, 3, 3, false, none, ScheduleKind::interleaved, {}, flash, true, bf16});
   cases.push_back({4, 1, 2, 1, 1, true, full, ScheduleKind::one_f_one_b, {}, flash, true, bf16});
+  // Context parallelism: each rank's share of the sequence, the ring's K/V
+  // buffers and positions (and the fp32 staging under bf16 GEMMs), ZeRO
+  // over dp * cp.
+  const DType f32 = DType::f32;
+  cases.push_back({1, 1, 1, 1, 0, false, none, ScheduleKind::one_f_one_b, {}, flash, false, f32, 2});
+  cases.push_back({2, 1, 1, 1, 1, true, full, ScheduleKind::one_f_one_b, {}, flash, true, f32, 2});
+  cases.push_back({1, 2, 2, 1, 3, false, none, ScheduleKind::one_f_one_b, {}, flash, false, bf16, 2});
+  cases.push_back({1, 1, 1, 1, 2, false, full, ScheduleKind::one_f_one_b, {}, flash, true, bf16, 3});
   return cases;
 }
 
@@ -177,7 +188,7 @@ TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
   int ranks_checked = 0;
   for (const Case& c : cases) {
     const RunConfig cfg = config_for(c);
-    const int world_size = c.tp * c.pp * c.dp;
+    const int world_size = c.tp * c.pp * c.dp * c.cp;
     const Status checked = check_layout(cfg.parallel, cfg.model, cfg.train.global_batch, world_size);
     ASSERT_TRUE(checked.is_ok()) << describe(c) << ": " << checked.message();
     const ParallelLayout layout = with_world_size(cfg.parallel, world_size);
@@ -199,7 +210,7 @@ TEST(MemoryPlan, PlannerEqualsWhatTheRuntimeAllocatesPerRankAndClass) {
       const ParallelLayout::Coord coord = layout.coord(world.rank());
       const MemoryReport est = estimate_rank_memory(cfg, layout, coord);
       std::lock_guard<std::mutex> lock(mu);
-      const MemoryReport plan = planner.rank_plan(layout, coord.pp, coord.dp);
+      const MemoryReport plan = planner.rank_plan(layout, coord.pp, coord.dp * layout.cp + coord.cp);
       const std::string where = describe(c) + ", rank " + std::to_string(world.rank());
       std::vector<int64_t> want;
       for (MemoryClass k : kAllMemoryClasses) {

@@ -32,7 +32,8 @@ void check(bool sp) {
     RankMemory rank_memory(cpu_backend(), plan.memory_plan(spec));
     LocalParamMemory mem(table, cpu_backend(), rank_memory);
     CommTensorParallel tp(c, sp);
-    Gpt model(spec, cpu_backend(), table, mem, tp, plan, rank_memory);
+    SingleRankContextParallel cp;
+    Gpt model(spec, cpu_backend(), table, mem, tp, cp, plan, rank_memory);
     init_parameters(table, mem.params(), 42);
     // Larger weights than GPT-2's init so every gradient is well above the noise floor.
     table.for_each([&](const ParamEntry& e) {

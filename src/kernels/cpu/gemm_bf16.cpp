@@ -68,6 +68,11 @@ dnnl_memory_desc_t matrix(int64_t rows, int64_t cols, int64_t ld, bool trans, dn
 struct Matmul {
   dnnl_primitive_t prim = nullptr;  // null: oneDNN has no bf16 matmul on this CPU
   dnnl_memory_desc_t a, b, c, bias;
+  // The caller's scratchpad (dnnl_scratchpad_mode_user): the library's own is
+  // one buffer shared by every execution, and in-process ranks run the same
+  // cached primitive from several threads at once, which would race on it.
+  dnnl_memory_desc_t scratch;
+  size_t scratch_bytes = 0;
   ~Matmul() {
     if (prim != nullptr) dnnl_primitive_destroy(prim);
   }
@@ -92,6 +97,7 @@ const Matmul& matmul_for(const Key& key) {
   check(dnnl_matmul_desc_init(&desc, &m->a, &m->b, has_bias ? &m->bias : nullptr, &m->c), "matmul descriptor");
   dnnl_primitive_attr_t attr = nullptr;
   check(dnnl_primitive_attr_create(&attr), "attribute creation");
+  check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode");
   if (alpha != 1.0f) check(dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha), "output scale");
   dnnl_post_ops_t post = nullptr;
   if (beta != 0.0f) {
@@ -102,6 +108,8 @@ const Matmul& matmul_for(const Key& key) {
   dnnl_primitive_desc_t pd = nullptr;
   if (dnnl_primitive_desc_create(&pd, &desc, attr, engine(), nullptr) == dnnl_success) {
     check(dnnl_primitive_create(&m->prim, pd), "matmul primitive");
+    m->scratch = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    m->scratch_bytes = dnnl_memory_desc_get_size(&m->scratch);
     dnnl_primitive_desc_destroy(pd);
   }
   if (post != nullptr) dnnl_post_ops_destroy(post);
@@ -157,9 +165,16 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, floa
     check(dnnl_memory_create(&mbias, &m.bias, engine(), const_cast<float*>(bias)), "memory bias");
     args.push_back({DNNL_ARG_BIAS, mbias});
   }
+  dnnl_memory_t mscratch = nullptr;
+  if (m.scratch_bytes > 0) {
+    thread_local std::vector<uint8_t> scratch;  // this thread's, grown to the largest primitive's need
+    if (scratch.size() < m.scratch_bytes) scratch.resize(m.scratch_bytes);
+    check(dnnl_memory_create(&mscratch, &m.scratch, engine(), scratch.data()), "memory scratchpad");
+    args.push_back({DNNL_ARG_SCRATCHPAD, mscratch});
+  }
   check(dnnl_primitive_execute(m.prim, stream(), static_cast<int>(args.size()), args.data()), "matmul execution");
   check(dnnl_stream_wait(stream()), "stream wait");
-  for (dnnl_memory_t mem : {ma, mb, mc, mbias}) {
+  for (dnnl_memory_t mem : {ma, mb, mc, mbias, mscratch}) {
     if (mem != nullptr) dnnl_memory_destroy(mem);
   }
 #endif

@@ -1,0 +1,94 @@
+// Context-parallel step benchmark, run under mpirun with P ranks (layout
+// cp = P, tp = pp = dp = 1, one OpenMP thread per rank unless
+// OMP_NUM_THREADS says otherwise). Trains a synthetic-data GPT with long
+// sequences for a few steps and prints one JSON line from the first rank:
+// the activation and workspace bytes per rank from the memory plan (what
+// `tera plan` and the memory check count, train/memory_check.h) beside what
+// the backend allocated (the engine's arenas), the median step time,
+// tokens/s, and the share of the step blocked in the ring's transfers.
+// Compare cp = 1, 2, 4 side by side: `mpirun -n P cp_bench --seq 4096`.
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "comm/groups.h"
+#include "comm/world.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "train/engine.h"
+#include "train/memory_check.h"
+
+using namespace tera;
+
+int main(int argc, char** argv) {
+  CLI::App app{"tera context-parallel step benchmark (run under mpirun; cp = number of ranks)"};
+  int64_t layers = 2, hidden = 128, heads = 4, seq = 4096, batch = 1, steps = 4;
+  app.add_option("--layers", layers)->capture_default_str();
+  app.add_option("--hidden", hidden)->capture_default_str();
+  app.add_option("--heads", heads)->capture_default_str();
+  app.add_option("--seq", seq, "sequence length (a multiple of 2 x ranks)")->capture_default_str();
+  app.add_option("--batch", batch, "sequences per step (one micro-batch)")->capture_default_str();
+  app.add_option("--steps", steps)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto world = CommWorld::init();
+  Communicator& comm = world->world();
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(1);
+  RunConfig cfg;
+  cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
+                          .ffn_hidden = 0, .vocab_align = 64};
+  cfg.parallel.micro_batch = batch;
+  cfg.train.global_batch = batch;
+  cfg.train.lr = 1e-3f;
+  cfg.parallel.cp = comm.size();
+  cfg.parallel.dp = 1;
+  if (!ContextSplit::divides(seq, comm.size())) {
+    if (comm.rank() == 0) fmt::print(stderr, "cp_bench: {}\n", ContextSplit::check(seq, comm.size()));
+    return 2;
+  }
+  ProcessGroups groups(comm, cfg.parallel);
+  const MemoryReport planned = estimate_rank_memory(cfg, groups.groups().layout, groups.groups().coord);
+  Engine engine(cfg, cpu_backend(), groups.groups());
+  engine.init_parameters(1);
+  const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
+    const PhiloxKey key = philox_key(5, "bench");
+    for (int64_t i = 0; i < count * seq; ++i) {
+      tok[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i), 256));
+      tgt[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i + 7), 256));
+    }
+  };
+  Communicator& cp = *groups.groups().cp;
+  std::vector<double> ms, share;
+  for (int64_t s = 0; s < steps + 1; ++s) {
+    groups.reset_stats();
+    comm.barrier();
+    Stopwatch sw;
+    engine.train_step(s, cfg.train.lr, data);
+    const double t = sw.seconds();
+    if (s == 0) continue;  // page faults and first-touch
+    ms.push_back(1e3 * t);
+    share.push_back(cp.stats().wait_seconds / t);
+  }
+  std::sort(ms.begin(), ms.end());
+  std::sort(share.begin(), share.end());
+  const MemoryReport got = engine.memory();
+  if (comm.rank() == 0) {
+    const double med = ms[ms.size() / 2];
+    nlohmann::json j = {{"cp", comm.size()},
+                        {"seq", seq},
+                        {"params", engine.spec().num_params()},
+                        {"activations_bytes_plan", planned[MemoryClass::activations]},
+                        {"activations_bytes_allocated", got[MemoryClass::activations]},
+                        {"workspace_bytes_plan", planned[MemoryClass::workspace]},
+                        {"workspace_bytes_allocated", got[MemoryClass::workspace]},
+                        {"step_ms", med},
+                        {"tokens_per_s", static_cast<double>(batch * seq) / (med / 1e3)},
+                        {"cp_wait_share", share[share.size() / 2]}};
+    fmt::print("{}\n", j.dump());
+  }
+  return 0;
+}
