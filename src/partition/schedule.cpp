@@ -39,7 +39,8 @@ Unit interleaved_unit(int k, bool backward, int stages, int chunks) {
 // every stage holds min(stages, M) micro-batches between F and W, as 1F1B's
 // first stage holds between F and B: in the steady phase stage s runs
 // W(j - s) after B(j) (stage 0 no delay, the last stage stages - 1), in the
-// cool-down one W after each B, then the Ws left. The paper's Figure 3 (top)
+// cool-down one W after each B (again W(j - s) when M >= stages), then the
+// Ws left. The paper's Figure 3 (top)
 // is this order for 4 stages; at T_F = T_B = T_W its bubble is
 // (stages - 1)(T_F + T_B - T_W), a third of 1F1B's (stages - 1)(T_F + T_B + T_W)
 // (tests/plan/test_simulator.cpp).
