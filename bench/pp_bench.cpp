@@ -111,6 +111,11 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", kind.error());
     return 2;
   }
+  if (splits_backward(*kind)) {
+    fmt::print(stderr, "--schedule {}: the runtime runs gpipe, 1f1b, interleaved; {} is priced by tera plan only\n",
+               schedule, schedule);
+    return 2;
+  }
   a.schedule = *kind;
   if (a.in_process > 0) {
     InProcessWorld::run(a.in_process, [&](Communicator& comm) { run_rank(comm, a); });

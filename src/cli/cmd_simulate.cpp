@@ -390,7 +390,7 @@ Command add_simulate_command(CLI::App& parent) {
   sub->add_option("--gpus", a->gpus, "GPU count (optional: dp then defaults to gpus / (tp * pp))")
       ->check(int_in(1, kMaxPlanGpus));
   sub->add_option("--seq", a->seq, "Sequence length (default: the model's)")->check(int_in(1, kMaxPlanSeq));
-  sub->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b or interleaved (default: from vpp)");
+  sub->add_option("--schedule", a->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1 (default: from vpp)");
   sub->add_option("--precision", a->precision, kPrecisionHelp)->capture_default_str();
   sub->add_option("--trace", a->trace, "Write the simulated step as a Chrome trace (the format of tera train --trace)");
   sub->add_flag("--json", a->json, "Print JSON (one object, or an array of sweep points)");

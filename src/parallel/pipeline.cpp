@@ -211,6 +211,11 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
       case InstrKind::optimizer_step:
         // The engine steps the optimizer once the global gradient norm is known.
         break;
+      case InstrKind::weight_grad:
+        // zb-h1's deferred weight gradients: the config check refuses the
+        // schedule (the backward does not split into B and W yet).
+        TERA_ASSERT(false, "the executor runs no weight_grad instructions (parallel.schedule = \"zb-h1\" is the planner's)");
+        break;
     }
     if (trace_ != nullptr && !name.empty()) trace_->span(name, cat, t0, now_seconds(), in.mb, in.chunk);
   }

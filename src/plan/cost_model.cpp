@@ -86,16 +86,22 @@ Expected<double> gemm_peak_flops(const Cluster& cl, const Workload& w) {
 
 namespace {
 
+// The pass a ZeRO-2/3 collective serves: a forward gathers the parameters
+// (ZeRO-3); a whole backward gathers them and reduce-scatters the gradients;
+// split (zb-h1), B gathers (its dX GEMMs read the weights) and W reduce-scatters.
+enum class ZeroPass { forward, backward, input_grad, weight_grad };
+
 // ZeRO-2/3 traffic of one pass over `params` local parameters, overlapped
 // with the pass's own work: only what exceeds it is exposed.
-double zero_exposed(const ParallelLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, bool backward,
+double zero_exposed(const ParallelLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, ZeroPass pass,
                     double pass_time, int tensors) {
   if (l.dp_cp() <= 1 || l.zero < 2) return 0;
   const Group dp{l.dp_cp(), l.tp};
   // A stack that gathers tensor by tensor pays one latency per tensor.
   const double extra = cl.stack.zero_per_tensor ? tensors - 1 : 0;
+  const bool backward = pass == ZeroPass::backward || pass == ZeroPass::weight_grad;
   double t = 0;
-  if (l.zero >= 3) {
+  if (l.zero >= 3 && pass != ZeroPass::weight_grad) {
     t += collective_time(Collective::all_gather, params * static_cast<double>(pb.param), dp, cl) +
          extra * collective_time(Collective::all_gather, 0, dp, cl);
   }
@@ -124,16 +130,22 @@ PartCosts price_parts(const ModelSpec& spec, const ParallelLayout& l, const Work
   o.act_bytes = dtype_bytes(pb.act);
   o.fp8_gemms = w.fp8_gemms;
   const double gp = gemm_peak_flops(cl, w).value();
-  auto both = [&](const PartOps& ops, PassCost* f, PassCost* b) {
+  // F, the whole backward, and the backward split into B and W; the
+  // recomputed forward runs before the backward needs it, so with B.
+  auto both = [&](const PartOps& ops, PassCost* f, PassCost* b, PassCost* bi, PassCost* bw) {
     *f = price_pass(ops.fwd, cl, pc.peak_flops, l.tp, gp, l.cp);
     *b = price_pass(ops.bwd, cl, pc.peak_flops, l.tp, gp, l.cp);
     PassCost rc = price_pass(ops.recompute, cl, pc.peak_flops, l.tp, gp, l.cp);
     rc.rc_gemm = rc.gemm, rc.rc_attention = rc.attention, rc.rc_memory = rc.memory;  // the re-run forward, by class
     *b += rc;
+    const SplitBackward split = split_backward(ops.bwd);
+    *bi = price_pass(split.input, cl, pc.peak_flops, l.tp, gp, l.cp);
+    *bi += rc;
+    *bw = price_pass(split.weight, cl, pc.peak_flops, l.tp, gp, l.cp);
   };
-  both(block_ops(spec, o), &pc.block_f, &pc.block_b);
-  both(embedding_ops(spec, o), &pc.emb_f, &pc.emb_b);
-  both(head_ops(spec, o), &pc.head_f, &pc.head_b);
+  both(block_ops(spec, o), &pc.block_f, &pc.block_b, &pc.block_bi, &pc.block_bw);
+  both(embedding_ops(spec, o), &pc.emb_f, &pc.emb_b, &pc.emb_bi, &pc.emb_bw);
+  both(head_ops(spec, o), &pc.head_f, &pc.head_b, &pc.head_bi, &pc.head_bw);
   pc.act_bytes = static_cast<double>(o.B * o.T * spec.config().hidden * o.act_bytes);
   pc.block_tensors = static_cast<int>(std::count_if(spec.params().begin(), spec.params().end(),
                                                     [](const ParamInfo& p) { return p.layer == 0; }));
@@ -156,30 +168,38 @@ void price_virtual_stages(const PartCosts& parts, const ParamSplit& split, int64
   StepCosts& sc = *out;
   const double block_p = split.block, emb_p = split.wte;
   // ZeRO-2/3 traffic overlapped with the pass it serves.
-  auto with_zero = [&](PassCost c, double params, bool backward, int tensors) {
-    c.dp_comm = zero_exposed(l, pb, cl, params, backward, c.total(), tensors);
+  auto with_zero = [&](PassCost c, double params, ZeroPass pass, int tensors) {
+    c.dp_comm = zero_exposed(l, pb, cl, params, pass, c.total(), tensors);
     return c;
   };
   const int bt = parts.block_tensors;
-  const PassCost bf = with_zero(parts.block_f, block_p, false, bt), bb = with_zero(parts.block_b, block_p, true, bt);
-  const PassCost ef = with_zero(parts.emb_f, emb_p, false, 1), eb = with_zero(parts.emb_b, emb_p, true, 1);
-  const PassCost hf = with_zero(parts.head_f, emb_p, false, 1), hb = with_zero(parts.head_b, emb_p, true, 1);
+  const ZeroPass F = ZeroPass::forward, B = ZeroPass::backward;
+  const PassCost bf = with_zero(parts.block_f, block_p, F, bt), bb = with_zero(parts.block_b, block_p, B, bt);
+  const PassCost ef = with_zero(parts.emb_f, emb_p, F, 1), eb = with_zero(parts.emb_b, emb_p, B, 1);
+  const PassCost hf = with_zero(parts.head_f, emb_p, F, 1), hb = with_zero(parts.head_b, emb_p, B, 1);
   const int V = l.pp * l.vpp;
+  // Stage v's pass from a block's, the embedding's (v = 0) and the head's (v = V - 1).
+  auto stage_pass = [&](int v, const PassCost& block, const PassCost& emb, const PassCost& head) {
+    PassCost c = block.scaled(static_cast<double>(layers_in_virtual_stage(l, layers, v)));
+    if (v == 0) c += emb;
+    if (v == V - 1) c += head;
+    return c;
+  };
   sc.fwd.resize(static_cast<size_t>(V));
   sc.bwd.resize(static_cast<size_t>(V));
   for (int v = 0; v < V; ++v) {
-    const double n = static_cast<double>(layers_in_virtual_stage(l, layers, v));
-    PassCost f = bf.scaled(n), b = bb.scaled(n);
-    if (v == 0) {
-      f += ef;
-      b += eb;
+    sc.fwd[static_cast<size_t>(v)] = stage_pass(v, bf, ef, hf);
+    sc.bwd[static_cast<size_t>(v)] = stage_pass(v, bb, eb, hb);
+  }
+  if (splits_backward(l.schedule)) {
+    const ZeroPass BI = ZeroPass::input_grad, BW = ZeroPass::weight_grad;
+    const PassCost bbi = with_zero(parts.block_bi, block_p, BI, bt), bbw = with_zero(parts.block_bw, block_p, BW, bt);
+    const PassCost ebi = with_zero(parts.emb_bi, emb_p, BI, 1), ebw = with_zero(parts.emb_bw, emb_p, BW, 1);
+    const PassCost hbi = with_zero(parts.head_bi, emb_p, BI, 1), hbw = with_zero(parts.head_bw, emb_p, BW, 1);
+    for (int v = 0; v < V; ++v) {
+      sc.bwd_input.push_back(stage_pass(v, bbi, ebi, hbi));
+      sc.bwd_weight.push_back(stage_pass(v, bbw, ebw, hbw));
     }
-    if (v == V - 1) {
-      f += hf;
-      b += hb;
-    }
-    sc.fwd[static_cast<size_t>(v)] = f;
-    sc.bwd[static_cast<size_t>(v)] = b;
   }
   // ZeRO-3 prefetching hides block i+1's gather behind block i, so the first
   // block's forward gather has nothing to hide behind, nor the reduce-scatter
@@ -196,6 +216,7 @@ void price_virtual_stages(const PartCosts& parts, const ParamSplit& split, int64
     const double hide = 1 - cl.eff.overlap_loss;
     sc.fwd[0].dp_comm += hide * std::min(ag, parts.block_f.total());
     sc.bwd[0].dp_comm += hide * std::min(rs, parts.block_b.total());
+    if (!sc.bwd_weight.empty()) sc.bwd_weight[0].dp_comm += hide * std::min(rs, parts.block_bw.total());
   }
 }
 

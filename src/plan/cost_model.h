@@ -1,5 +1,6 @@
 // Per-instruction costs of one training step on a cluster: what a forward or
-// backward of each virtual stage takes, a point-to-point message, the
+// backward of each virtual stage takes (and, for zb-h1, the backward's B and
+// W apart), a point-to-point message, the
 // data-parallel gradient reduction and the optimizer step per physical
 // stage. GEMMs run at peak x gemm_max x f(m) f(n) f(k) with f(d) = d/(d + half)
 // (small dims waste tiles and waves), or at the HBM speed of their operands
@@ -38,6 +39,12 @@ struct PassCost {
 
 struct StepCosts {
   std::vector<PassCost> fwd, bwd;  // per virtual stage: cost of its F and B instructions
+  // Per virtual stage, a schedule that splits the backward (zb-h1): its B
+  // instruction (the input gradient, the recomputed forward, the backward's
+  // tensor-parallel collectives and ZeRO-3 gather) and its weight_grad W (the
+  // dW GEMMs and the embedding's row gradients, with the ZeRO-2/3
+  // reduce-scatter). Empty when the layout's schedule does not split it.
+  std::vector<PassCost> bwd_input, bwd_weight;
   double p2p = 0;                  // one activation or gradient message between adjacent stages
   // Per physical stage:
   std::vector<double> dp_reduce;       // gradient reduction of the whole stage (reduce_grads)
@@ -71,6 +78,9 @@ StepCosts price_step(const ModelSpec& spec, const ParallelLayout& l, const Workl
 // recompute only), then the step around them.
 struct PartCosts {
   PassCost block_f, block_b, emb_f, emb_b, head_f, head_b;
+  // Each backward split as zb-h1 runs it (layer_ops.h split_backward): B
+  // (with the recomputed forward) and W.
+  PassCost block_bi, block_bw, emb_bi, emb_bw, head_bi, head_bw;
   double peak_flops = 0;
   double act_bytes = 0;  // one activation [B, T, C]
   int block_tensors = 1; // parameter tensors of one block (ZeRO collectives per block, per tensor)

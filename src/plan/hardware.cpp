@@ -85,6 +85,7 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   TERA_RETURN_IF_ERROR(f.boolean("stack.dropout", &c.stack.dropout, false));
   TERA_RETURN_IF_ERROR(f.boolean("stack.p2p_overlap", &c.stack.p2p_overlap, false));
   TERA_RETURN_IF_ERROR(f.boolean("stack.activations_16bit", &c.stack.activations_16bit, false));
+  TERA_RETURN_IF_ERROR(f.boolean("stack.zero_bubble", &c.stack.zero_bubble, false));
   // Written by tera before the precision vocabulary had tera's bf16 (false:
   // nothing to do; true meant tera's bf16 priced as fp32).
   bool old_bf16_gemm_inputs = false;
@@ -129,6 +130,7 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
                    "activations_16bit = {}\n\n",
                    c.stack.flash_attention, c.stack.tp_comm_overlap, c.stack.dp_overlap, c.stack.p2p_overlap,
                    c.stack.dropout, c.stack.activations_16bit);
+  if (c.stack.zero_bubble) s.insert(s.size() - 1, "zero_bubble = true\n");  // written only when set: older files stay as they were
   s += fmt::format("[memory]\nreserved_gib = {:.4g}\nfragmentation = {:.4g}\n", c.memory.reserved_bytes / kGiB,
                    c.memory.fragmentation);
   return s;

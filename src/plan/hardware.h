@@ -73,6 +73,11 @@ struct Stack {
   // rather than a block's parameters as one flat buffer (FSDP): one
   // collective's latency per tensor of the block.
   bool zero_per_tensor = false;
+  // The stack runs the ZB-H1 pipeline schedule (backward split into input
+  // and weight gradients; partition/schedule.h): the search tries it where
+  // pp > 1 and vpp = 1. `stack.zero_bubble` in a preset; a profile may
+  // override it (stack_profile.h).
+  bool zero_bubble = false;
 };
 
 struct MemoryPolicy {

@@ -1,5 +1,6 @@
 // Op tables per micro-batch per GPU. Backward of a linear Y[m,n] = X[m,k] W[k,n]
-// is two GEMMs: dX = dY W^T (m, k, n) and dW = X^T dY (k, n, m). Memory-bound
+// is two GEMMs: dX = dY W^T (m, k, n) and dW = X^T dY (k, n, m), the latter
+// (and the bias sum its kernel does) marked weight_grad: W in ZB-H1's split. Memory-bound
 // byte counts read each input once and write each output once; backward of an
 // elementwise op reads its saved input and the incoming gradient and writes
 // one gradient. Causal flash attention skips the masked half of the scores;
@@ -47,6 +48,7 @@ void linear(PassOps& fwd, PassOps& bwd, const char* name, const char* dgrad, con
   fwd.ops.push_back(gemm(name, m, n, k, g));
   bwd.ops.push_back(gemm(dgrad, m, k, n, g));
   bwd.ops.push_back(gemm(wgrad, k, n, m, g));
+  bwd.ops.back().weight_grad = true;
   if (fp8) {
     fwd.ops.push_back(memory("fp8_cast", (m * k + k * n) * (2 * e + 1)));
     bwd.ops.push_back(memory("fp8_cast_bwd", m * n * (2 * e + 1)));
@@ -164,6 +166,7 @@ PartOps embedding_ops(const ModelSpec& spec, const OpsOptions& o) {
   // Token rows + positions, summed (and dropped out) into the residual stream.
   p.fwd.ops.push_back(memory("embedding", N * C * (3 * e + (o.dropout ? 1 : 0))));
   p.bwd.ops.push_back(memory("embedding_bwd", 3 * N * C * e));
+  p.bwd.ops.back().weight_grad = true;  // the table's rows: the embedding has no input gradient
   if (o.tp > 1) {  // vocab-parallel embedding: partial sums combined across tp
     if (o.sequence_parallel) {
       p.fwd.comm.push_back({"embedding_reduce_scatter", Collective::reduce_scatter, act});
@@ -198,6 +201,14 @@ PartOps head_ops(const ModelSpec& spec, const OpsOptions& o) {
     }
   }
   return p;
+}
+
+SplitBackward split_backward(const PassOps& bwd) {
+  SplitBackward s;
+  for (const Op& op : bwd.ops) (op.weight_grad ? s.weight : s.input).ops.push_back(op);
+  s.input.comm = bwd.comm;
+  s.input.cp_comm = bwd.cp_comm;
+  return s;
 }
 
 double pass_flops(const PassOps& p) {

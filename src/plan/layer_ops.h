@@ -28,6 +28,10 @@ struct Op {
   // GEMM C[m,n] += A[m,k] B[k,n], `batch` times; m = 0 for non-GEMMs.
   double m = 0, n = 0, k = 0, batch = 1;
   bool fused_attention = false;  // priced at the flash efficiency
+  // A weight gradient (W in ZB-H1's split of the backward): a linear layer's
+  // dW GEMM, whose kernel also sums the bias gradient, or the embedding
+  // table's row gradients. Everything else in a backward is B.
+  bool weight_grad = false;
 };
 
 struct CommOp {
@@ -61,6 +65,16 @@ struct PartOps {
   PassOps bwd;        // backward proper
   PassOps recompute;  // what the recompute policy re-runs inside backward
 };
+
+// A backward as ZB-H1 splits it (partition/schedule.h): W, the ops marked
+// weight_grad, with no collective (no W needs one); B, the rest with every
+// tensor- and context-parallel collective (the dX GEMMs, attention backward,
+// memory-bound ops). B's and W's ops together are the backward's.
+struct SplitBackward {
+  PassOps input;   // B
+  PassOps weight;  // W
+};
+SplitBackward split_backward(const PassOps& bwd);
 
 PartOps block_ops(const ModelSpec& spec, const OpsOptions& o);
 PartOps embedding_ops(const ModelSpec& spec, const OpsOptions& o);

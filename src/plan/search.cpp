@@ -1,8 +1,8 @@
 // Enumeration order: cp, tp (divisors of both gpus and the node's GPU
 // count), pp (divisors of gpus/tp up to the layer count), dp = gpus/(tp*pp*cp)
 // dividing the global batch, micro-batch (divisors of the per-replica batch),
-// chunks, ZeRO 0-3 (0 alone without dp or cp), sequence parallelism (with
-// tp), recompute. Every candidate passes two rules, each named once:
+// chunks, schedule, ZeRO 0-3 (0 alone without dp or cp), sequence parallelism
+// (with tp), recompute. Every candidate passes two rules, each named once:
 // check_layout (partition/layout_check.h: what the runtime runs, the check
 // --explain, simulate and `tera train` apply) and megatron_narrowing below
 // (the search's conventions: equal interleaved chunks, as Megatron requires,
@@ -98,6 +98,16 @@ bool megatron_narrowing(const ParallelLayout& l, const Workload& w, const Cluste
   return true;
 }
 
+// The schedules searched for a layout's pp and vpp: interleaved with virtual
+// chunks; else 1F1B, and ZB-H1 beside it where there is a pipeline and the
+// stack runs it (never for tera's runtime). GPipe is never faster nor smaller
+// than 1F1B; `--explain ...,schedule=` prices any.
+std::vector<ScheduleKind> schedule_choices(const ParallelLayout& l, const Cluster& cl, const SearchSpace& space) {
+  if (l.vpp > 1) return {ScheduleKind::interleaved};
+  if (l.pp > 1 && cl.stack.zero_bubble && !space.tera_runtime) return {ScheduleKind::one_f_one_b, ScheduleKind::zb_h1};
+  return {ScheduleKind::one_f_one_b};
+}
+
 // Every layout of the space on `gpus` GPUs that the runtime's check accepts
 // and the search's narrowing keeps, in the order of the file comment.
 std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& cl, int gpus, const SearchSpace& space) {
@@ -123,15 +133,17 @@ std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& 
           for (int v = 2; pp >= 2 && v <= m.layers / pp; ++v) vpps.push_back(v);
           for (int vpp : choices(space.vpp, vpps)) {
             l.vpp = vpp;
-            l.schedule = vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
-            for (int zero : choices(space.zero, l.dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
-              l.zero = zero;
-              for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
-                                                                     : std::vector<bool>{false})) {
-                l.sequence_parallel = sp;
-                for (Recompute rc : choices(space.recompute, {Recompute::none, Recompute::selective, Recompute::full})) {
-                  l.recompute = rc;
-                  if (megatron_narrowing(l, w, cl, space) && check_layout(l, w, gpus)) out.push_back(l);
+            for (ScheduleKind kind : schedule_choices(l, cl, space)) {
+              l.schedule = kind;
+              for (int zero : choices(space.zero, l.dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
+                l.zero = zero;
+                for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                       : std::vector<bool>{false})) {
+                  l.sequence_parallel = sp;
+                  for (Recompute rc : choices(space.recompute, {Recompute::none, Recompute::selective, Recompute::full})) {
+                    l.recompute = rc;
+                    if (megatron_narrowing(l, w, cl, space) && check_layout(l, w, gpus)) out.push_back(l);
+                  }
                 }
               }
             }
@@ -176,7 +188,8 @@ SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Clus
       split = splits.emplace(l.tp, ps).first;
     }
     const StepCosts costs = price_step(p->second, split->second, spec.config().layers, l, w, cl);
-    cands.push_back({l, step_time_lower_bound(costs, l.pp, l.vpp, micro_batches(l, w), !cl.stack.p2p_overlap)});
+    cands.push_back({l, step_time_lower_bound(costs, l.pp, l.vpp, micro_batches(l, w), !cl.stack.p2p_overlap,
+                                              splits_backward(l.schedule))});
   }
   // The k fastest by simulation, bounds first: a candidate whose lower bound
   // is no better than the k-th simulated time cannot enter.

@@ -1,5 +1,6 @@
-// Layout search: enumerate tp, pp, dp, virtual chunks, micro-batch, ZeRO
-// stage, sequence parallelism and recompute for a GPU count; drop layouts
+// Layout search: enumerate tp, pp, dp, virtual chunks, schedule (zb-h1 beside
+// 1f1b on a stack that has it), micro-batch, ZeRO stage, sequence parallelism
+// and recompute for a GPU count; drop layouts
 // that do not fit; rank the rest by simulated step time. Exact top-K by
 // branch and bound: every fitting layout is priced and given a lower bound
 // (simulator.h), then simulated in bound order until the bound exceeds the
@@ -39,8 +40,8 @@ struct SearchSpace {
   std::optional<Recompute> recompute;
   std::optional<int> cp;  // context parallelism (searched for long sequences with fused attention)
   int max_micro_batch = 64;
-  // Only what tera's runtime runs (plan --emit tera): no selective recompute
-  // (context parallelism it runs, with flash attention, as every stack's cp).
+  // Only what tera's runtime runs (plan --emit tera): no selective recompute,
+  // no zb-h1 (context parallelism it runs, with flash attention).
   bool tera_runtime = false;
 };
 

@@ -12,6 +12,7 @@ std::string sim_span_name(const SimSpan& s) {
   switch (s.kind) {
     case InstrKind::forward: return fmt::format("F{}.{}", s.mb, s.chunk);
     case InstrKind::backward: return fmt::format("B{}.{}", s.mb, s.chunk);
+    case InstrKind::weight_grad: return fmt::format("W{}.{}", s.mb, s.chunk);
     case InstrKind::send_act: return fmt::format("sA{}.{}>{}", s.mb, s.chunk, s.peer);
     case InstrKind::send_grad: return fmt::format("sG{}.{}>{}", s.mb, s.chunk, s.peer);
     case InstrKind::recv_act: return fmt::format("rA{}.{}<{}", s.mb, s.chunk, s.peer);

@@ -17,7 +17,8 @@ struct Channel {
 };
 
 // The simulation's running state: per-stage clocks and program counters, the
-// outgoing channels, and the window of each (stage, chunk)'s latest backward.
+// outgoing channels, and the window of each (stage, chunk)'s latest backward
+// (of a split backward: its latest W).
 struct SimState {
   const Schedule& sch;
   const StepCosts& costs;
@@ -38,21 +39,25 @@ struct SimState {
         lb_end(static_cast<size_t>(sch_.stages * sch_.chunks), 0.0) {}
 };
 
-// A forward or backward pass on stage s from time t; a backward records its window.
+// The price of a compute instruction of virtual stage v: F; the whole
+// backward, or, where the schedule splits it, B (bwd_input) and W (bwd_weight).
+const PassCost& pass_cost(const SimState& st, const Instr& in, size_t v) {
+  if (in.kind == InstrKind::forward) return st.costs.fwd[v];
+  if (!splits_backward(st.sch.kind)) return st.costs.bwd[v];
+  return in.kind == InstrKind::backward ? st.costs.bwd_input[v] : st.costs.bwd_weight[v];
+}
+
+// A compute pass on stage s from time t; the pass that completes a
+// micro-batch's weight gradients (the backward, or the W of a split one)
+// records its window.
 void run_pass(SimState& st, int s, const Instr& in, StageTimeline& tl, double& t) {
-  const size_t v = static_cast<size_t>(st.sch.virtual_stage(s, in.chunk));
-  if (in.kind == InstrKind::forward) {
-    const PassCost& c = st.costs.fwd[v];
-    tl.busy += c;
-    t += c.total();
-    return;
-  }
-  const PassCost& c = st.costs.bwd[v];
+  const PassCost& c = pass_cost(st, in, static_cast<size_t>(st.sch.virtual_stage(s, in.chunk)));
+  const bool completes_grads = in.kind == (splits_backward(st.sch.kind) ? InstrKind::weight_grad : InstrKind::backward);
   const size_t k = static_cast<size_t>(s * st.sch.chunks + in.chunk);
-  st.lb_start[k] = t;
+  if (completes_grads) st.lb_start[k] = t;
   tl.busy += c;
   t += c.total();
-  st.lb_end[k] = t;
+  if (completes_grads) st.lb_end[k] = t;
 }
 
 // A send on stage s's outgoing link; the stage waits for it only without p2p overlap.
@@ -114,7 +119,8 @@ void run_reduce_grads(const SimState& st, int s, StageTimeline& tl, double& t) {
 bool run_instr(SimState& st, int s, const Instr& in, StageTimeline& tl, double& t) {
   switch (in.kind) {
     case InstrKind::forward:
-    case InstrKind::backward: run_pass(st, s, in, tl, t); break;
+    case InstrKind::backward:
+    case InstrKind::weight_grad: run_pass(st, s, in, tl, t); break;
     case InstrKind::send_act:
     case InstrKind::send_grad: run_send(st, s, in, tl, t); break;
     case InstrKind::recv_act:
@@ -148,6 +154,9 @@ bool run_stage(SimState& st, int s, StageTimeline& tl, size_t* remaining, std::v
 SimResult simulate_step(const Schedule& sch, const StepCosts& costs, const SimOptions& opt,
                         std::vector<SimSpan>* spans) {
   const int S = sch.stages;
+  TERA_ASSERT(!splits_backward(sch.kind) || (costs.bwd_input.size() == costs.bwd.size() &&
+                                             costs.bwd_weight.size() == costs.bwd.size()),
+              "simulate_step: a split-backward schedule needs bwd_input and bwd_weight costs");
   SimResult r;
   r.stages.resize(static_cast<size_t>(S));
   SimState st(sch, costs, opt);
@@ -171,7 +180,8 @@ SimResult simulate_step(const Schedule& sch, const StepCosts& costs, const SimOp
   return r;
 }
 
-double step_time_lower_bound(const StepCosts& costs, int S, int C, int64_t M, bool blocking_sends) {
+double step_time_lower_bound(const StepCosts& costs, int S, int C, int64_t M, bool blocking_sends,
+                             bool split_backward) {
   const int V = S * C;
   double best = 0, tail = 1e300;
   double prefix_f = 0, prefix_b = 0;  // first micro-batch's way through chunk 0 of earlier stages
@@ -179,12 +189,15 @@ double step_time_lower_bound(const StepCosts& costs, int S, int C, int64_t M, bo
     double busy = 0;
     for (int c = 0; c < C; ++c) {
       const size_t v = static_cast<size_t>(c * S + s);
-      busy += costs.fwd[v].total() + costs.bwd[v].total();
+      busy += costs.fwd[v].total() +
+              (split_backward ? costs.bwd_input[v].total() + costs.bwd_weight[v].total() : costs.bwd[v].total());
       if (blocking_sends) busy += costs.p2p * ((static_cast<int>(v) < V - 1) + (v > 0));
     }
-    best = std::max(best, prefix_f + static_cast<double>(M) * busy + prefix_b);
+    // A split backward's stage may end on Ws that no earlier stage waits for:
+    // only the way in (prefix_f) is certain.
+    best = std::max(best, prefix_f + static_cast<double>(M) * busy + (split_backward ? 0.0 : prefix_b));
     prefix_f += costs.fwd[static_cast<size_t>(s)].total() + costs.p2p;
-    prefix_b += costs.bwd[static_cast<size_t>(s)].total() + costs.p2p;
+    if (!split_backward) prefix_b += costs.bwd[static_cast<size_t>(s)].total() + costs.p2p;
     const double reduce = std::min(costs.dp_reduce[static_cast<size_t>(s)] / C, costs.dp_last_bucket[static_cast<size_t>(s)]);
     tail = std::min(tail, reduce + costs.optimizer[static_cast<size_t>(s)]);
   }

@@ -4,10 +4,12 @@
 // message) and the cost model's prices. Each stage is a clock: compute
 // advances it, a receive waits for its message to arrive (send time + the
 // link's queue + transfer), so pipeline fill, drain and stalls, i.e. the
-// bubble, come out of the schedule itself. Gradient reduction overlaps the
-// last backward of each chunk except its last bucket (when the stack
-// overlaps; the overlapped part still costs overlap_loss of itself), then the
-// optimizer step runs.
+// bubble, come out of the schedule itself. A zb-h1 backward is priced as B
+// (StepCosts::bwd_input) and its weight_grad as W (bwd_weight): W sends and
+// waits for nothing, it only occupies its stage. Gradient reduction overlaps
+// the last backward (zb-h1: the last W) of each chunk except its last bucket
+// (when the stack overlaps; the overlapped part still costs overlap_loss of
+// itself), then the optimizer step runs.
 #pragma once
 
 #include <vector>
@@ -40,7 +42,7 @@ struct SimOptions {
 
 // One instruction's interval on a stage's clock, for traces (sim_trace.h).
 // Named and classed as the executor's trace spans (parallel/pipeline.cpp):
-// "F3.1"/"B3.1" compute, "sA3.1>2" p2p, "rG3.1<0" bubble (the wait only),
+// "F3.1"/"B3.1"/"W3.1" compute, "sA3.1>2" p2p, "rG3.1<0" bubble (the wait only),
 // "reduce_grads" comm, plus "optimizer_step" compute.
 struct SimSpan {
   int stage;
@@ -56,7 +58,8 @@ SimResult simulate_step(const Schedule& sch, const StepCosts& costs, const SimOp
 // A lower bound on simulate_step's step time without running it: the
 // busiest stage's work plus the first micro-batch's way to it and back, its
 // unhidable reduction and optimizer step. The search uses it to skip layouts.
+// split_backward: the schedule runs B and W (costs.bwd_input, bwd_weight).
 double step_time_lower_bound(const StepCosts& costs, int stages, int chunks, int64_t micro_batches,
-                             bool blocking_sends);
+                             bool blocking_sends, bool split_backward = false);
 
 }  // namespace tera

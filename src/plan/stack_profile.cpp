@@ -50,6 +50,7 @@ Expected<StackProfile> stack_profile(const std::string& name) {
     p.dropout = false;
     p.tp_comm_overlap = false;
     p.activations_16bit = false;
+    p.zero_bubble = false;  // the runtime runs gpipe, 1f1b and interleaved
     p.params = fitted_params(p.name);
     return p;
   }
@@ -99,6 +100,7 @@ StackProfile profile_for_framework(const std::string& fw, const std::string& sha
     p.name = "preset";
   }
   if (p.name != "preset") p.activations_16bit = true;
+  if (p.name != "preset" && p.name != "megatron-deepspeed") p.zero_bubble = false;  // see stack_profile.h
   p.params = fitted_params(p.name);
   return p;
 }
@@ -110,6 +112,7 @@ Cluster apply_profile(const Cluster& cl, const StackProfile& p) {
   if (p.tp_comm_overlap) c.stack.tp_comm_overlap = *p.tp_comm_overlap;
   if (p.activations_16bit) c.stack.activations_16bit = *p.activations_16bit;
   if (p.zero_per_tensor) c.stack.zero_per_tensor = true;
+  if (p.zero_bubble) c.stack.zero_bubble = *p.zero_bubble;
   c.eff.gemm_max = std::min(1.0, c.eff.gemm_max * p.params.gemm_scale);
   c.eff.flash = std::min(1.0, c.eff.flash * p.params.gemm_scale);
   c.eff.kernel_overhead *= p.params.overhead_scale;

@@ -40,6 +40,17 @@ struct StackProfile {
   // before 2022 had none (its distributed optimizer came in 2022).
   std::optional<int> zero_stages;
   bool zero_per_tensor = false;  // ZeRO-3 collectives tensor by tensor (hardware.h Stack)
+  // Whether the stack runs the ZB-H1 schedule (hardware.h Stack::zero_bubble;
+  // unset: the preset's). False where the stack has no such schedule:
+  // Megatron-LM and Megatron-Core (none in their mainline), torchtitan (its
+  // zero-bubble schedules, InterleavedZeroBubble and ZBVZeroBubble, are the
+  // multi-chunk ones tera does not build), DeepSpeed's ZeRO-3 runs and llm.c
+  // (no pipeline), and tera (its runtime does not split the backward yet;
+  // `plan --explain ...,schedule=zb-h1` still prices any layout).
+  // Megatron-DeepSpeed has had an opt-in ZB-H1 (--enable-zbh1-pipeline)
+  // since 2024, after the runs its profile was fitted on: unset, so a preset
+  // with stack.zero_bubble = true prices it.
+  std::optional<bool> zero_bubble;
   StackParams params;
 };
 

@@ -128,6 +128,15 @@ TEST(Config, ContextParallelLayoutsTheModelCannotTake) {
                {"model.seq_len / cp (2) = 10 divisible by parallel.tp = 4"});
 }
 
+TEST(Config, PlannerOnlyScheduleIsRefusedWithTheReason) {
+  // zb-h1 parses (the planner prices it) but the runtime does not run it.
+  expect_error(kGood, {"parallel.pp=2", "parallel.schedule=\"zb-h1\""},
+               {"parallel.schedule = \"zb-h1\"", "the runtime runs gpipe, 1f1b, interleaved",
+                "zb-h1 is priced by tera plan only"});
+  expect_error(kGood, {"parallel.schedule=\"zbh1\""}, {"parallel.schedule = \"zbh1\" is not one of"});
+  EXPECT_TRUE(parse_run_config(kGood, "cfg.toml", {"parallel.pp=2", "parallel.schedule=\"1f1b\""}, false).ok());
+}
+
 TEST(Config, PlannerOnlyShapesAreRefusedWithTheReason) {
   // Grouped-query attention runs; a gated MLP on a GPT-2 block is the planner's shape only.
   EXPECT_TRUE(parse_run_config(kGood, "cfg.toml", {"model.kv_heads=2"}, false).ok());

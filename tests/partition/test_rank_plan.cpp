@@ -110,6 +110,35 @@ TEST(RankPlan, PartsAgreeOnEveryRankOfEveryLayout) {
   EXPECT_GT(checked, 500);
 }
 
+TEST(RankPlan, ZbH1HoldsOneFOneBsFirstStageCountOnEveryStage) {
+  // A micro-batch's activations stay until its W: every stage keeps
+  // min(pp, M) slots (1F1B: pp - stage), as many as 1F1B's first stage, so
+  // later stages hold more than under 1F1B and stage 0 the same.
+  const ModelSpec spec(model(Arch::gpt2));
+  for (int pp : {2, 3}) {
+    for (int64_t M : {1, 2, 4, 8}) {
+      ParallelLayout zb{.tp = 1, .pp = pp, .dp = 1, .micro_batch = 1};
+      zb.schedule = ScheduleKind::zb_h1;
+      ParallelLayout base = zb;
+      base.schedule = ScheduleKind::one_f_one_b;
+      const RankBatch batch{.global_batch = M, .seq_len = 16};
+      for (int s = 0; s < pp; ++s) {
+        const std::string where = layout_string(zb) + " M " + std::to_string(M) + " stage " + std::to_string(s);
+        const RankPlan z = make_rank_plan(spec, zb, zb.coord(s), batch, RankPrecision{});
+        const RankPlan b = make_rank_plan(spec, base, base.coord(s), batch, RankPrecision{});
+        EXPECT_EQ(z.slots, std::min<int64_t>(pp, M)) << where;
+        EXPECT_EQ(z.schedule()->max_in_flight(s), z.slots) << where;
+        EXPECT_EQ(b.slots, std::min<int64_t>(pp - s, M)) << where;
+        if (z.slots == b.slots) {
+          EXPECT_EQ(z.bytes.bytes, b.bytes.bytes) << where;  // stage 0 always
+        } else {
+          EXPECT_GT(z.bytes.bytes, b.bytes.bytes) << where;
+        }
+      }
+    }
+  }
+}
+
 TEST(RankPlan, ATableOfAnotherShapeIsNamed) {
   const ModelSpec spec(model(Arch::gpt2));
   const ParallelLayout l{.tp = 1, .pp = 2, .dp = 1};

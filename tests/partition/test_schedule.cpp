@@ -2,6 +2,9 @@
 // 1..16, chunks 1..4): every backward after its forward, every send matched
 // by one receive in order, the promised in-flight bound, and no deadlock when
 // a message-passing interpreter with the executor's semantics runs the lists.
+// zb-h1 adds: one weight gradient per micro-batch after its backward on the
+// same stage, the gradient messages sent by the backward (B) alone, and
+// 1F1B's lists once its weight gradients are taken out.
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -71,7 +74,7 @@ void check_invariants(const Schedule& s) {
     ASSERT_GE(list.size(), 2u);
     EXPECT_EQ(list[list.size() - 2].kind, InstrKind::reduce_grads);
     EXPECT_EQ(list.back().kind, InstrKind::optimizer_step);
-    std::set<std::pair<int, int>> fwd, bwd;
+    std::set<std::pair<int, int>> fwd, bwd, wgt;
     for (size_t i = 0; i < list.size(); ++i) {
       const Instr& in = list[i];
       const std::pair<int, int> unit{in.mb, in.chunk};
@@ -85,15 +88,27 @@ void check_invariants(const Schedule& s) {
         EXPECT_TRUE(bwd.insert(unit).second) << "backward twice";
         EXPECT_EQ(v < V - 1, i > 0 && list[i - 1].kind == InstrKind::recv_grad);
         EXPECT_EQ(v > 0, i + 1 < list.size() && list[i + 1].kind == InstrKind::send_grad);
+      } else if (in.kind == InstrKind::weight_grad) {
+        EXPECT_TRUE(splits_backward(s.kind)) << "weight_grad in a fused-backward schedule";
+        EXPECT_TRUE(bwd.count(unit)) << "weight_grad before its backward: stage " << st << " mb " << in.mb;
+        EXPECT_TRUE(wgt.insert(unit).second) << "weight_grad twice";
+        EXPECT_EQ(in.peer, -1);
       } else if (is_send(in.kind) || is_recv(in.kind)) {
         EXPECT_GE(in.peer, 0);
         EXPECT_LT(in.peer, S);
+        // A gradient message carries what the backward just computed (B on
+        // stage s waits for B on the next stage only, never for its W).
+        if (in.kind == InstrKind::send_grad) {
+          ASSERT_GT(i, 0u);
+          EXPECT_EQ(list[i - 1], (Instr{InstrKind::backward, in.mb, in.chunk, -1})) << "stage " << st << " at " << i;
+        }
       } else {
         EXPECT_EQ(in.peer, -1);
       }
     }
     EXPECT_EQ(fwd.size(), static_cast<size_t>(M * C));
     EXPECT_EQ(bwd.size(), static_cast<size_t>(M * C));
+    EXPECT_EQ(wgt.size(), splits_backward(s.kind) ? static_cast<size_t>(M * C) : 0u);
     // In-flight bound as promised.
     const int promised = promised_in_flight(s.kind, S, M, C, st);
     EXPECT_LE(s.max_in_flight(st), promised) << "stage " << st;
@@ -105,6 +120,12 @@ void check_invariants(const Schedule& s) {
     if (s.kind == ScheduleKind::one_f_one_b) {
       EXPECT_LE(s.max_in_flight(st), S - st);
       EXPECT_EQ(s.max_in_flight(st), std::min(S - st, M));
+    }
+    if (s.kind == ScheduleKind::zb_h1) {
+      // Every stage holds 1F1B's first stage's count, from F to W.
+      EXPECT_LE(s.max_in_flight(st), S);
+      EXPECT_EQ(s.max_in_flight(st), std::min(S, M));
+      EXPECT_EQ(slots_per_chunk(s, st), std::vector<int>{std::min(S, M)});
     }
   }
   // Sends and receives: for every ordered pair and kind, the sequence of
@@ -126,7 +147,8 @@ void check_invariants(const Schedule& s) {
 
 TEST(Schedule, SweepInvariants) {
   int checked = 0;
-  for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved}) {
+  for (ScheduleKind kind :
+       {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zb_h1}) {
     for (int S = 1; S <= 8; ++S) {
       for (int M = 1; M <= 16; ++M) {
         for (int C = 1; C <= 4; ++C) {
@@ -143,7 +165,68 @@ TEST(Schedule, SweepInvariants) {
       }
     }
   }
-  EXPECT_EQ(checked, 8 * 16 + 8 * 16 + 3 * (8 + 5 + 4 + 3 + 2 + 2 + 2));  // interleaved: 3 chunk counts x (M % S == 0) cases
+  // gpipe, 1f1b and zb-h1: every (S, M) with one chunk; interleaved: 3 chunk counts x (M % S == 0) cases.
+  EXPECT_EQ(checked, 3 * 8 * 16 + 3 * (8 + 5 + 4 + 3 + 2 + 2 + 2));
+}
+
+// ZB-H1 is 1F1B with the weight gradients moved: without them the lists
+// (order of F and B, every send and receive) are 1F1B's, so the messages
+// and their matching are unchanged.
+TEST(Schedule, ZbH1IsOneFOneBWithWeightGradientsMoved) {
+  for (int S : {2, 3, 4, 8}) {
+    for (int M : {1, 2, 3, S - 1, S, S + 1, 2 * S, 3 * S + 1}) {
+      if (M < 1) continue;
+      SCOPED_TRACE("S=" + std::to_string(S) + " M=" + std::to_string(M));
+      const Schedule zb = make_schedule(ScheduleKind::zb_h1, S, M, 1).value();
+      const Schedule base = make_schedule(ScheduleKind::one_f_one_b, S, M, 1).value();
+      check_invariants(zb);
+      for (int st = 0; st < S; ++st) {
+        std::vector<Instr> stripped;
+        for (const Instr& in : zb.per_stage[static_cast<size_t>(st)]) {
+          if (in.kind != InstrKind::weight_grad) stripped.push_back(in);
+        }
+        EXPECT_EQ(stripped, base.per_stage[static_cast<size_t>(st)]) << "stage " << st;
+      }
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// Stage s defers its Ws by s micro-batches: each W that follows a backward
+// B(j) is W(j - s), so stage 0 runs F, B, W and the last stage waits S - 1
+// micro-batches; the s Ws left run after the last backward.
+TEST(Schedule, ZbH1DefersWeightGradientsByTheStage) {
+  const int S = 4, M = 8;
+  const Schedule zb = make_schedule(ScheduleKind::zb_h1, S, M, 1).value();
+  for (int st = 0; st < S; ++st) {
+    const Instr* prev = nullptr;  // the previous compute instruction
+    int tail = 0;
+    for (const Instr& in : zb.per_stage[static_cast<size_t>(st)]) {
+      if (in.kind != InstrKind::forward && in.kind != InstrKind::backward && in.kind != InstrKind::weight_grad) continue;
+      if (in.kind == InstrKind::weight_grad) {
+        if (prev->kind == InstrKind::backward) {
+          EXPECT_EQ(in.mb, prev->mb - st) << "stage " << st;
+        } else {
+          EXPECT_EQ(in.mb, M - st + tail++) << "stage " << st;
+        }
+      }
+      prev = &in;
+    }
+    EXPECT_EQ(tail, st);
+  }
+}
+
+TEST(Schedule, CompactFormZbH1) {
+  // 2 stages, 3 micro-batches: stage 0 (no delay) runs each W right after its
+  // B; stage 1 delays its Ws by one micro-batch and ends with the one left.
+  auto s = make_schedule(ScheduleKind::zb_h1, 2, 3, 1);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->to_string(0),
+            "0F0,sA0.0>1,1F0,sA1.0>1,rG0.0<1,0B0,0W0,2F0,sA2.0>1,rG1.0<1,1B0,1W0,rG2.0<1,2B0,2W0,RG,OPT");
+  EXPECT_EQ(s->to_string(1),
+            "rA0.0<0,0F0,0B0,sG0.0>0,rA1.0<0,1F0,1B0,sG1.0>0,0W0,rA2.0<0,2F0,2B0,sG2.0>0,1W0,2W0,RG,OPT");
+  EXPECT_EQ(s->max_in_flight(0), 2);
+  EXPECT_EQ(s->max_in_flight(1), 2);  // 1F1B's last stage: 1
 }
 
 TEST(Schedule, CompactFormOneFOneB) {
@@ -195,6 +278,12 @@ TEST(Schedule, ErrorsNameTheFactor) {
   auto c = make_schedule(ScheduleKind::one_f_one_b, 4, 8, 2);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.error().find("chunks = 2"), std::string::npos);
+  auto z = make_schedule(ScheduleKind::zb_h1, 4, 8, 2);
+  ASSERT_FALSE(z.ok());
+  EXPECT_NE(z.error().find("zb-h1 schedule has one model chunk per stage, got chunks = 2"), std::string::npos);
+  EXPECT_EQ(parse_schedule_kind("zb-h1").value(), ScheduleKind::zb_h1);
+  EXPECT_STREQ(schedule_kind_name(ScheduleKind::zb_h1), "zb-h1");
+  EXPECT_NE(parse_schedule_kind("zbh1").error().find("zb-h1"), std::string::npos);
   EXPECT_FALSE(make_schedule(ScheduleKind::gpipe, 0, 8, 1).ok());
   EXPECT_EQ(parse_schedule_kind("1f1b").value(), ScheduleKind::one_f_one_b);
   EXPECT_FALSE(parse_schedule_kind("pipedream").ok());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 #include "plan/collectives.h"
 #include "plan/cost_model.h"
@@ -130,6 +131,74 @@ TEST(CostModel, OpTablesCarryModelSpecFlops) {
       EXPECT_NEAR(pass_model_flops(block_ops(spec, o).recompute) * tp, 4.0 * 16 * 64 * tokens, 1e-6);
     }
   }
+}
+
+TEST(CostModel, BackwardSplitForZbH1HandWorked) {
+  // ZB-H1's W is each linear's dW GEMM (the forward's linear FLOPs again) and
+  // the embedding's row gradients; B is the rest of the backward with its
+  // collectives and, under recompute, the re-run forward. GPT block, C = 256,
+  // N = 1 x 1024 tokens, tp 1, no flash: W = 2 N (3C C + C C + 4C C + C 4C)
+  // = 24 N C^2 FLOPs, on GEMMs compute-bound here (gemm_half_dim 0, so every
+  // dim factor is 1) at peak x gemm_max = 100 x 0.7 TFLOP/s.
+  const ModelConfig cfg{.layers = 2, .hidden = 256, .heads = 4, .seq_len = 1024, .vocab = 512,
+                        .ffn_hidden = 0, .vocab_align = 64};
+  const ModelSpec spec(cfg);
+  const double N = 1024, C = 256, e = 2;
+  OpsOptions o;
+  o.B = 1;
+  o.T = 1024;
+  const PartOps block = block_ops(spec, o);
+  const SplitBackward split = split_backward(block.bwd);
+  ASSERT_EQ(split.weight.ops.size(), 4u);
+  for (const Op& op : split.weight.ops) EXPECT_NE(std::string(op.name).find("_wgrad"), std::string::npos) << op.name;
+  EXPECT_EQ(split.input.ops.size() + split.weight.ops.size(), block.bwd.ops.size());
+  EXPECT_DOUBLE_EQ(pass_flops(split.weight), 24 * N * C * C);
+  EXPECT_TRUE(split.weight.comm.empty());
+
+  Cluster c = round_cluster();
+  c.eff.gemm_half_dim = 0;
+  ParallelLayout l;
+  l.recompute = Recompute::full;
+  l.schedule = ScheduleKind::zb_h1;
+  const Workload w{cfg, 1, Precision::bf16};
+  const PartCosts parts = price_parts(spec, l, w, c);
+  EXPECT_NEAR(parts.block_bw.gemm, 24 * N * C * C / (100e12 * 0.7), 1e-18);
+  EXPECT_DOUBLE_EQ(parts.block_bw.attention + parts.block_bw.memory + parts.block_bw.tp_comm + parts.block_bw.recompute(), 0);
+  // The dX GEMMs are as many FLOPs: B's GEMMs take as long, the re-run forward on top.
+  EXPECT_NEAR(parts.block_bi.gemm - parts.block_bi.rc_gemm, parts.block_bw.gemm, 1e-18);
+  EXPECT_NEAR(parts.block_bi.rc_gemm, parts.block_f.gemm, 1e-18);
+  EXPECT_NEAR(parts.block_bi.total() + parts.block_bw.total(), parts.block_b.total(), 1e-15);
+  // Embedding: W is the table's row gradients (read dY, read and write the rows:
+  // 3 N C e bytes at HBM x 0.8), B nothing at tp 1. Head: W the logits' dW GEMM, 2 N C V.
+  EXPECT_NEAR(parts.emb_bw.memory, 3 * N * C * e / (1e12 * 0.8), 1e-18);
+  EXPECT_DOUBLE_EQ(parts.emb_bi.total(), 0);
+  EXPECT_NEAR(parts.head_bw.gemm, 2 * N * C * 512 / (100e12 * 0.7), 1e-18);
+
+  // Per virtual stage (2 stages of one layer): B + W is the fused backward
+  // without tp overlap; only a split schedule gets them.
+  l.pp = 2;
+  const StepCosts sc = price_step(spec, l, w, c);
+  ASSERT_EQ(sc.bwd_input.size(), 2u);
+  ASSERT_EQ(sc.bwd_weight.size(), 2u);
+  for (size_t v = 0; v < 2; ++v) EXPECT_NEAR(sc.bwd_input[v].total() + sc.bwd_weight[v].total(), sc.bwd[v].total(), 1e-15);
+  EXPECT_NEAR(sc.bwd_weight[0].total(), parts.block_bw.total() + parts.emb_bw.total(), 1e-15);
+  l.schedule = ScheduleKind::one_f_one_b;
+  EXPECT_TRUE(price_step(spec, l, w, c).bwd_input.empty());
+
+  // Tensor parallelism: every backward collective rides with B; with the
+  // stack's overlap, B's collectives hide behind B's GEMMs alone.
+  l.tp = 2;
+  l.schedule = ScheduleKind::zb_h1;
+  const PartCosts tp2 = price_parts(spec, l, w, c);
+  EXPECT_GT(tp2.block_bi.tp_comm, 0);
+  EXPECT_DOUBLE_EQ(tp2.block_bi.tp_comm, tp2.block_b.tp_comm);
+  EXPECT_DOUBLE_EQ(tp2.block_bw.tp_comm, 0);
+  // ZeRO-2 over 2 ranks: the gradients' reduce-scatter serves W, B has none.
+  l.tp = 1;
+  l.dp = 2;
+  l.zero = 2;
+  const StepCosts z2 = price_step(spec, l, Workload{cfg, 2, Precision::bf16}, c);
+  for (size_t v = 0; v < 2; ++v) EXPECT_DOUBLE_EQ(z2.bwd_input[v].dp_comm, 0);
 }
 
 TEST(CostModel, TensorParallelCollectivesPerLayer) {

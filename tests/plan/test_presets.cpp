@@ -13,6 +13,7 @@
 #include "plan/memory_model.h"
 #include "partition/stage_plan.h"
 #include "plan/presets.h"
+#include "plan/stack_profile.h"
 
 namespace tera {
 namespace {
@@ -75,6 +76,24 @@ TEST(Presets, ErrorsNameTheFileAndKey) {
   EXPECT_NEAR(back->gpu.memory_bytes, s.gpu.memory_bytes, 1e3);
   EXPECT_NEAR(back->eff.gemm_max, s.eff.gemm_max, 1e-3);
   EXPECT_EQ(back->stack.flash_attention, s.stack.flash_attention);
+}
+
+TEST(Presets, ZeroBubbleIsAStackFact) {
+  // No shipped preset claims zero-bubble schedules; a preset may
+  // (stack.zero_bubble), and the writer keeps it (and writes nothing when off).
+  for (const auto& n : list_presets("clusters")) EXPECT_FALSE(load_cluster(n).value().stack.zero_bubble) << n;
+  const std::string base = "name = \"x\"\n[gpu]\nname = \"g\"\npeak_tflops_32 = 1\nmemory_gib = 8\nhbm_tb_s = 1\n"
+                           "[node]\ngpus = 8\nintra_gb_s = 100\nnics = 1\nnic_gb_s = 10\n";
+  Cluster zb = parse_cluster_toml(base + "[stack]\nzero_bubble = true\n", "zb.toml").value();
+  EXPECT_TRUE(zb.stack.zero_bubble);
+  EXPECT_TRUE(parse_cluster_toml(cluster_to_toml(zb, ""), "rt.toml").value().stack.zero_bubble);
+  EXPECT_EQ(cluster_to_toml(load_cluster("selene").value(), "").find("zero_bubble"), std::string::npos);
+  // A profile says whether its stack has them: tera's runtime and the stacks
+  // without a ZB-H1 turn it off; Megatron-DeepSpeed's opt-in and "preset" keep the preset's.
+  for (const auto& name : profile_names()) {
+    const bool keeps = name == "megatron-deepspeed" || name == "preset";
+    EXPECT_EQ(apply_profile(zb, stack_profile(name).value()).stack.zero_bubble, keeps) << name;
+  }
 }
 
 TEST(Presets, ModelFilesAndRunConfigs) {

@@ -67,43 +67,84 @@ TEST(Search, TightMemoryForcesShardingOrRecompute) {
 
 TEST(Search, BranchAndBoundMatchesExhaustivePricing) {
   // Price every fitting layout of a small space by simulation and compare the
-  // top 5 with the search's (which simulates only what its bound allows).
-  const ModelConfig m = model(8, 256, 8, 128);
-  const ModelSpec spec(m);
-  const Workload w{m, 32, Precision::bf16};
-  const Cluster cl = synthetic(2, 50, 5);
-  const SearchResult r = search_layouts(spec, w, cl, 8, SearchSpace{}, 5);
-  std::vector<double> all;
-  int64_t fitting = 0;
-  for (int tp : {1, 2, 4, 8}) {
-    for (int pp : {1, 2, 4, 8}) {
-      if (8 % (tp * pp)) continue;
-      const int dp = 8 / (tp * pp);
-      for (int mb : {1, 2, 4, 8, 16, 32}) {
-        if ((32 / dp) % mb) continue;
-        for (int vpp : {1, 2, 4, 8}) {
-          for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-            for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-              for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
-                ParallelLayout l{tp, pp, dp, vpp, mb, zero, sp == 1, rc,
-                         vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b};
-                if (!check_layout(l, w, 8).is_ok()) continue;
-                const Evaluation e = evaluate_layout(spec, l, w, cl);
-                if (!e.fits) continue;
-                ++fitting;
-                all.push_back(e.step_time_s);
+  // top 5 with the search's (which simulates only what its bound allows); on
+  // a stack with zero-bubble schedules, zb-h1 beside 1F1B wherever pp > 1.
+  for (bool zero_bubble : {false, true}) {
+    SCOPED_TRACE(zero_bubble ? "zero-bubble stack" : "no zero-bubble schedule");
+    const ModelConfig m = model(8, 256, 8, 128);
+    const ModelSpec spec(m);
+    const Workload w{m, 32, Precision::bf16};
+    Cluster cl = synthetic(2, 50, 5);
+    cl.stack.zero_bubble = zero_bubble;
+    const SearchResult r = search_layouts(spec, w, cl, 8, SearchSpace{}, 5);
+    std::vector<double> all;
+    int64_t fitting = 0;
+    for (int tp : {1, 2, 4, 8}) {
+      for (int pp : {1, 2, 4, 8}) {
+        if (8 % (tp * pp)) continue;
+        const int dp = 8 / (tp * pp);
+        for (int mb : {1, 2, 4, 8, 16, 32}) {
+          if ((32 / dp) % mb) continue;
+          for (int vpp : {1, 2, 4, 8}) {
+            for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+              for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+                for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+                  std::vector<ScheduleKind> kinds = {vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b};
+                  if (zero_bubble && pp > 1 && vpp == 1) kinds.push_back(ScheduleKind::zb_h1);
+                  for (ScheduleKind kind : kinds) {
+                    ParallelLayout l{tp, pp, dp, vpp, mb, zero, sp == 1, rc, kind};
+                    if (!check_layout(l, w, 8).is_ok()) continue;
+                    const Evaluation e = evaluate_layout(spec, l, w, cl);
+                    if (!e.fits) continue;
+                    ++fitting;
+                    all.push_back(e.step_time_s);
+                  }
+                }
               }
             }
           }
         }
       }
     }
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(r.fitting, fitting);
+    EXPECT_LT(r.simulated, r.fitting);  // the bound pruned something
+    ASSERT_EQ(r.best.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) EXPECT_DOUBLE_EQ(r.best[i].step_time_s, all[i]) << i;
   }
-  std::sort(all.begin(), all.end());
-  EXPECT_EQ(r.fitting, fitting);
-  EXPECT_LT(r.simulated, r.fitting);  // the bound pruned something
-  ASSERT_EQ(r.best.size(), 5u);
-  for (size_t i = 0; i < 5; ++i) EXPECT_DOUBLE_EQ(r.best[i].step_time_s, all[i]) << i;
+}
+
+TEST(Search, ZeroBubbleOnlyWhereTheStackHasIt) {
+  // Layouts with a 4-stage pipeline: on a stack with zero-bubble schedules
+  // the best runs zb-h1 (the same work with a smaller bubble); never on a
+  // stack without them, nor for tera's runtime (plan --emit tera).
+  const ModelConfig m = model(16, 1024, 16, 512);
+  const ModelSpec spec(m);
+  const Workload w{m, 64, Precision::bf16};
+  SearchSpace space;
+  space.pp = 4;
+  space.vpp = 1;
+  space.tp = 1;
+  space.zero = 0;
+  space.recompute = Recompute::none;
+  Cluster cl = synthetic(80, 100, 100);
+  auto kinds = [&](const SearchResult& r) {
+    std::vector<ScheduleKind> k;
+    for (const Evaluation& e : r.best) k.push_back(e.layout.schedule);
+    return k;
+  };
+  const SearchResult without = search_layouts(spec, w, cl, 8, space, 20);
+  ASSERT_FALSE(without.best.empty());
+  for (ScheduleKind k : kinds(without)) EXPECT_EQ(k, ScheduleKind::one_f_one_b);
+  cl.stack.zero_bubble = true;
+  const SearchResult with = search_layouts(spec, w, cl, 8, space, 20);
+  ASSERT_FALSE(with.best.empty());
+  EXPECT_EQ(with.best.front().layout.schedule, ScheduleKind::zb_h1) << layout_string(with.best.front().layout);
+  EXPECT_EQ(with.enumerated, 2 * without.enumerated);
+  EXPECT_LT(with.best.front().step_time_s, without.best.front().step_time_s);
+  EXPECT_LT(with.best.front().bubble, without.best.front().bubble);
+  space.tera_runtime = true;
+  for (ScheduleKind k : kinds(search_layouts(spec, w, cl, 8, space, 20))) EXPECT_NE(k, ScheduleKind::zb_h1);
 }
 
 TEST(Search, NothingFitsReportsTheSmallest) {

@@ -85,6 +85,25 @@ class SimulateCli(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertGreater(json.loads(r.stdout)["step_time_s"], 0)
 
+    def test_zb_h1_prices_w_apart(self):
+        # The zero-bubble schedule: a W span per micro-batch per stage, each
+        # after its B on that stage, and a shorter step than 1F1B's.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "zb.json")
+            r = run(*ONE[:-1], ONE[-1] + ",schedule=zb-h1", "--json", "--trace", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path) as f:
+                spans = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+        zb = json.loads(r.stdout)
+        base = json.loads(run(*ONE, "--json").stdout)
+        self.assertLess(zb["step_time_s"], base["step_time_s"])
+        w = [e for e in spans if e["name"].startswith("W")]
+        self.assertEqual(len(w), 4 * 16)
+        self.assertTrue(all(e["cat"] == "compute" for e in w))
+        b_end = {(e["tid"], e["name"][1:]): e["ts"] + e["dur"] for e in spans if e["name"].startswith("B")}
+        for e in w:
+            self.assertGreaterEqual(e["ts"], b_end[(e["tid"], e["name"][1:])] - 1e-3)  # us, rounded
+
     def test_weak_sweep_json_and_plot(self):
         with tempfile.TemporaryDirectory() as d:
             svg = os.path.join(d, "weak.svg")
