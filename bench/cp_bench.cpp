@@ -17,8 +17,7 @@
 
 #include "comm/groups.h"
 #include "comm/world.h"
-#include "core/rng.h"
-#include "core/timer.h"
+#include "step_bench.h"
 #include "train/engine.h"
 #include "train/memory_check.h"
 
@@ -54,30 +53,11 @@ int main(int argc, char** argv) {
   const MemoryReport planned = estimate_rank_memory(cfg, groups.groups().layout, groups.groups().coord);
   Engine engine(cfg, cpu_backend(), groups.groups());
   engine.init_parameters(1);
-  const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
-    const PhiloxKey key = philox_key(5, "bench");
-    for (int64_t i = 0; i < count * seq; ++i) {
-      tok[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i), 256));
-      tgt[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i + 7), 256));
-    }
-  };
-  Communicator& cp = *groups.groups().cp;
-  std::vector<double> ms, share;
-  for (int64_t s = 0; s < steps + 1; ++s) {
-    groups.reset_stats();
-    comm.barrier();
-    Stopwatch sw;
-    engine.train_step(s, cfg.train.lr, data);
-    const double t = sw.seconds();
-    if (s == 0) continue;  // page faults and first-touch
-    ms.push_back(1e3 * t);
-    share.push_back(cp.stats().wait_seconds / t);
-  }
-  std::sort(ms.begin(), ms.end());
-  std::sort(share.begin(), share.end());
+  const bench::StepTimes times =
+      bench::timed_steps(engine, groups, *groups.groups().cp, steps, cfg.train.lr, bench::synthetic_tokens(seq));
   const MemoryReport got = engine.memory();
   if (comm.rank() == 0) {
-    const double med = ms[ms.size() / 2];
+    const double med = times.median_ms;
     nlohmann::json j = {{"cp", comm.size()},
                         {"seq", seq},
                         {"params", engine.spec().num_params()},
@@ -87,7 +67,7 @@ int main(int argc, char** argv) {
                         {"workspace_bytes_allocated", got[MemoryClass::workspace]},
                         {"step_ms", med},
                         {"tokens_per_s", static_cast<double>(batch * seq) / (med / 1e3)},
-                        {"cp_wait_share", share[share.size() / 2]}};
+                        {"cp_wait_share", times.median_wait_share}};
     fmt::print("{}\n", j.dump());
   }
   return 0;

@@ -17,8 +17,7 @@
 
 #include "comm/groups.h"
 #include "comm/world.h"
-#include "core/rng.h"
-#include "core/timer.h"
+#include "step_bench.h"
 #include "train/engine.h"
 
 using namespace tera;
@@ -51,27 +50,9 @@ int main(int argc, char** argv) {
   ProcessGroups groups(comm, cfg.parallel);
   Engine engine(cfg, cpu_backend(), groups.groups());
   engine.init_parameters(1);
-  const BatchFn data = [&](int64_t first, int64_t count, int32_t* tok, int32_t* tgt) {
-    const PhiloxKey key = philox_key(5, "bench");
-    for (int64_t i = 0; i < count * seq; ++i) {
-      tok[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i), 256));
-      tgt[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i + 7), 256));
-    }
-  };
-  Communicator& tp = *groups.groups().tp;
-  std::vector<double> ms, share;
-  int64_t bytes = 0;
-  for (int64_t s = 0; s < steps + 1; ++s) {
-    groups.reset_stats();
-    comm.barrier();
-    Stopwatch sw;
-    engine.train_step(s, cfg.train.lr, data);
-    const double t = sw.seconds();
-    if (s == 0) continue;  // page faults and first-touch
-    ms.push_back(1e3 * t);
-    share.push_back(tp.stats().wait_seconds / t);
-    bytes = tp.stats().bytes;
-  }
+  const bench::StepTimes times =
+      bench::timed_steps(engine, groups, *groups.groups().tp, steps, cfg.train.lr, bench::synthetic_tokens(seq));
+  const int64_t bytes = times.group_bytes;
   int64_t formula = engine.spec().tp_bytes_per_micro_batch(batch, seq, engine.activation_options(), layers, true, true);
   const int p = comm.size();
   if (p > 1) {
@@ -80,16 +61,14 @@ int main(int argc, char** argv) {
     }
     formula += 2 * (p - 1) * 8 / p;
   }
-  std::sort(ms.begin(), ms.end());
-  std::sort(share.begin(), share.end());
   if (comm.rank() == 0) {
-    const double med = ms[ms.size() / 2];
+    const double med = times.median_ms;
     nlohmann::json j = {{"tp", p},
                         {"sp", sp},
                         {"params", engine.spec().num_params()},
                         {"step_ms", med},
                         {"tokens_per_s", static_cast<double>(batch * seq) / (med / 1e3)},
-                        {"tp_comm_share", share[share.size() / 2]},
+                        {"tp_comm_share", times.median_wait_share},
                         {"tp_bytes_measured", bytes},
                         {"tp_bytes_formula", formula},
                         {"activations_bytes_per_rank", engine.memory()[MemoryClass::activations]}};
