@@ -39,34 +39,24 @@ void flash_attention_forward_f32(float* out, float* lse, const float* qkv, int64
   const int64_t W = hd.width(), C = H * hs;
   const float scale = attention_scale<float>(hs);
   const int64_t tiles = (T_ + kTile - 1) / kTile;
-#pragma omp parallel
-  {
-    FlashTileScratch sc(hs);
+  for_each_query_tile(B, H, tiles, hs, [&](FlashTileScratch& sc, int64_t b, int64_t h, int64_t qt) {
     float *acc = sc.acc.data(), *m = sc.m.data(), *l = sc.l.data();
-#pragma omp for collapse(3) schedule(dynamic)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t h = 0; h < H; ++h) {
-        for (int64_t qt = tiles - 1; qt >= 0; --qt) {  // longest tasks first
-          const int64_t g = h / hd.group(), t0 = qt * kTile, M = std::min(kTile, T_ - t0);
-          const float* base = qkv + b * T_ * W;
-          std::fill(acc, acc + M * hs, 0.0f);
-          std::fill(m, m + M, -INFINITY);
-          std::fill(l, l + M, 0.0f);
-          for (int64_t s0 = 0; s0 <= t0; s0 += kTile) {
-            const int64_t N = std::min(kTile, t0 + M - s0);
-            flash_forward_tile(sc, base + t0 * W + hd.q(h), W, base + s0 * W + hd.k(g), base + s0 * W + hd.v(g), W, M,
-                               N, hs, [&](int64_t r, float* row) {
-                                 return online_softmax_row(row, std::min(N, t0 + r - s0 + 1), N, scale, m[r], l[r]);
-                               });
-          }
-          for (int64_t r = 0; r < M; ++r) {
-            finish_row(out + (b * T_ + t0 + r) * C + h * hs, acc + r * hs, hs, m[r], l[r],
-                       &lse[(b * H + h) * T_ + t0 + r]);
-          }
-        }
-      }
+    const int64_t g = h / hd.group(), t0 = qt * kTile, M = std::min(kTile, T_ - t0);
+    const float* base = qkv + b * T_ * W;
+    std::fill(acc, acc + M * hs, 0.0f);
+    std::fill(m, m + M, -INFINITY);
+    std::fill(l, l + M, 0.0f);
+    for (int64_t s0 = 0; s0 <= t0; s0 += kTile) {
+      const int64_t N = std::min(kTile, t0 + M - s0);
+      flash_forward_tile(sc, base + t0 * W + hd.q(h), W, base + s0 * W + hd.k(g), base + s0 * W + hd.v(g), W, M, N, hs,
+                         [&](int64_t r, float* row) {
+                           return online_softmax_row(row, std::min(N, t0 + r - s0 + 1), N, scale, m[r], l[r]);
+                         });
     }
-  }
+    for (int64_t r = 0; r < M; ++r) {
+      finish_row(out + (b * T_ + t0 + r) * C + h * hs, acc + r * hs, hs, m[r], l[r], &lse[(b * H + h) * T_ + t0 + r]);
+    }
+  });
 }
 
 void flash_attention_backward_f32(float* dqkv, const float* dout, const float* qkv, const float* out,
@@ -74,38 +64,30 @@ void flash_attention_backward_f32(float* dqkv, const float* dout, const float* q
   const AttentionHeads hd{H, KV, hs};
   const int64_t W = hd.width(), C = H * hs;
   const float scale = attention_scale<float>(hs);
-#pragma omp parallel
-  {
-    FlashTileScratch sc(hs);
-    std::vector<float> D(static_cast<size_t>(T_));  // [T]
-#pragma omp for collapse(2) schedule(dynamic)
-    for (int64_t b = 0; b < B; ++b) {
-      for (int64_t g = 0; g < KV; ++g) {
-        const float* base = qkv + b * T_ * W;
-        float* dbase = dqkv + b * T_ * W;
-        zero_group_grads(dbase, hd, g, T_);
-        for (int64_t h = g * hd.group(); h < (g + 1) * hd.group(); ++h) {
-          const float* ls = lse + (b * H + h) * T_;
-          output_grad_dots(D.data(), dout + b * T_ * C + h * hs, out + b * T_ * C + h * hs, C, T_, hs);
-          for (int64_t s0 = 0; s0 < T_; s0 += kTile) {
-            const int64_t N = std::min(kTile, T_ - s0);
-            const float* K = base + s0 * W + hd.k(g);
-            transpose_tile(sc.Kt.data(), K, W, N, hs);
-            transpose_tile(sc.Vt.data(), base + s0 * W + hd.v(g), W, N, hs);
-            for (int64_t t0 = s0; t0 < T_; t0 += kTile) {
-              const int64_t M = std::min(kTile, T_ - t0);
-              flash_backward_tile(sc, dbase + t0 * W + hd.q(h), W, dbase + s0 * W + hd.k(g), dbase + s0 * W + hd.v(g),
-                                  W, base + t0 * W + hd.q(h), W, dout + (b * T_ + t0) * C + h * hs, C, K, W, M, N, hs,
-                                  [&](int64_t r, float* s, float* dp) {
-                                    probs_and_score_grads_row(s, dp, std::clamp<int64_t>(t0 + r - s0 + 1, 0, N), N,
-                                                              scale, ls[t0 + r], D[t0 + r]);
-                                  });
-            }
-          }
+  for_each_kv_group(B, KV, T_, hs, [&](FlashTileScratch& sc, float* D, int64_t b, int64_t g) {
+    const float* base = qkv + b * T_ * W;
+    float* dbase = dqkv + b * T_ * W;
+    zero_group_grads(dbase, hd, g, T_);
+    for (int64_t h = g * hd.group(); h < (g + 1) * hd.group(); ++h) {
+      const float* ls = lse + (b * H + h) * T_;
+      output_grad_dots(D, dout + b * T_ * C + h * hs, out + b * T_ * C + h * hs, C, T_, hs);
+      for (int64_t s0 = 0; s0 < T_; s0 += kTile) {
+        const int64_t N = std::min(kTile, T_ - s0);
+        const float* K = base + s0 * W + hd.k(g);
+        transpose_tile(sc.Kt.data(), K, W, N, hs);
+        transpose_tile(sc.Vt.data(), base + s0 * W + hd.v(g), W, N, hs);
+        for (int64_t t0 = s0; t0 < T_; t0 += kTile) {
+          const int64_t M = std::min(kTile, T_ - t0);
+          flash_backward_tile(sc, dbase + t0 * W + hd.q(h), W, dbase + s0 * W + hd.k(g), dbase + s0 * W + hd.v(g),
+                              W, base + t0 * W + hd.q(h), W, dout + (b * T_ + t0) * C + h * hs, C, K, W, M, N, hs,
+                              [&](int64_t r, float* s, float* dp) {
+                                probs_and_score_grads_row(s, dp, std::clamp<int64_t>(t0 + r - s0 + 1, 0, N), N,
+                                                          scale, ls[t0 + r], D[t0 + r]);
+                              });
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace tera::cpu

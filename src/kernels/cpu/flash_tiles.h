@@ -45,6 +45,39 @@ inline void output_grad_dots(float* D, const float* dy, const float* y, int64_t 
   }
 }
 
+// The forward's tasks, one per (b, h, query tile), the last query tiles
+// (the longest under a causal mask) first, on OpenMP threads with a scratch
+// each: task(sc, b, h, qt).
+template <typename Task>
+inline void for_each_query_tile(int64_t B, int64_t H, int64_t tiles, int64_t hs, Task task) {
+#pragma omp parallel
+  {
+    FlashTileScratch sc(hs);
+#pragma omp for collapse(3) schedule(dynamic)
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t qt = tiles - 1; qt >= 0; --qt) task(sc, b, h, qt);
+      }
+    }
+  }
+}
+
+// The backward's tasks, one per (b, key/value group g), so that each
+// gradient row is added to by one thread in a fixed order (deterministic, no
+// atomics): task(sc, D, b, g), D a scratch of T floats.
+template <typename Task>
+inline void for_each_kv_group(int64_t B, int64_t KV, int64_t T_, int64_t hs, Task task) {
+#pragma omp parallel
+  {
+    FlashTileScratch sc(hs);
+    std::vector<float> D(static_cast<size_t>(T_));  // [T]
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t g = 0; g < KV; ++g) task(sc, D.data(), b, g);
+    }
+  }
+}
+
 // The forward over one key tile: S = Q K^T; softmax_row(r, S row r) makes
 // row r's probabilities, updates sc.m[r], sc.l[r] and returns the factor
 // that rescales its accumulator; then sc.acc += P V.
