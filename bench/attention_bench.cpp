@@ -11,6 +11,16 @@
 // 5 in the backward (S recomputed, dP, dV, dK, dQ), each 2 hs FLOPs per
 // (query, key <= query) pair. Median of --repeats runs after one warm-up.
 // Prints a table, then one JSON line.
+//
+// --block: ring attention's block kernels instead (context parallelism over
+// --cp ranks, the load-balanced split: rank r holds chunks r and 2cp-1-r of
+// T/(2cp) tokens), on rank 0's share at each length: its own block (causal
+// within its chunks) and the cp - 1 blocks the ring passes it (at cp = 2
+// rank 1's, of which chunk 0's queries see nothing and chunk 3's see all),
+// forward + backward. The cpu backend's tiled kernels against the scalar
+// template instantiated for float (--no-scalar skips it) and against the
+// full-sequence flash kernels at T over cp (every rank does an equal share
+// of the same causal work). GFLOP/s count the pairs seen, as above.
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +36,7 @@
 #include "bench_common.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/tile_mac.h"
 #include "kernels/device_buffer.h"
 
@@ -33,6 +44,71 @@ using namespace tera;
 
 using bench::cpu_model;
 using bench::median_seconds;
+
+namespace {
+
+// Rank 0's blocks at sequence T over cp ranks: returns the rows of the table and JSON.
+nlohmann::json block_bench(const Backend& be, int64_t B, int64_t H, int64_t hs, int64_t T, int64_t cp, int repeats,
+                           bool scalar) {
+  const int64_t Tc = T / (2 * cp), L = 2 * Tc, W = 3 * H * hs, Wk = 2 * H * hs, C = H * hs;
+  auto positions = [&](int64_t r) {  // global positions of rank r's local tokens
+    std::vector<int32_t> p(static_cast<size_t>(L));
+    for (int64_t i = 0; i < L; ++i) p[i] = static_cast<int32_t>(i < Tc ? r * Tc + i : (2 * cp - 1 - r) * Tc + i - Tc);
+    return p;
+  };
+  std::vector<float> host(static_cast<size_t>(B * L * W));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(static_cast<int>(i % 23) - 11) / 16.0f;
+  const std::vector<float> host_kv(host.begin(), host.begin() + B * L * Wk);  // any values of the right size
+  const std::vector<int32_t> pq = positions(0);
+  const DeviceBuffer<float> qkv(be, host), kv(be, host_kv), dqkv(be, B * L * W), dkv(be, B * L * Wk),
+      out(be, B * L * C), lse(be, B * H * L), dout(be, std::vector<float>(static_cast<size_t>(B * L * C), 0.01f));
+  // Rank 0 meets its own block first (accumulate off), then rank (0 - i) mod cp's.
+  std::vector<std::vector<int32_t>> pk;
+  for (int64_t i = 0; i < cp; ++i) pk.push_back(positions((cp - i) % cp));
+  auto time_blocks = [&](int64_t first, int64_t last, auto forward, auto backward) {
+    return median_seconds(repeats, [&] {
+      for (int64_t i = first; i < last; ++i) {
+        forward(out.get(), lse.get(), qkv.get(), kv.get(), pq.data(), pk[i].data(), B, L, L, H, H, hs, i > 0);
+      }
+      for (int64_t i = first; i < last; ++i) {
+        backward(dqkv.get(), dkv.get(), dout.get(), qkv.get(), kv.get(), out.get(), lse.get(), pq.data(),
+                 pk[i].data(), B, L, L, H, H, hs);
+      }
+    });
+  };
+  // The tiled kernels are what the cpu backend runs; called directly, like the scalar ones.
+  const auto tiled_f = cpu::flash_attention_block_forward_f32;
+  const auto tiled_b = cpu::flash_attention_block_backward_f32;
+  const double own = time_blocks(0, 1, tiled_f, tiled_b), rest = time_blocks(1, cp, tiled_f, tiled_b);
+  double own_scalar = 0, rest_scalar = 0;
+  if (scalar) {
+    own_scalar = time_blocks(0, 1, cpu::flash_attention_block_forward<float>, cpu::flash_attention_block_backward<float>);
+    rest_scalar = time_blocks(1, cp, cpu::flash_attention_block_forward<float>, cpu::flash_attention_block_backward<float>);
+  }
+  // The full sequence on the flash kernels: T tokens, every rank's share of it.
+  std::vector<float> full(static_cast<size_t>(B * T * W));
+  for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(static_cast<int>(i % 23) - 11) / 16.0f;
+  const DeviceBuffer<float> fqkv(be, full), fdqkv(be, B * T * W), fout(be, B * T * C), flse(be, B * H * T),
+      fdout(be, std::vector<float>(static_cast<size_t>(B * T * C), 0.01f));
+  const double flash = median_seconds(repeats, [&] {
+    be.flash_attention_forward(fout.get(), flse.get(), fqkv.get(), B, T, H, H, hs);
+    be.flash_attention_backward(fdqkv.get(), fdout.get(), fqkv.get(), fout.get(), flse.get(), B, T, H, H, hs);
+  }) / static_cast<double>(cp);
+  int64_t pairs = 0;  // (query, key) pairs rank 0 computes
+  for (const auto& p : pk) {
+    for (int32_t a : pq) pairs += std::count_if(p.begin(), p.end(), [&](int32_t b) { return b <= a; });
+  }
+  const double gflop = 7.0 * 2.0 * hs * static_cast<double>(B * H) * static_cast<double>(pairs) * 1e-9;
+  const double tiled = own + rest, scalar_s = own_scalar + rest_scalar;
+  fmt::print("{:>6} {:>3} {:>9.1f} {:>9.1f} {:>10.1f} {:>10.1f} {:>9.1f} {:>8.0f} {:>11.1f} {:>8.2f} {:>9.1f}\n", T, cp,
+             own * 1e3, rest * 1e3, own_scalar * 1e3, rest_scalar * 1e3, tiled * 1e3, gflop / tiled, flash * 1e3,
+             tiled / flash, scalar ? scalar_s / tiled : 0.0);
+  return {{"T", T}, {"cp", cp}, {"own_ms", own * 1e3}, {"rest_ms", rest * 1e3}, {"own_scalar_ms", own_scalar * 1e3},
+          {"rest_scalar_ms", rest_scalar * 1e3}, {"tiled_gflops", gflop / tiled}, {"flash_share_ms", flash * 1e3},
+          {"tiled_over_flash", tiled / flash}, {"speedup_over_scalar", scalar ? scalar_s / tiled : 0.0}};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"naive vs flash attention: forward + backward time and saved bytes"};
@@ -54,8 +130,30 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"amx", "avx512_bf16", "avx512", "portable"}))
       ->capture_default_str();
   app.add_flag("!--no-naive", naive, "skip naive attention (its probabilities are B H T^2 floats)");
+  bool block = false, scalar = true;
+  int64_t cp = 2;
+  app.add_flag("--block", block, "time ring attention's block kernels on one rank's share instead");
+  app.add_option("--cp", cp, "--block: context-parallel ranks (2 cp divides every --seq)")->capture_default_str();
+  app.add_flag("!--no-scalar", scalar, "--block: skip the scalar kernels");
   CLI11_PARSE(app, argc, argv);
   const Backend& be = cpu_backend();
+  if (block) {
+    for (int64_t T : seqs) {
+      if (T % (2 * cp) != 0) {
+        fmt::print(stderr, "--seq {} is not a multiple of 2 cp = {}\n", T, 2 * cp);
+        return 1;
+      }
+    }
+    fmt::print("{}, {} threads; B {}, {} heads of {}; rank 0 of cp, forward + backward; ms\n", cpu_model(),
+               omp_get_max_threads(), B, H, hs);
+    fmt::print("{:>6} {:>3} {:>9} {:>9} {:>10} {:>10} {:>9} {:>8} {:>11} {:>8} {:>9}\n", "T", "cp", "own", "rest",
+               "own scal.", "rest scal.", "tiled", "GFLOP/s", "flash T/cp", "t/flash", "scal./t");
+    nlohmann::json rows = nlohmann::json::array();
+    for (int64_t T : seqs) rows.push_back(block_bench(be, B, H, hs, T, cp, repeats, scalar));
+    fmt::print("{}\n", nlohmann::json{{"cpu", cpu_model()}, {"threads", omp_get_max_threads()}, {"B", B}, {"H", H},
+                                      {"hs", hs}, {"block_rows", rows}}.dump());
+    return 0;
+  }
   const cpu::TileMacForm chosen = cpu::tile_mac_bf16_selected();
   std::vector<cpu::TileMacForm> forms;
   for (const std::string& n : form_names) {

@@ -1107,6 +1107,135 @@ TEST_P(Conformance, FlashAttentionBlockRowsThatSeeNoKey) {
   }
 }
 
+// The tile paths of the block kernels (cpu: 64 x 64 tiles, each pair of a
+// query tile and a key tile seen by no query, seen whole by every query, or
+// masked key by key): Tq = 150 queries (tiles of 64, 64, 22) at positions
+// t + 100, but rows 0 and 1 at -1, which see no key of any block; H = 4
+// over KV = 2; hs = 19. Three blocks merged in turn, each against the fp64
+// scalar kernels on the same steps:
+//   C, accumulate off (out holding noise): 77 keys at shuffled positions in
+//     [120, 320): every pair masked, the keys unordered; rows at positions
+//     below 120 see nothing (lse = -inf, out = 0);
+//   A, accumulate on: 133 keys at s + 140 (tiles 140.., 204.., 268..): every
+//     kind of pair (query tile 2 sees key tile 0 whole, key tile 2 not at
+//     all); rows still at -inf that meet a key take it alone;
+//   B, accumulate on: 69 keys at s, below every query but rows 0 and 1: key
+//     tiles seen whole by query tiles 1 and 2, masked for tile 0.
+// Then the backward of each block, adding into noise in dq and dkv, twice:
+// bit for bit the same (deterministic), dq's k,v part untouched. Bounds as
+// FlashAttentionBlocksOverARingMatchFullAttention's, with the keys of all
+// three blocks and their tiles and merges.
+TEST_P(Conformance, FlashAttentionBlockTilePaths) {
+  NEED_OPS(KernelOp::flash_attention_block_forward, KernelOp::flash_attention_block_backward);
+  Inputs in;
+  const int64_t B = 2, H = 4, KV = 2, hs = 19, Tq = 150, W = (H + 2 * KV) * hs, Wk = 2 * KV * hs, C = H * hs;
+  std::vector<int32_t> pq(Tq);
+  for (int64_t t = 0; t < Tq; ++t) pq[t] = t < 2 ? -1 : static_cast<int32_t>(t + 100);
+  struct Block {
+    std::vector<int32_t> pos;
+    bool accumulate;
+  };
+  std::vector<Block> blocks(3);
+  std::mt19937_64 gen(77);
+  std::vector<int32_t> shuffled(200);
+  for (int32_t i = 0; i < 200; ++i) shuffled[i] = 120 + i;
+  std::shuffle(shuffled.begin(), shuffled.end(), gen);
+  blocks[0] = {std::vector<int32_t>(shuffled.begin(), shuffled.begin() + 77), false};
+  blocks[1] = {std::vector<int32_t>(133), true};
+  blocks[2] = {std::vector<int32_t>(69), true};
+  for (int32_t s = 0; s < 133; ++s) blocks[1].pos[s] = s + 140;
+  for (int32_t s = 0; s < 69; ++s) blocks[2].pos[s] = s;
+  int64_t keys = 0, tiles = 0;
+  for (const Block& k : blocks) {
+    keys += static_cast<int64_t>(k.pos.size());
+    tiles += (static_cast<int64_t>(k.pos.size()) + 63) / 64 + 1;
+  }
+  const double t = (hs + keys + tiles + 8) * kEps32 * hs * 16.0;
+  const double t_lse = t + 8 * kEps32 * (hs * 16 + std::log(keys)), t_grad = keys * 16 * t;
+
+  const auto q = in.normal(B * Tq * W), dy = in.normal(B * Tq * C);
+  std::vector<std::vector<double>> kv;
+  for (const Block& k : blocks) kv.push_back(in.normal(B * k.pos.size() * Wk));
+  std::vector<double> y = in.normal(B * Tq * C), l(B * H * Tq);  // out starts as noise
+  F32 qf(be(), q), yf(be(), y), lf(be(), l.size()), dyf(be(), dy);
+  I32 pqf(be(), pq);
+  std::vector<std::unique_ptr<F32>> kvf;
+  std::vector<std::unique_ptr<I32>> pkf;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    kvf.push_back(std::make_unique<F32>(be(), kv[i]));
+    pkf.push_back(std::make_unique<I32>(be(), blocks[i].pos));
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    SCOPED_TRACE("forward, block " + std::to_string(i));
+    const auto Tk = static_cast<int64_t>(blocks[i].pos.size());
+    cpu::flash_attention_block_forward<double>(y.data(), l.data(), q.data(), kv[i].data(), pq.data(),
+                                               blocks[i].pos.data(), B, Tq, Tk, H, KV, hs, blocks[i].accumulate);
+    be().flash_attention_block_forward(yf.p, lf.p, qf.p, kvf[i]->p, pqf.p, pkf[i]->p, B, Tq, Tk, H, KV, hs,
+                                       blocks[i].accumulate);
+    const auto yh = yf.host(), lh = lf.host();
+    int64_t unseen = 0;
+    for (size_t j = 0; j < l.size(); ++j) {
+      if (l[j] == -INFINITY) {
+        ++unseen;
+        ASSERT_EQ(lh[j], -INFINITY) << "lse " << j;
+      } else {
+        ASSERT_NEAR(lh[j], l[j], t_lse) << "lse " << j;
+      }
+    }
+    EXPECT_GE(unseen, B * H * 2) << "rows 0 and 1 see no key";
+    for (size_t j = 0; j < y.size(); ++j) {
+      ASSERT_FALSE(std::isnan(yh[j])) << "out " << j;
+      ASSERT_NEAR(yh[j], y[j], 4 * t) << "out " << j;
+    }
+  }
+  // The backward of every block, into noise; dq's k,v part a sentinel.
+  constexpr double kSentinel = 7.25;
+  auto dq0 = in.normal(B * Tq * W);
+  for (size_t i = 0; i < dq0.size(); ++i) {
+    if (static_cast<int64_t>(i) % W >= C) dq0[i] = kSentinel;
+  }
+  std::vector<std::vector<double>> dkv0;
+  for (const auto& k : kv) dkv0.push_back(in.normal(k.size()));
+  auto dq = dq0;
+  auto dkv = dkv0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    cpu::flash_attention_block_backward<double>(dq.data(), dkv[i].data(), dy.data(), q.data(), kv[i].data(), y.data(),
+                                                l.data(), pq.data(), blocks[i].pos.data(), B, Tq,
+                                                static_cast<int64_t>(blocks[i].pos.size()), H, KV, hs);
+  }
+  std::vector<std::vector<float>> first;
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE("backward, run " + std::to_string(run));
+    F32 dqf(be(), dq0);
+    std::vector<std::unique_ptr<F32>> dkvf;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      dkvf.push_back(std::make_unique<F32>(be(), dkv0[i]));
+      be().flash_attention_block_backward(dqf.p, dkvf[i]->p, dyf.p, qf.p, kvf[i]->p, yf.p, lf.p, pqf.p, pkf[i]->p, B,
+                                          Tq, static_cast<int64_t>(blocks[i].pos.size()), H, KV, hs);
+    }
+    std::vector<std::vector<float>> got = {dqf.host()};
+    for (const auto& d : dkvf) got.push_back(d->host());
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      if (static_cast<int64_t>(i) % W >= C) {
+        ASSERT_EQ(got[0][i], static_cast<float>(kSentinel)) << "dq's k,v part, " << i;
+      }
+    }
+    expect_within(got[0], dq, uniform_tol(dq.size(), t_grad), "block dq fp32");
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      expect_within(got[i + 1], dkv[i], uniform_tol(dkv[i].size(), t_grad), ("block dkv fp32, block " + std::to_string(i)).c_str());
+    }
+    if (run == 0) {
+      first = got;
+    } else {
+      for (size_t i = 0; i < got.size(); ++i) {
+        for (size_t j = 0; j < got[i].size(); ++j) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i][j]), std::bit_cast<uint32_t>(first[i][j])) << "rerun differs, buffer " << i << ", " << j;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(Conformance, CrossEntropyWithPaddingAndIgnore) {
   NEED_OPS(KernelOp::cross_entropy);
   Inputs in;

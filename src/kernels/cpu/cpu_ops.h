@@ -70,7 +70,8 @@ template <typename T>
 void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse, int64_t B, int64_t T_,
                               int64_t H, int64_t KV, int64_t hs);
 // Flash attention of local queries against one K/V block: ring attention's
-// building block (flash_attention_block.cpp; ops.h FlashAttentionBlock*Fn).
+// building block (flash_attention_block.cpp; ops.h FlashAttentionBlock*Fn),
+// in scalar form (double: the reference; float: timed by attention_bench).
 template <typename T>
 void flash_attention_block_forward(T* out, T* lse, const T* qkv, const T* kv, const int32_t* pos_q,
                                    const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV,
@@ -79,6 +80,13 @@ template <typename T>
 void flash_attention_block_backward(T* dqkv, T* dkv, const T* dout, const T* qkv, const T* kv, const T* out,
                                     const T* lse, const int32_t* pos_q, const int32_t* pos_k, int64_t B, int64_t Tq,
                                     int64_t Tk, int64_t H, int64_t KV, int64_t hs);
+// The backend's block kernels: 64 x 64 tiles, skipping those no query sees.
+void flash_attention_block_forward_f32(float* out, float* lse, const float* qkv, const float* kv, const int32_t* pos_q,
+                                       const int32_t* pos_k, int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV,
+                                       int64_t hs, bool accumulate);
+void flash_attention_block_backward_f32(float* dqkv, float* dkv, const float* dout, const float* qkv, const float* kv,
+                                        const float* out, const float* lse, const int32_t* pos_q, const int32_t* pos_k,
+                                        int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t KV, int64_t hs);
 // The backend's flash kernels: 64 x 64 tiles on tile_mac (flash_attention.cpp),
 // fp32 products or bf16 operands with fp32 accumulation.
 void flash_attention_forward_f32(float* out, float* lse, const float* qkv, int64_t B, int64_t T_, int64_t H,

@@ -1,9 +1,11 @@
 // The per-row fp32 arithmetic of the CPU flash attention tiles, shared by
 // the fp32 and the bf16 kernels (flash_attention.cpp,
-// flash_attention_bf16.cpp): the online softmax of one row of a score tile
-// in the forward, and the recomputed probabilities and score gradients of
-// one row in the backward. A row holds N keys of a tile, of which the first
-// `valid` are causal (s <= t); the rest become exact zeros.
+// flash_attention_bf16.cpp) and ring attention's blocks
+// (flash_attention_block.cpp): the online softmax of one row of a score
+// tile in the forward, and the recomputed probabilities and score gradients
+// of one row in the backward. A row holds N keys of a tile, of which the
+// first `valid` are causal (s <= t), or, in the _masked forms, those whose
+// position is at most the row's; the rest become exact zeros.
 #pragma once
 
 #include <algorithm>
@@ -31,6 +33,33 @@ inline float online_softmax_row(float* row, int64_t valid, int64_t N, float scal
     sum += row[n];
   }
   for (int64_t n = valid; n < N; ++n) row[n] = 0;
+  l = l * corr + sum;
+  m = mx;
+  return corr;
+}
+
+// The same for keys at arbitrary positions (ring attention's blocks): key n
+// counts iff pos_k[n] <= pos; the others become exact zeros. A row that sees
+// no key of the tile is left at zero with m, l unchanged and returns 1 (no
+// exp(-inf - -inf), and the accumulator kept bit for bit).
+inline float online_softmax_row_masked(float* row, const int32_t* pos_k, int32_t pos, int64_t N, float scale, float& m,
+                                       float& l) {
+  float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+  for (int64_t n = 0; n < N; ++n) mx = std::max(mx, pos_k[n] <= pos ? row[n] * scale : -INFINITY);
+  if (mx == -INFINITY) {
+    std::fill(row, row + N, 0.0f);
+    return 1.0f;
+  }
+  mx = std::max(mx, m);
+  const float corr = exp_v<float>(m - mx);
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t n = 0; n < N; ++n) {
+    const float p = exp_v<float>(row[n] * scale - mx);
+    row[n] = pos_k[n] <= pos ? p : 0.0f;
+    sum += row[n];
+  }
   l = l * corr + sum;
   m = mx;
   return corr;
@@ -118,6 +147,18 @@ inline void probs_and_score_grads_row(float* s, float* dp, int64_t valid, int64_
   }
   run(valid);
   for (int64_t n = valid; n < N; ++n) s[n] = dp[n] = 0;
+}
+
+// The same for keys at arbitrary positions: key n counts iff pos_k[n] <=
+// pos; the others become exact zeros.
+inline void probs_and_score_grads_row_masked(float* s, float* dp, const int32_t* pos_k, int32_t pos, int64_t N,
+                                             float scale, float lse, float D) {
+#pragma omp simd
+  for (int64_t n = 0; n < N; ++n) {
+    const float p = pos_k[n] <= pos ? exp_v<float>(s[n] * scale - lse) : 0.0f;
+    s[n] = p;
+    dp[n] = p * (dp[n] - D) * scale;
+  }
 }
 
 }  // namespace tera::cpu
