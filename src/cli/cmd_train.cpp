@@ -109,8 +109,11 @@ void print_header(const TrainArgs& args, const RunConfig& cfg, const Trainer& tr
                              : "",
              omp_get_max_threads(), threads_note, world.is_mpi() ? " (MPI)" : ""));
   if (cfg.parallel.recompute == Recompute::full) print_out("recompute: full (each block's forward rerun in backward)\n");
-  print_out(fmt::format("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}; {} steps\n",
+  print_out(fmt::format("batch: {} sequences x {} tokens per step; per data-parallel rank {} micro-batches of {}{}; {} steps\n",
              tc.global_batch, cfg.model.seq_len, tc.global_batch / g.layout.dp / g.layout.micro_batch, g.layout.micro_batch,
+             g.layout.cp > 1 ? fmt::format(", each sequence's tokens split over {} context-parallel ranks ({} each, ring "
+                                           "attention)", g.layout.cp, cfg.model.seq_len / g.layout.cp)
+                             : "",
              tc.steps));
   for (int r = 0; r < comm.size(); ++r) {
     // Every class this rank holds (the memory plan's), then the total.

@@ -76,30 +76,33 @@ TEST(RankPlan, PartsAgreeOnEveryRankOfEveryLayout) {
         for (int dp : {1, 2}) {
           for (int zero = 0; zero <= 3; ++zero) {
             for (int vpp : {1, 3}) {
-              ParallelLayout l{.tp = tp, .pp = pp, .dp = dp, .vpp = vpp, .micro_batch = 2, .zero = zero};
-              l.schedule = vpp > 1 ? ScheduleKind::interleaved : pp > 2 ? ScheduleKind::gpipe : ScheduleKind::one_f_one_b;
-              l.sequence_parallel = tp > 1 && zero % 2 == 1;
-              l.recompute = zero == 2 ? Recompute::full : Recompute::none;
-              const int64_t G = 2 * dp * 4;  // four micro-batches per data-parallel rank
-              if (!check_layout(l, spec.config(), G, l.world()).is_ok()) continue;
-              RankPlanner planner(spec, RankBatch{.global_batch = G, .seq_len = 16},
-                                  RankPrecision{.gemm = zero == 1 ? DType::bf16 : DType::f32});
-              for (int rank = 0; rank < l.world(); ++rank) {
-                const std::string where = layout_string(l) + " rank " + std::to_string(rank);
-                const RankPlan p = planner.plan(l, l.coord(rank));
-                const ParamTable table = p.param_table(spec);
-                const Status st = p.check_table(table);
-                EXPECT_TRUE(st.is_ok()) << where << ": " << st.message();
-                EXPECT_EQ(static_cast<int64_t>(table.units().size()), p.unit_count) << where;
-                auto sched = p.schedule();
-                ASSERT_TRUE(sched.ok()) << where;
-                EXPECT_EQ(sched->max_in_flight(p.coord.pp), p.slots) << where;
-                expect_same(zero_sizes(unit_shapes(table), p.zero_group, p.zero_rank, zero), p.zero, where);
-                EXPECT_EQ(p.memory_plan(spec).report().bytes, p.bytes.bytes) << where;
-                // The memo: a fresh planner gives the same bytes.
-                const RankPlan fresh = make_rank_plan(spec, l, l.coord(rank), planner.batch(), planner.precision());
-                EXPECT_EQ(fresh.bytes.bytes, p.bytes.bytes) << where;
-                ++checked;
+              for (int cp : {1, 2}) {
+                ParallelLayout l{.tp = tp, .pp = pp, .dp = dp, .vpp = vpp, .micro_batch = 2, .zero = zero};
+                l.cp = cp;
+                l.schedule = vpp > 1 ? ScheduleKind::interleaved : pp > 2 ? ScheduleKind::gpipe : ScheduleKind::one_f_one_b;
+                l.sequence_parallel = tp > 1 && zero % 2 == 1;
+                l.recompute = zero == 2 ? Recompute::full : Recompute::none;
+                const int64_t G = 2 * dp * 4;  // four micro-batches per data-parallel rank
+                if (!check_layout(l, spec.config(), G, l.world()).is_ok()) continue;
+                RankPlanner planner(spec, RankBatch{.global_batch = G, .seq_len = 16},
+                                    RankPrecision{.gemm = zero == 1 ? DType::bf16 : DType::f32});
+                for (int rank = 0; rank < l.world(); ++rank) {
+                  const std::string where = layout_string(l) + " rank " + std::to_string(rank);
+                  const RankPlan p = planner.plan(l, l.coord(rank));
+                  const ParamTable table = p.param_table(spec);
+                  const Status st = p.check_table(table);
+                  EXPECT_TRUE(st.is_ok()) << where << ": " << st.message();
+                  EXPECT_EQ(static_cast<int64_t>(table.units().size()), p.unit_count) << where;
+                  auto sched = p.schedule();
+                  ASSERT_TRUE(sched.ok()) << where;
+                  EXPECT_EQ(sched->max_in_flight(p.coord.pp), p.slots) << where;
+                  expect_same(zero_sizes(unit_shapes(table), p.zero_group, p.zero_rank, zero), p.zero, where);
+                  EXPECT_EQ(p.memory_plan(spec).report().bytes, p.bytes.bytes) << where;
+                  // The memo: a fresh planner gives the same bytes.
+                  const RankPlan fresh = make_rank_plan(spec, l, l.coord(rank), planner.batch(), planner.precision());
+                  EXPECT_EQ(fresh.bytes.bytes, p.bytes.bytes) << where;
+                  ++checked;
+                }
               }
             }
           }
@@ -107,7 +110,7 @@ TEST(RankPlan, PartsAgreeOnEveryRankOfEveryLayout) {
       }
     }
   }
-  EXPECT_GT(checked, 500);
+  EXPECT_GT(checked, 1000);
 }
 
 TEST(RankPlan, ZbH1HoldsOneFOneBsFirstStageCountOnEveryStage) {
