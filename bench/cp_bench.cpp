@@ -25,26 +25,16 @@ using namespace tera;
 
 int main(int argc, char** argv) {
   CLI::App app{"tera context-parallel step benchmark (run under mpirun; cp = number of ranks)"};
-  int64_t layers = 2, hidden = 128, heads = 4, seq = 4096, batch = 1, steps = 4;
-  app.add_option("--layers", layers)->capture_default_str();
-  app.add_option("--hidden", hidden)->capture_default_str();
-  app.add_option("--heads", heads)->capture_default_str();
-  app.add_option("--seq", seq, "sequence length (a multiple of 2 x ranks)")->capture_default_str();
-  app.add_option("--batch", batch, "sequences per step (one micro-batch)")->capture_default_str();
-  app.add_option("--steps", steps)->capture_default_str();
+  bench::StepModel m{.layers = 2, .hidden = 128, .heads = 4, .seq = 4096, .batch = 1, .steps = 4};
+  m.add_options(app, "sequence length (a multiple of 2 x ranks)");
   CLI11_PARSE(app, argc, argv);
 
   auto world = CommWorld::init();
   Communicator& comm = world->world();
   if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(1);
-  RunConfig cfg;
-  cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
-                          .ffn_hidden = 0, .vocab_align = 64};
-  cfg.parallel.micro_batch = batch;
-  cfg.train.global_batch = batch;
-  cfg.train.lr = 1e-3f;
+  RunConfig cfg = m.config();
   cfg.parallel.cp = comm.size();
-  cfg.parallel.dp = 1;
+  const int64_t seq = m.seq, batch = m.batch;
   if (!ContextSplit::divides(seq, comm.size())) {
     if (comm.rank() == 0) fmt::print(stderr, "cp_bench: {}\n", ContextSplit::check(seq, comm.size()));
     return 2;
@@ -54,7 +44,7 @@ int main(int argc, char** argv) {
   Engine engine(cfg, cpu_backend(), groups.groups());
   engine.init_parameters(1);
   const bench::StepTimes times =
-      bench::timed_steps(engine, groups, *groups.groups().cp, steps, cfg.train.lr, bench::synthetic_tokens(seq));
+      bench::timed_steps(engine, groups, *groups.groups().cp, m.steps, cfg.train.lr, bench::synthetic_tokens(seq));
   const MemoryReport got = engine.memory();
   if (comm.rank() == 0) {
     const double med = times.median_ms;

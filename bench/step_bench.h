@@ -4,6 +4,7 @@
 // (page faults and first touch).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <vector>
 
@@ -13,6 +14,30 @@
 #include "train/engine.h"
 
 namespace tera::bench {
+
+// The benchmarked GPT and its step: command-line options with the
+// benchmark's defaults, and the run config of one micro-batch per step.
+struct StepModel {
+  int64_t layers, hidden, heads, seq, batch, steps;
+  void add_options(CLI::App& app, const std::string& seq_help = "") {
+    app.add_option("--layers", layers)->capture_default_str();
+    app.add_option("--hidden", hidden)->capture_default_str();
+    app.add_option("--heads", heads)->capture_default_str();
+    app.add_option("--seq", seq, seq_help)->capture_default_str();
+    app.add_option("--batch", batch, "sequences per step (one micro-batch)")->capture_default_str();
+    app.add_option("--steps", steps)->capture_default_str();
+  }
+  RunConfig config() const {
+    RunConfig cfg;
+    cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
+                            .ffn_hidden = 0, .vocab_align = 64};
+    cfg.parallel.micro_batch = batch;
+    cfg.parallel.dp = 1;
+    cfg.train.global_batch = batch;
+    cfg.train.lr = 1e-3f;
+    return cfg;
+  }
+};
 
 // Tokens and targets drawn uniformly from a vocabulary of 256, by global index.
 inline BatchFn synthetic_tokens(int64_t seq) {

@@ -24,34 +24,24 @@ using namespace tera;
 
 int main(int argc, char** argv) {
   CLI::App app{"tera tensor-parallel step benchmark (run under mpirun; tp = number of ranks)"};
-  int64_t layers = 6, hidden = 384, heads = 6, seq = 128, batch = 8, steps = 8;
+  bench::StepModel m{.layers = 6, .hidden = 384, .heads = 6, .seq = 128, .batch = 8, .steps = 8};
   bool sp = false;
-  app.add_option("--layers", layers)->capture_default_str();
-  app.add_option("--hidden", hidden)->capture_default_str();
-  app.add_option("--heads", heads)->capture_default_str();
-  app.add_option("--seq", seq)->capture_default_str();
-  app.add_option("--batch", batch, "sequences per step (one micro-batch)")->capture_default_str();
-  app.add_option("--steps", steps)->capture_default_str();
+  m.add_options(app);
   app.add_flag("--sp", sp, "sequence parallelism");
   CLI11_PARSE(app, argc, argv);
 
   auto world = CommWorld::init();
   Communicator& comm = world->world();
   if (std::getenv("OMP_NUM_THREADS") == nullptr) omp_set_num_threads(1);
-  RunConfig cfg;
-  cfg.model = ModelConfig{.layers = layers, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 256,
-                          .ffn_hidden = 0, .vocab_align = 64};
-  cfg.parallel.micro_batch = batch;
-  cfg.train.global_batch = batch;
-  cfg.train.lr = 1e-3f;
+  RunConfig cfg = m.config();
   cfg.parallel.tp = comm.size();
   cfg.parallel.sequence_parallel = sp;
-  cfg.parallel.dp = 1;
+  const int64_t layers = m.layers, seq = m.seq, batch = m.batch;
   ProcessGroups groups(comm, cfg.parallel);
   Engine engine(cfg, cpu_backend(), groups.groups());
   engine.init_parameters(1);
   const bench::StepTimes times =
-      bench::timed_steps(engine, groups, *groups.groups().tp, steps, cfg.train.lr, bench::synthetic_tokens(seq));
+      bench::timed_steps(engine, groups, *groups.groups().tp, m.steps, cfg.train.lr, bench::synthetic_tokens(seq));
   const int64_t bytes = times.group_bytes;
   int64_t formula = engine.spec().tp_bytes_per_micro_batch(batch, seq, engine.activation_options(), layers, true, true);
   const int p = comm.size();

@@ -16,7 +16,7 @@ Gpt::Gpt(const ModelSpec& spec, const Backend& backend, const ParamTable& table,
     : spec_(spec),
       be_(backend),
       max_batch_(plan.layout.micro_batch),
-      seq_len_(plan.seq_len),
+      split_(plan.context_split()),
       table_(table),
       mem_(memory),
       tp_(tp),
@@ -53,7 +53,7 @@ void Gpt::release_io(Pass pass) {
 }
 
 void Gpt::forward_body(int c, int k, const int32_t* tokens, int64_t B, int64_t T) {
-  TERA_ASSERT(B <= max_batch_ && T <= seq_len_);
+  TERA_ASSERT(B <= max_batch_ && T <= local_seq_len());
   TERA_ASSERT(!opts_.sequence_parallel || (B * T) % tp_.size() == 0);
   const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
   Slot& s = slot(c, k);

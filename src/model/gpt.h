@@ -118,7 +118,7 @@ class Gpt {
   int slots() const { return static_cast<int>(slots_.size()); }
   // The tokens of each sequence this rank holds: seq_len, or seq_len / cp
   // under context parallelism (the T of forward and backward).
-  int64_t local_seq_len() const { return seq_len_; }
+  int64_t local_seq_len() const { return split_.local(); }
   // Forward of one micro-batch through chunk c into slot k. A chunk with the
   // embedding reads tokens [B,T]; any other reads input(c, k). A chunk with
   // the head reads targets [B,T], adds the sum of the B*T per-token losses
@@ -212,7 +212,7 @@ class Gpt {
   ModelSpec spec_;
   const Backend& be_;
   int64_t max_batch_;
-  int64_t seq_len_;                                // local_seq_len()
+  ContextSplit split_;                             // this rank's tokens of each sequence (the whole one at cp = 1)
   std::unique_ptr<ParamTable> own_table_;
   std::unique_ptr<RankMemory> own_rank_memory_;
   std::unique_ptr<LocalParamMemory> own_memory_;

@@ -16,7 +16,8 @@ namespace tera {
 void Gpt::init_buffers(const RankPlan& plan) {
   TERA_ASSERT(max_batch_ > 0 && plan.seq_len * plan.layout.cp == spec_.config().seq_len,
               "one micro-batch of whole sequences (their cp-th part under context parallelism)");
-  TERA_ASSERT(plan.act.cp == plan.layout.cp && (cp_ == nullptr ? plan.layout.cp == 1 : cp_->size() == plan.layout.cp),
+  TERA_ASSERT(plan.act.cp == plan.layout.cp &&
+                  (cp_ == nullptr ? plan.layout.cp == 1 : cp_->size() == split_.cp && cp_->rank() == split_.rank),
               "the rank plan is for another context-parallel group");
   TERA_ASSERT(table_.tp() == tp_.size() && table_.tp_rank() == tp_.rank(), "table built for another tensor-parallel rank");
   TERA_ASSERT(plan.act.tp == tp_.size() && plan.act.sequence_parallel == tp_.sequence_parallel(),
@@ -69,7 +70,7 @@ NamedViews views_of(const DeviceArena& acts, const std::string& prefix, const st
 // "recompute.<name>" buffers.
 void Gpt::bind_recompute_working_set(const DeviceArena& acts) {
   if (opts_.recompute != Recompute::full || plan().num_layers() == 0) return;
-  const NamedViews v = views_of(acts, "recompute.", spec_.block_activations(max_batch_, seq_len_, opts_), 0);
+  const NamedViews v = views_of(acts, "recompute.", spec_.block_activations(max_batch_, local_seq_len(), opts_), 0);
   recompute_acts_ = bind_by_name(kBlockActRows, v.names, v.views, "block_activations");
   check_block_acts(block_plan_, recompute_acts_, "the recompute working set");
 }
@@ -80,7 +81,7 @@ void Gpt::bind_recompute_working_set(const DeviceArena& acts) {
 // tables "slot.h.<name>", copy k * layers + i, or under full recompute its
 // saved output over the working set.
 void Gpt::bind_slots(const DeviceArena& acts, int slot_count) {
-  const int64_t B = max_batch_, T = seq_len_;
+  const int64_t B = max_batch_, T = local_seq_len();
   const int64_t layers = largest_chunk_layers(plan());
   const std::vector<BufferInfo> saved = spec_.saved_block_activations(B, T, opts_);
   auto boundary = [&](std::string_view name) -> const ArenaLayout::Entry* {
@@ -141,9 +142,8 @@ void Gpt::bind_workspace(const DeviceArena& work) {
   TERA_ASSERT(step_scalars_ != nullptr, "the workspace plan has no step_scalars");
   const LocalDims dims = local_dims(spec_, tp_.size(), tp_.rank());
   if (opts_.cp > 1) {
-    const ContextSplit split{cp_->size(), cp_->rank(), spec_.config().seq_len};
     const RingBuffers ring{work.get<float>("ring_kv"), work.get<float>("ring_dkv"), work.get<int32_t>("ring_positions")};
-    ring_ = std::make_unique<RingAttention>(be_, *cp_, split, dims.Hl, dims.KVl, dims.hs, ring);
+    ring_ = std::make_unique<RingAttention>(be_, *cp_, split_, dims.Hl, dims.KVl, dims.hs, ring);
   }
   layers_ = std::make_unique<GptLayers>(spec_.config(), be_, tp_, block_plan_, dims, ws, step_scalars_ + StepScalars::loss,
                                         ring_.get());

@@ -13,7 +13,7 @@ Gpt::Gpt(const ModelSpec& spec, const Backend& backend, int64_t max_batch)
     : spec_(spec),
       be_(backend),
       max_batch_(max_batch),
-      seq_len_(spec_.config().seq_len),
+      split_{1, 0, spec_.config().seq_len},
       own_table_(std::make_unique<ParamTable>(spec_)),
       own_rank_memory_(std::make_unique<RankMemory>(backend, single_process_plan(spec_, *own_table_, max_batch))),
       own_memory_(std::make_unique<LocalParamMemory>(*own_table_, backend, *own_rank_memory_)),

@@ -41,6 +41,7 @@
 
 #include "core/status.h"
 #include "model/model_spec.h"
+#include "partition/context_split.h"
 #include "partition/memory_plan.h"
 #include "partition/parallel_layout.h"
 #include "partition/param_table.h"
@@ -81,6 +82,8 @@ struct RankPlan {
   ZeroSizes zero;
   MemoryReport bytes;               // the memory plan, per class
 
+  // This rank's tokens of each sequence (seq_len of them: its cp chunks).
+  ContextSplit context_split() const { return {layout.cp, coord.cp, seq_len * layout.cp}; }
   // Floats every parameter unit is padded to (ParamTable's unit_align).
   int64_t unit_align() const { return int64_t{zero_group} * ArenaLayout::kAlignFloats; }
   // The pipeline schedule the stage runs (its max_in_flight(coord.pp) is slots).

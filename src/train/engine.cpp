@@ -31,7 +31,6 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
   TERA_ASSERT(schedule_.max_in_flight(g_.coord.pp) == rank_.slots, "the schedule keeps another number in flight");
   tp_ = std::make_unique<CommTensorParallel>(*g_.tp_dev, p.sequence_parallel);
   cp_ = std::make_unique<CommContextParallel>(*g_.cp_dev);
-  split_ = ContextSplit{g_.layout.cp, g_.coord.cp, cfg.model.seq_len};
   table_ = std::make_unique<ParamTable>(rank_.param_table(spec_));
   const Status units = rank_.check_table(*table_);
   TERA_ASSERT(units.is_ok(), units.message());
@@ -49,17 +48,18 @@ Engine::Engine(const RunConfig& cfg, const Backend& backend, const Groups& group
 Engine::~Engine() = default;
 
 void Engine::local_batch(const BatchFn& batch, int64_t first, int64_t count, int32_t* tokens, int32_t* targets) {
-  if (split_.cp == 1) {
+  const ContextSplit split = rank_.context_split();
+  if (split.cp == 1) {
     batch(first, count, tokens, targets);
     return;
   }
   // Whole sequences, then this rank's chunks of each.
-  const size_t n = static_cast<size_t>(count * split_.seq_len);
+  const size_t n = static_cast<size_t>(count * split.seq_len);
   full_tokens_.resize(n);
   full_targets_.resize(n);
   batch(first, count, full_tokens_.data(), full_targets_.data());
-  split_.take(full_tokens_.data(), tokens, count);
-  split_.take(full_targets_.data(), targets, count);
+  split.take(full_tokens_.data(), tokens, count);
+  split.take(full_targets_.data(), targets, count);
 }
 
 std::vector<double> Engine::scalars_to_host(int64_t first, int64_t count) const {
@@ -150,7 +150,7 @@ StepResult Engine::train_step(int64_t step, float lr, const BatchFn& batch) {
         local_batch(batch, step * G + g_.coord.dp * per_rank + k * mb, mb, tok, tgt);
         return mb;
       },
-      mb, split_.local(), dloss);
+      mb, rank_.seq_len, dloss);
   StepResult r;
   if (g_.world->rank() == 0 && std::find(poison_steps_.begin(), poison_steps_.end(), step + 1) != poison_steps_.end()) {
     int64_t count = 0;
@@ -228,7 +228,7 @@ std::optional<double> Engine::eval_loss_sum(int64_t sequences, const BatchFn& ba
           local_batch(batch, first, count, tok, tgt);
           return count;
         },
-        split_.local(), [&](int i) { return (r0 + i) * dp + g_.coord.dp < batches; });
+        rank_.seq_len, [&](int i) { return (r0 + i) * dp + g_.coord.dp < batches; });
     if (r0 + n < rounds && control.stop) {
       if (any_rank(*g_.world, control.stop())) return std::nullopt;
     }

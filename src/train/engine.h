@@ -26,7 +26,6 @@
 #include "parallel/tp_comm.h"
 #include "parallel/trace.h"
 #include "parallel/zero.h"
-#include "partition/context_split.h"
 #include "partition/rank_plan.h"
 #include "partition/schedule.h"
 #include "train/rank_plan.h"
@@ -118,7 +117,6 @@ class Engine {
   Schedule schedule_;
   std::unique_ptr<CommTensorParallel> tp_;
   std::unique_ptr<CommContextParallel> cp_;
-  ContextSplit split_;  // this rank's tokens of each sequence
   std::unique_ptr<ParamTable> table_;
   std::unique_ptr<RankMemory> memory_;  // before everything that points into it
   std::unique_ptr<ZeroMemory> zero_;

@@ -32,14 +32,6 @@ namespace {
 using Heads = AttentionHeads;
 
 template <typename T>
-T dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-template <typename T>
 T scale_of(int64_t hs) {
   return attention_scale<T>(hs);
 }
@@ -222,17 +214,8 @@ void flash_attention_backward(T* dqkv, const T* dout, const T* qkv, const T* out
           const T l = lse[(b * H + h) * T_ + t];
           T* dq = dbase + t * W + hd.q(h);
           for (int64_t s = 0; s <= t; ++s) {
-            const T* k = base + s * W + hd.k(g);
-            const T p = exp_v<T>(dot(q, k, hs) * scale - l);
-            const T ds = p * (dot(dy, base + s * W + hd.v(g), hs) - D) * scale;
-            T* dk = dbase + s * W + hd.k(g);
-            T* dv = dbase + s * W + hd.v(g);
-#pragma omp simd
-            for (int64_t i = 0; i < hs; ++i) {
-              dq[i] += ds * k[i];
-              dk[i] += ds * q[i];
-              dv[i] += p * dy[i];
-            }
+            flash_pair_backward(dq, dbase + s * W + hd.k(g), dbase + s * W + hd.v(g), q, base + s * W + hd.k(g),
+                                base + s * W + hd.v(g), dy, D, l, scale, hs);
           }
         }
       }

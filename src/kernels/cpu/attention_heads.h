@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/vec_math.h"
+
 namespace tera::cpu {
 
 struct AttentionHeads {
@@ -33,6 +35,32 @@ void zero_group_grads(T* dbase, const AttentionHeads& hd, int64_t g, int64_t T_)
     for (int64_t h = g * hd.group(); h < (g + 1) * hd.group(); ++h) std::fill(row + hd.q(h), row + hd.q(h) + hd.hs, T(0));
     std::fill(row + hd.k(g), row + hd.k(g) + hd.hs, T(0));
     std::fill(row + hd.v(g), row + hd.v(g) + hd.hs, T(0));
+  }
+}
+
+// The scalar kernels' row pieces (attention.cpp's reference kernels and
+// the ring block kernels' scalar template, flash_attention_block.cpp).
+template <typename T>
+T dot(const T* a, const T* b, int64_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// One (query, key) pair of the flash backward, from the row's final lse and
+// D = dy . y: P = exp(scale q.k - lse), dS = P (dy.v - D) scale;
+// dq += dS k, dk += dS q, dv += P dy (each [hs]).
+template <typename T>
+void flash_pair_backward(T* dq, T* dk, T* dv, const T* q, const T* k, const T* v, const T* dy, T D, T lse, T scale,
+                         int64_t hs) {
+  const T p = exp_v<T>(dot(q, k, hs) * scale - lse);
+  const T ds = p * (dot(dy, v, hs) - D) * scale;
+#pragma omp simd
+  for (int64_t i = 0; i < hs; ++i) {
+    dq[i] += ds * k[i];
+    dk[i] += ds * q[i];
+    dv[i] += p * dy[i];
   }
 }
 

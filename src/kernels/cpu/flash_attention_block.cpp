@@ -41,13 +41,6 @@ namespace {
 
 constexpr int64_t kBlockKeys = 64;  // keys per online-softmax step
 
-template <typename T>
-T dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
 
 // The K/V block's layout: per token KV key heads, then KV value heads.
 struct KvBlock {
@@ -157,17 +150,8 @@ void flash_attention_block_backward(T* dqkv, T* dkv, const T* dout, const T* qkv
           T* dq = dqkv + (b * Tq + t) * W + hd.q(h);
           for (int64_t s = 0; s < Tk; ++s) {
             if (pos_k[s] > pos_q[t]) continue;
-            const T* k = kbase + s * Wk + kb.k(g);
-            const T p = exp_v<T>(dot(q, k, hs) * scale - l);
-            const T ds = p * (dot(dy, kbase + s * Wk + kb.v(g), hs) - D) * scale;
-            T* dk = dkbase + s * Wk + kb.k(g);
-            T* dv = dkbase + s * Wk + kb.v(g);
-#pragma omp simd
-            for (int64_t i = 0; i < hs; ++i) {
-              dq[i] += ds * k[i];
-              dk[i] += ds * q[i];
-              dv[i] += p * dy[i];
-            }
+            flash_pair_backward(dq, dkbase + s * Wk + kb.k(g), dkbase + s * Wk + kb.v(g), q, kbase + s * Wk + kb.k(g),
+                                kbase + s * Wk + kb.v(g), dy, D, l, scale, hs);
           }
         }
       }
