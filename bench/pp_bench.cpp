@@ -1,16 +1,22 @@
 // Pipeline benchmark, run under mpirun with P ranks (layout pp = P), or with
 // --in-process P as P threads of one process (a machine without MPI, such as
 // the GPU node of scripts/device-check), each rank with --threads OpenMP
-// threads. It trains a synthetic-data GPT with the 1F1B schedule (or
-// --schedule) and m micro-batches, and prints one JSON line from the first
-// rank with, per stage, the measured bubble (seconds blocked in pipeline
-// receives / step seconds, median over steps) next to the theoretical
-// (p - 1) / (m + p - 1), and each stage's activation bytes as allocated next
-// to the memory plan's (partition/memory_plan.h).
+// threads. It trains a synthetic-data GPT with the 1F1B schedule (or each
+// of --schedule's comma-separated list in turn, as `--schedule 1f1b,zb-h1`
+// compares them) and m micro-batches, and prints one JSON line per schedule
+// from the first rank with, per stage, the measured bubble (seconds blocked
+// in pipeline receives / step seconds, median over steps) and its mean over
+// the stages, next to the theoretical bubble at equal forward, input-grad
+// and weight-grad times T: (p - 1) / (m + p - 1) for gpipe and 1F1B, and for
+// zb-h1 (p - 1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W) + (p - 1)(T_F + T_B -
+// T_W)) = (p - 1) / (3m + p - 1) (Qi et al. 2023); and each stage's
+// activation bytes as allocated next to the memory plan's
+// (partition/memory_plan.h).
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -79,10 +85,17 @@ void run_rank(Communicator& comm, const BenchArgs& a) {
                       {"activation_bytes_formula", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 2)])}});
   }
   const double p = comm.size(), m = static_cast<double>(a.micro);
-  fmt::print("{}\n", nlohmann::json{{"pp", comm.size()}, {"m", a.micro}, {"recompute", a.recompute},
-                                    {"in_process", a.in_process > 0}, {"threads_per_rank", a.threads},
-                                    {"theoretical_bubble", (p - 1) / (m + p - 1)}, {"stages", stages}}
+  double mean = 0;
+  for (int r = 0; r < comm.size(); ++r) mean += all[static_cast<size_t>(3 * r)] / p;
+  const double one_f_one_b = (p - 1) / (m + p - 1);
+  const double theoretical = splits_backward(a.schedule) ? (p - 1) / (3 * m + p - 1) : one_f_one_b;
+  fmt::print("{}\n", nlohmann::json{{"schedule", schedule_kind_name(a.schedule)}, {"pp", comm.size()}, {"m", a.micro},
+                                    {"recompute", a.recompute}, {"in_process", a.in_process > 0},
+                                    {"threads_per_rank", a.threads}, {"theoretical_bubble", theoretical},
+                                    {"theoretical_bubble_1f1b", one_f_one_b}, {"mean_bubble", mean},
+                                    {"stages", stages}}
                          .dump());
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -98,7 +111,8 @@ int main(int argc, char** argv) {
   app.add_option("--micro-batch", a.micro_batch, "sequences per micro-batch")->capture_default_str();
   app.add_option("-m,--micro-batches", a.micro, "micro-batches per step")->capture_default_str();
   app.add_option("--steps", a.steps)->capture_default_str();
-  app.add_option("--schedule", schedule)->capture_default_str();
+  app.add_option("--schedule", schedule, "gpipe, 1f1b, interleaved or zb-h1, or a comma-separated list run in turn")
+      ->capture_default_str();
   app.add_flag("--recompute", a.recompute, "full activation recomputation");
   app.add_option("--in-process", a.in_process, "run P ranks as threads of this process (no mpirun)")
       ->check(CLI::Range(2, 64));
@@ -106,22 +120,34 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   if (app.count("--threads") == 0 && std::getenv("OMP_NUM_THREADS") != nullptr) a.threads = omp_get_max_threads();
-  auto kind = parse_schedule_kind(schedule);
-  if (!kind) {
-    fmt::print(stderr, "{}\n", kind.error());
-    return 2;
+  std::vector<ScheduleKind> kinds;
+  for (size_t begin = 0; begin <= schedule.size();) {
+    const size_t end = std::min(schedule.find(',', begin), schedule.size());
+    auto kind = parse_schedule_kind(schedule.substr(begin, end - begin));
+    if (!kind) {
+      fmt::print(stderr, "--schedule: {}\n", kind.error());
+      return 2;
+    }
+    if (a.recompute && splits_backward(*kind)) {
+      fmt::print(stderr, "--schedule {} with --recompute: zb-h1's weight gradients read the saved activations, "
+                 "which recomputation drops; leave out --recompute\n", schedule_kind_name(*kind));
+      return 2;
+    }
+    kinds.push_back(*kind);
+    begin = end + 1;
   }
-  if (splits_backward(*kind)) {
-    fmt::print(stderr, "--schedule {}: the runtime runs gpipe, 1f1b, interleaved; {} is priced by tera plan only\n",
-               schedule, schedule);
-    return 2;
-  }
-  a.schedule = *kind;
+  auto run_all = [&](Communicator& comm) {
+    for (ScheduleKind k : kinds) {
+      BenchArgs mine = a;
+      mine.schedule = k;
+      run_rank(comm, mine);
+    }
+  };
   if (a.in_process > 0) {
-    InProcessWorld::run(a.in_process, [&](Communicator& comm) { run_rank(comm, a); });
+    InProcessWorld::run(a.in_process, run_all);
   } else {
     auto world = CommWorld::init();
-    run_rank(world->world(), a);
+    run_all(world->world());
   }
   return 0;
 }

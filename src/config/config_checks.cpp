@@ -101,11 +101,8 @@ Status validate(const RunConfig& c, const std::string& src, bool check_files) {
     }
   }
   if (!c.schedule_error.empty()) {
-    return err("parallel.schedule = \"" + c.schedule_error + "\" is not one of \"gpipe\", \"1f1b\", \"interleaved\"");
-  }
-  if (c.parallel.schedule == ScheduleKind::zb_h1) {  // a schedule the planner prices, the executor does not run
-    return err("parallel.schedule = \"zb-h1\": the runtime runs gpipe, 1f1b, interleaved; zb-h1 is priced by tera plan "
-               "only (set parallel.schedule = \"1f1b\")");
+    return err("parallel.schedule = \"" + c.schedule_error +
+               "\" is not one of \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\"");
   }
   // The layout against the model and the batch; the world size is checked
   // when the run starts (train/trainer.cpp), by the same function.

@@ -52,6 +52,11 @@ struct BlockPlan {
   DType norm_out = DType::f32;  // ln1, ln2: the QKV and FC GEMMs' inputs
   DType attn_io = DType::f32;   // qkv, atty
   DType mlp_act = DType::f32;   // fch, fch_gelu, fch_gate, fch_swiglu
+  // The zero-bubble schedule's B/W split (ActivationOptions::
+  // defer_weight_grads): block_backward computes input gradients only and
+  // keeps the rest in the block's dw_ tensors; block_weight_grads adds the
+  // parameter gradients later.
+  bool split_backward = false;
 };
 
 // The plan of a block of `cfg` with the linear layers' inputs in `gemm`
@@ -67,7 +72,8 @@ DType planned_dtype(const BlockPlan& plan, std::string_view name);
 
 // Asserts that the views bound from the memory plan are what `plan` runs:
 // each tensor in its planned dtype, and the attention's saved tensor
-// (probs or lse) present; `what` names the views in the message.
+// (probs or lse) present, the dw_ tensors exactly when the backward is
+// split; `what` names the views in the message.
 void check_block_acts(const BlockPlan& plan, const BlockActs& a, std::string_view what);
 
 }  // namespace tera

@@ -69,6 +69,19 @@ struct BlockActs {
   TypedView fch_gate;    // [N, Fl]        gate_proj's output (Llama)
   TypedView fch_swiglu;  // [N, Fl]        silu(gate) * up, down_proj's input (Llama)
   TypedView out;         // [Nt, C]        res1 + MLP: the next block's input
+  // zb-h1 (BlockPlan::split_backward): what the block's B pass leaves for its
+  // W pass, fp32. Each linear layer's output gradient over all N tokens:
+  TypedView dw_qkv;      // [N, Ql]        d(qkv) as the QKV projection produced it (unrotated)
+  TypedView dw_proj;     // [N, C]         d(res1) through the attention's projection
+  TypedView dw_fc;       // [N, Fl]        d(fch)
+  TypedView dw_gate;     // [N, Fl]        d(gate) (Llama)
+  TypedView dw_fcp;      // [N, C]         d(out) through the MLP's projection
+  // The norms' parameter gradients of this micro-batch (partial over the
+  // group under sp), added to the unit's gradient at W:
+  TypedView dw_ln1_g;    // [C]
+  TypedView dw_ln1_b;    // [C]            (LayerNorm only)
+  TypedView dw_ln2_g;    // [C]
+  TypedView dw_ln2_b;    // [C]            (LayerNorm only)
 };
 
 // A table row: the tensor's ModelSpec name and the field of S it binds to.
@@ -119,6 +132,15 @@ inline constexpr auto kBlockActRows = std::to_array<TensorRow<BlockActs, TypedVi
     {"fch_gate", &BlockActs::fch_gate, true, true},
     {"fch_swiglu", &BlockActs::fch_swiglu, true, true},
     {"out", &BlockActs::out},
+    {"dw_qkv", &BlockActs::dw_qkv, true},
+    {"dw_proj", &BlockActs::dw_proj, true},
+    {"dw_fc", &BlockActs::dw_fc, true},
+    {"dw_gate", &BlockActs::dw_gate, true},
+    {"dw_fcp", &BlockActs::dw_fcp, true},
+    {"dw_ln1_g", &BlockActs::dw_ln1_g, true},
+    {"dw_ln1_b", &BlockActs::dw_ln1_b, true},
+    {"dw_ln2_g", &BlockActs::dw_ln2_g, true},
+    {"dw_ln2_b", &BlockActs::dw_ln2_b, true},
 });
 
 // Under full recomputation a block keeps one buffer (saved_block_activations:

@@ -93,6 +93,7 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
   const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
   const Slot& s = slot(c, k);
   const int64_t n = activation_floats(B, T);
+  const bool split = block_plan_.split_backward;
   float* dres = layers_->workspace().dres;
   be_.copy(dres, ch.head ? s.dx_head : s.grad_in, n * static_cast<int64_t>(sizeof(float)), CopyKind::device_to_device);
   for (size_t i = static_cast<size_t>(ch.num_layers); i-- > 0;) {
@@ -100,7 +101,9 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
     const int u = table_.unit_of_layer(l);
     BlockWeights w = block_weights(mem_.acquire(u, Pass::backward), l);
     w.base_bf16 = mem_.compute_weights(u);
-    const BlockWeights g = block_weights(mem_.grads(u), l);
+    // The split backward (zb-h1's B) adds no gradient to the unit: its
+    // gradient is taken and reported done at weight_grad.
+    const BlockWeights g = split ? BlockWeights{} : block_weights(mem_.grads(u), l);
     if (opts_.recompute == Recompute::full) {
       // Rerun the block's forward from its saved input into the working set
       // (its output goes to the scratch `out`: the saved one is the next block's input).
@@ -108,7 +111,7 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
     }
     layers_->block_backward(s.blocks[i], w, g, block_input(s, i), dres, B, T);
     mem_.release(u, Pass::backward);
-    mem_.grads_done(u);
+    if (!split) mem_.grads_done(u);
     mem_.poll();
   }
   if (ch.embedding) {
@@ -122,6 +125,19 @@ void Gpt::backward(int c, int k, int64_t B, int64_t T) {
     for (int unit : {table_.wte_unit(), table_.io_unit(), table_.head_unit()}) {
       if (unit >= 0) mem_.grads_done(unit);
     }
+  }
+}
+
+void Gpt::weight_grad(int c, int k, int64_t B, int64_t T) {
+  TERA_ASSERT(block_plan_.split_backward, "weight_grad without the split backward (parallel.schedule = \"zb-h1\")");
+  const ChunkPlan& ch = plan().chunks[static_cast<size_t>(c)];
+  const Slot& s = slot(c, k);
+  for (size_t i = static_cast<size_t>(ch.num_layers); i-- > 0;) {  // backward's order
+    const int64_t l = ch.first_layer + static_cast<int64_t>(i);
+    const int u = table_.unit_of_layer(l);
+    layers_->block_weight_grads(s.blocks[i], block_weights(mem_.grads(u), l), B, T);
+    mem_.grads_done(u);
+    mem_.poll();
   }
 }
 

@@ -128,8 +128,16 @@ class Gpt {
   void forward(int c, int k, const int32_t* tokens, const int32_t* targets, int64_t B, int64_t T, float dloss,
                bool train, bool count_loss = true);
   // Backward of chunk c, slot k, from the head's gradient or grad_in(c, k);
-  // leaves d(input) in grad_out(c, k) (a chunk without the embedding).
+  // leaves d(input) in grad_out(c, k) (a chunk without the embedding). With
+  // the split backward (ActivationOptions::defer_weight_grads, zb-h1) this
+  // is B: the blocks' weight gradients wait in the slot for weight_grad.
   void backward(int c, int k, int64_t B, int64_t T);
+  // W of the split backward: the chunk's blocks' parameter gradients of the
+  // micro-batch in slot k, after its backward (whose slot it still reads).
+  // Each block's unit is taken and reported done here (ParamMemory's
+  // grads / grads_done), not in backward; the embedding's and the head's
+  // gradients are whole in backward.
+  void weight_grad(int c, int k, int64_t B, int64_t T);
   // The message buffers, each [Nt, C] (activation_floats), device memory:
   // what a pipeline receives into (input, grad_in) and sends from (output, grad_out).
   float* input(int c, int k);

@@ -28,7 +28,10 @@ void Gpt::init_buffers(const RankPlan& plan) {
   TERA_ASSERT(plan.act.flash_attention == (spec_.config().attention == AttentionKind::flash),
               "the rank plan's attention is the model's (model.attention)");
   opts_ = plan.act;
+  TERA_ASSERT(!opts_.defer_weight_grads || opts_.recompute == Recompute::none,
+              "the split backward (zb-h1) reads each block's saved inputs at W: no full recompute");
   block_plan_ = make_block_plan(spec_.config(), opts_.gemm, be_, opts_.cp);
+  block_plan_.split_backward = opts_.defer_weight_grads;
   const DeviceArena& acts = rank_memory_.arena(MemoryClass::activations);
   bind_recompute_working_set(acts);
   bind_slots(acts, std::max(1, plan.slots));

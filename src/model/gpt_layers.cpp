@@ -119,9 +119,13 @@ void GptLayers::linear_fwd(float* y, ConstTypedView x, const float* W, const uin
 void GptLayers::linear_bwd(float* dx, float* dW, float* db, const float* dy, ConstTypedView x, const float* W,
                            const uint16_t* Wb, int64_t N, int64_t I, int64_t O, bool accumulate_dx,
                            const GemmCast& cast) {
-  TERA_ASSERT((Wb != nullptr) == (plan_.gemm == DType::bf16), "a linear layer without the GEMM dtype's weights");
+  // dx reads the weights; dW reads x (either may be skipped: the split backward).
+  TERA_ASSERT(dx == nullptr || (Wb != nullptr) == (plan_.gemm == DType::bf16),
+              "a linear layer without the GEMM dtype's weights");
+  TERA_ASSERT(dW == nullptr || !x.empty(), "a linear layer's weight gradient without its input");
   if (plan_.gemm == DType::bf16) {
-    be_.linear_backward_bf16(dx, dW, db, dy, bf16_input(x, N, I, cast.x), Wb, N, I, O, accumulate_dx, cast.dy);
+    const uint16_t* xb = dW == nullptr ? nullptr : bf16_input(x, N, I, cast.x);
+    be_.linear_backward_bf16(dx, dW, db, dy, xb, Wb, N, I, O, accumulate_dx, cast.dy);
   } else {
     be_.linear_backward(dx, dW, db, dy, x.f32(), W, N, I, O, accumulate_dx);
   }

@@ -110,9 +110,15 @@ class GptLayers {
   void embed_backward(const IoWeights& g, const float* dres, const int32_t* tokens, int64_t B, int64_t T);
   // One block from its input x [Nt, C] into a (a.out: its output).
   void block_forward(const BlockActs& a, const BlockWeights& w, const float* x, int64_t B, int64_t T);
-  // dres holds d(out of the block) on entry and d(its input) on exit.
+  // dres holds d(out of the block) on entry and d(its input) on exit. The
+  // parameter gradients are added to g, or under the plan's split backward
+  // (zb-h1's B) kept in a's dw_ tensors for block_weight_grads (g unread).
   void block_backward(const BlockActs& a, const BlockWeights& w, const BlockWeights& g, const float* x, float* dres,
                       int64_t B, int64_t T);
+  // The split backward's W, after block_backward of the same micro-batch:
+  // adds the block's parameter gradients (from a's saved inputs and dw_
+  // tensors) to g.
+  void block_weight_grads(const BlockActs& a, const BlockWeights& g, int64_t B, int64_t T);
   // LN_f, the logits and the per-token losses [N] of x [Nt, C]; their sum is
   // added to loss_sum when count_loss. dloss > 0 leaves d(logits) (the loss
   // scaled by dloss) in the workspace for head_backward.
@@ -148,6 +154,18 @@ class GptLayers {
     return plan_.mlp == MlpPath::swiglu ? a.fch_swiglu : a.fch_gelu;
   }
 
+  // Where a norm's parameter gradients go in block_backward: dg, db, or
+  // under the split backward the kept dw_ tensors, zeroed (the norm adds).
+  struct NormGrads {
+    float* g;
+    float* b;
+  };
+  NormGrads norm_grads(float* dg, float* db, const TypedView& kept_g, const TypedView& kept_b);
+  // dg (db) += the kept norm gradients (W).
+  void add_kept(float* dg, float* db, const TypedView& kept_g, const TypedView& kept_b);
+  // A linear layer's output gradient dy [n] copied into the block's dw_ tensor (B).
+  void keep_dy(const TypedView& kept, const float* dy, int64_t n);
+
   // The block's norm (plan().norm) over `rows` rows of C, written in out's dtype.
   void norm_forward(TypedView out, float* mean, float* rstd, const float* x, const float* g, const float* b,
                     int64_t rows);
@@ -155,7 +173,8 @@ class GptLayers {
                      const float* mean, const float* rstd, int64_t rows);
   // A linear layer (ops.h) with the plan's GEMM inputs: Wb is W's bf16 copy
   // under bf16 GEMMs, else null; an fp32 x is rounded into cast.x then, and
-  // dy into cast.dy.
+  // dy into cast.dy. dx == nullptr skips dx (W and Wb unread), dW == nullptr
+  // the weight gradients (x unread: it may be empty).
   void linear_fwd(float* y, ConstTypedView x, const float* W, const uint16_t* Wb, const float* b, int64_t N,
                   int64_t I, int64_t O, const GemmCast& cast);
   void linear_bwd(float* dx, float* dW, float* db, const float* dy, ConstTypedView x, const float* W,

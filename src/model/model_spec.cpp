@@ -318,21 +318,34 @@ std::vector<BufferInfo> ModelSpec::block_activations(int64_t B, int64_t T, const
 }
 
 std::vector<BufferInfo> ModelSpec::saved_block_activations(int64_t B, int64_t T, const ActivationOptions& o) const {
+  std::vector<BufferInfo> kept;
   switch (o.recompute) {
-    case Recompute::none: return block_activations(B, T, o);
+    case Recompute::none: kept = block_activations(B, T, o); break;
     case Recompute::full: {
+      TERA_ASSERT(!o.defer_weight_grads, "deferred weight gradients need the block's saved inputs (not with full recompute)");
       const int64_t Ts = o.sequence_parallel ? divide(T, o.tp) : T;
       return {{"x_in", {B, Ts, cfg_.hidden}, o.dtype}};
     }
-    case Recompute::selective: {
-      std::vector<BufferInfo> kept;
+    case Recompute::selective:
       for (auto& b : block_activations(B, T, o)) {
         if (b.name.rfind("probs", 0) != 0) kept.push_back(b);
       }
-      return kept;
+      break;
+  }
+  if (o.defer_weight_grads) {
+    const int64_t C = cfg_.hidden, Fl = divide(cfg_.ffn(), o.tp);
+    kept.push_back({"dw_qkv", {B, T, qkv_width_local(o.tp)}, DType::f32});
+    kept.push_back({"dw_proj", {B, T, C}, DType::f32});
+    kept.push_back({"dw_fc", {B, T, Fl}, DType::f32});
+    if (cfg_.mlp == MlpKind::gated) kept.push_back({"dw_gate", {B, T, Fl}, DType::f32});
+    kept.push_back({"dw_fcp", {B, T, C}, DType::f32});
+    const bool ln = cfg_.arch != Arch::llama;
+    for (const char* norm : {"dw_ln1", "dw_ln2"}) {
+      kept.push_back({std::string(norm) + "_g", {C}, DType::f32});
+      if (ln) kept.push_back({std::string(norm) + "_b", {C}, DType::f32});
     }
   }
-  return {};
+  return kept;
 }
 
 Shape ModelSpec::local_shape(const ParamInfo& p, int64_t tp) const {

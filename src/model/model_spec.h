@@ -190,6 +190,12 @@ struct ActivationOptions {
   // tables' T is then the local seq_len / cp, and the workspace holds the
   // ring attention's buffers.
   int64_t cp = 1;
+  // The zero-bubble schedule (zb-h1) splits each block's backward into B
+  // (input gradients) and W (weight gradients, run later): a block then also
+  // keeps, from its B to its W, each linear layer's output gradient and its
+  // norms' parameter gradients (saved_block_activations' "dw_" tensors).
+  // Not with full recomputation (its working set is gone by W).
+  bool defer_weight_grads = false;
 };
 
 class ModelSpec {
@@ -242,7 +248,12 @@ class ModelSpec {
   // Without dropout this is Korthikanti et al.'s 34sbh + 5as^2b less the
   // masks: 32sbh + 2as^2b bytes at 16 bits, with their tp / sp divisions.
   std::vector<BufferInfo> block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
-  // What a block keeps from forward to backward under o.recompute.
+  // What a block keeps from forward to backward under o.recompute, and with
+  // o.defer_weight_grads, from its B pass to its W pass:
+  //   dw_qkv [B,T,Ql], dw_proj [B,T,C], dw_fc [B,T,Fl], dw_gate [B,T,Fl]
+  //   (gated MLP), dw_fcp [B,T,C]: each linear layer's output gradient over
+  //   all the micro-batch's tokens, fp32; dw_ln1_g, dw_ln2_g [C] (and
+  //   dw_ln1_b, dw_ln2_b with LayerNorm): the norms' parameter gradients.
   std::vector<BufferInfo> saved_block_activations(int64_t B, int64_t T, const ActivationOptions& o = {}) const;
   // What one micro-batch keeps at a pipeline chunk's boundaries: its input
   // (the embedding output, or the activation received), the token ids (with

@@ -10,6 +10,8 @@
 //   [training] grads(root) (head backward), then for each block in reverse:
 //   acquire(u, B), grads(u), release(u, B), grads_done(u); then the embedding
 //   backward, release(root, B), grads_done(root). [eval] release(root, F).
+//   Under the split backward (zb-h1) a block's B is acquire(u, B),
+//   release(u, B), and its W later grads(u), grads_done(u) (no acquire).
 // A unit's parameters are laid out as in the table: tensor e of unit u is at
 // acquire(u) + (e.offset - unit.begin); gradients likewise. Every pointer is
 // device memory of the backend. With bf16 GEMMs (the plan's compute_weights

@@ -13,6 +13,8 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, Gpt& model, ZeroMem
     : sched_(schedule), model_(model), zero_(zero), g_(groups), trace_(trace), stage_(groups.coord.pp) {
   TERA_ASSERT(schedule.stages == groups.layout.pp && model.chunks() == schedule.chunks);
   TERA_ASSERT(model.slots() >= schedule.max_in_flight(stage_), "the model holds fewer slots than the schedule keeps in flight");
+  TERA_ASSERT(splits_backward(schedule.kind) == model.block_plan().split_backward,
+              "the schedule's weight_grad instructions need the model's split backward (and only they do)");
   slots_.resize(static_cast<size_t>(model.slots()));
   for (int k = 0; k < model.slots(); ++k) free_.push_back(k);
   slot_of_.assign(static_cast<size_t>(schedule.chunks), std::vector<int>(static_cast<size_t>(schedule.micro_batches), -1));
@@ -142,9 +144,20 @@ std::string PipelineExecutor::run_backward_instr(const Instr& in, int64_t B, int
   zero_.set_last_micro_batch(++backwards_done[c] == sched_.micro_batches);
   model_.backward(in.chunk, k, B, T);
   // The first virtual stage sends nothing back: its slot is free now;
-  // any other frees it once its input gradient is sent.
-  if (sched_.virtual_stage(stage_, in.chunk) == 0) free_slot(in.chunk, in.mb);
+  // any other frees it once its input gradient is sent. Under zb-h1 the
+  // slot is the weight gradient's until then.
+  if (!split() && sched_.virtual_stage(stage_, in.chunk) == 0) free_slot(in.chunk, in.mb);
   return fmt::format("B{}.{}", in.mb, in.chunk);
+}
+
+std::string PipelineExecutor::run_weight_grad_instr(const Instr& in, int64_t B, int64_t T, std::vector<int>& weight_grads_done) {
+  const int k = slot_of(in.chunk, in.mb);
+  TERA_ASSERT(k >= 0, "weight gradient of a micro-batch without a slot");
+  // The blocks' units are reduced here: ZeRO-0/1 after the last micro-batch's W.
+  zero_.set_last_micro_batch(++weight_grads_done[static_cast<size_t>(in.chunk)] == sched_.micro_batches);
+  model_.weight_grad(in.chunk, k, B, T);
+  free_slot(in.chunk, in.mb);  // reused once its gradient send (if any) completed
+  return fmt::format("W{}.{}", in.mb, in.chunk);
 }
 
 std::string PipelineExecutor::run_send_instr(const Instr& in, int64_t bytes) {
@@ -154,7 +167,7 @@ std::string PipelineExecutor::run_send_instr(const Instr& in, int64_t bytes) {
   const float* buf = grad ? model_.grad_out(in.chunk, k) : model_.output(in.chunk, k);
   const P2pRoute r = message_route(sched_, stage_, in);
   slots_[static_cast<size_t>(k)].sends.push_back(g_.pp_dev->isend(buf, bytes, peer_rank(r.dst), r.tag));
-  if (grad) free_slot(in.chunk, in.mb);  // reused only once this send completes
+  if (grad && !split()) free_slot(in.chunk, in.mb);  // reused only once this send completes
   return fmt::format("s{}{}.{}>{}", grad ? 'G' : 'A', in.mb, in.chunk, in.peer);
 }
 
@@ -181,6 +194,7 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
   const double t_start = now_seconds();
   idle_ = 0;
   std::vector<int> backwards_done(static_cast<size_t>(sched_.chunks), 0);
+  std::vector<int> weight_grads_done(static_cast<size_t>(sched_.chunks), 0);
   const int64_t n = model_.activation_floats(B, T) * static_cast<int64_t>(sizeof(float));
   for (const Instr& in : sched_.per_stage[static_cast<size_t>(stage_)]) {
     const double t0 = now_seconds();
@@ -212,9 +226,7 @@ void PipelineExecutor::run_step(const MicroBatchFn& batch, int64_t B, int64_t T,
         // The engine steps the optimizer once the global gradient norm is known.
         break;
       case InstrKind::weight_grad:
-        // zb-h1's deferred weight gradients: the config check refuses the
-        // schedule (the backward does not split into B and W yet).
-        TERA_ASSERT(false, "the executor runs no weight_grad instructions (parallel.schedule = \"zb-h1\" is the planner's)");
+        name = run_weight_grad_instr(in, B, T, weight_grads_done);
         break;
     }
     if (trace_ != nullptr && !name.empty()) trace_->span(name, cat, t0, now_seconds(), in.mb, in.chunk);

@@ -11,7 +11,8 @@
 // for any of the stage's chunks. A micro-batch takes a free slot when its
 // activation arrives (or at its forward, on the embedding's chunk) and frees
 // it once its input gradient is sent (at its backward, on the first virtual
-// stage); a slot is reused only after its sends completed. Free slots are
+// stage); under zb-h1 at its weight_grad (W), which still reads it. A slot
+// is reused only after its sends completed. Free slots are
 // taken oldest first, preferring one whose sends are already done.
 //
 // Why waiting on a slot's sends cannot deadlock (a send of a large message
@@ -91,6 +92,9 @@ class PipelineExecutor {
   std::string run_forward_instr(const Instr& in, const MicroBatchFn& batch, int64_t B, int64_t T, float dloss,
                                 int64_t bytes);
   std::string run_backward_instr(const Instr& in, int64_t B, int64_t T, std::vector<int>& backwards_done);
+  std::string run_weight_grad_instr(const Instr& in, int64_t B, int64_t T, std::vector<int>& weight_grads_done);
+  // zb-h1: a micro-batch's slot is held until its weight_grad, not its backward.
+  bool split() const { return splits_backward(sched_.kind); }
   std::string run_send_instr(const Instr& in, int64_t bytes);
   std::string run_recv_instr(const Instr& in, int64_t bytes, double t0);
 

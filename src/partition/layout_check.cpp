@@ -90,6 +90,14 @@ void check_pipeline(const ParallelLayout& l, const ModelConfig& m, std::vector<s
   if (l.schedule != ScheduleKind::interleaved && l.vpp != 1) {
     bad.push_back(fmt::format("parallel.vpp = {} needs parallel.schedule = \"interleaved\"", l.vpp));
   }
+  if (l.schedule == ScheduleKind::zb_h1 && l.recompute != Recompute::none) {
+    // W reads each block's saved activations after its B; recomputation drops them.
+    bad.push_back(fmt::format("parallel.schedule = \"zb-h1\" with train.recompute = \"{}\": zb-h1 computes each "
+                              "block's weight gradients after its backward, from the block's saved activations, "
+                              "which recomputation drops; set train.recompute = \"none\" or parallel.schedule = "
+                              "\"1f1b\"",
+                              recompute_name(l.recompute)));
+  }
   if (auto per = layers_per_virtual_stage(m.layers, l.pp, l.vpp, l.stage_layers); !per) bad.push_back(per.error());
 }
 

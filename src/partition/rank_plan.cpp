@@ -41,13 +41,15 @@ ActivationOptions activation_options(const ParallelLayout& l, const RankPrecisio
                            .flash_attention = precision.flash_attention,
                            .dropout = precision.dropout,
                            .gemm = precision.gemm,
-                           .cp = l.cp};
+                           .cp = l.cp,
+                           .defer_weight_grads = l.schedule == ScheduleKind::zb_h1};
 }
 
 // ModelSpec's table bytes for the layout's micro-batch; context parallelism
 // holds 1/cp of each sequence's activations.
 const ActivationTableBytes& RankPlanner::tables(const ParallelLayout& l) {
-  const auto key = std::make_tuple(l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute);
+  const auto key = std::make_tuple(l.tp, l.cp, l.micro_batch, l.sequence_parallel, l.recompute,
+                                   l.schedule == ScheduleKind::zb_h1);
   auto it = tables_.find(key);
   if (it == tables_.end()) {
     it = tables_.emplace(key, activation_table_bytes(spec_, l.micro_batch, batch_.seq_len / l.cp, activation_options(l, precision_)))

@@ -135,7 +135,7 @@ class RankPlanner {
   const ModelSpec& spec_;
   RankBatch batch_;
   RankPrecision precision_;
-  std::map<std::tuple<int, int, int, bool, Recompute>, ActivationTableBytes> tables_;
+  std::map<std::tuple<int, int, int, bool, Recompute, bool>, ActivationTableBytes> tables_;  // the last: zb-h1
   std::map<std::tuple<int, int, int>, EndUnits> units_;
 };
 

@@ -1,8 +1,7 @@
 // Emitters. A tera config is what `tera train` allocates and runs: every
 // model key the plan priced, the precision, attention and recompute it
 // priced, or a refusal where the runtime has no such thing (selective
-// recompute, fp8, the zb-h1 schedule; context parallelism without flash
-// attention). Megatron has no ZeRO-2; ZeRO-1 is
+// recompute, fp8; context parallelism without flash attention). Megatron has no ZeRO-2; ZeRO-1 is
 // its distributed optimizer and ZeRO-3 maps to Megatron-Core's torch FSDP2
 // path; lines starting with '#' say so where the mapping is not one to one.
 #include "plan/emit.h"
@@ -27,12 +26,6 @@ Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& 
                                      layout));
   }
   if (w.fp8_gemms) return Status::error("--emit tera: the plan prices fp8 GEMMs, which tera's runtime does not have");
-  if (l.schedule == ScheduleKind::zb_h1) {
-    return Status::error(fmt::format("--emit tera: {} runs the zb-h1 schedule, which tera's runtime does not (it runs "
-                                     "gpipe, 1f1b, interleaved; zb-h1 is priced by tera plan only); plan with --emit "
-                                     "tera (the search then leaves zb-h1 out) or --explain schedule=1f1b",
-                                     layout));
-  }
   // Precision bf16 is train.precision = "bf16"; on a stack without
   // activations_16bit the plan priced exactly what the runtime allocates.
   const bool bf16 = w.precision == Precision::bf16;

@@ -100,11 +100,12 @@ bool megatron_narrowing(const ParallelLayout& l, const Workload& w, const Cluste
 
 // The schedules searched for a layout's pp and vpp: interleaved with virtual
 // chunks; else 1F1B, and ZB-H1 beside it where there is a pipeline and the
-// stack runs it (never for tera's runtime). GPipe is never faster nor smaller
+// stack runs it (check_layout then keeps zb-h1 without recomputation only:
+// its W reads each block's saved activations). GPipe is never faster nor smaller
 // than 1F1B; `--explain ...,schedule=` prices any.
-std::vector<ScheduleKind> schedule_choices(const ParallelLayout& l, const Cluster& cl, const SearchSpace& space) {
+std::vector<ScheduleKind> schedule_choices(const ParallelLayout& l, const Cluster& cl) {
   if (l.vpp > 1) return {ScheduleKind::interleaved};
-  if (l.pp > 1 && cl.stack.zero_bubble && !space.tera_runtime) return {ScheduleKind::one_f_one_b, ScheduleKind::zb_h1};
+  if (l.pp > 1 && cl.stack.zero_bubble) return {ScheduleKind::one_f_one_b, ScheduleKind::zb_h1};
   return {ScheduleKind::one_f_one_b};
 }
 
@@ -133,7 +134,7 @@ std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& 
           for (int v = 2; pp >= 2 && v <= m.layers / pp; ++v) vpps.push_back(v);
           for (int vpp : choices(space.vpp, vpps)) {
             l.vpp = vpp;
-            for (ScheduleKind kind : schedule_choices(l, cl, space)) {
+            for (ScheduleKind kind : schedule_choices(l, cl)) {
               l.schedule = kind;
               for (int zero : choices(space.zero, l.dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
                 l.zero = zero;

@@ -40,8 +40,8 @@ struct SearchSpace {
   std::optional<Recompute> recompute;
   std::optional<int> cp;  // context parallelism (searched for long sequences with fused attention)
   int max_micro_batch = 64;
-  // Only what tera's runtime runs (plan --emit tera): no selective recompute,
-  // no zb-h1 (context parallelism it runs, with flash attention).
+  // Only what tera's runtime runs (plan --emit tera): no selective recompute
+  // (context parallelism and zb-h1 it runs; cp with flash attention).
   bool tera_runtime = false;
 };
 

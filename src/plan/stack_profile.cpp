@@ -50,7 +50,7 @@ Expected<StackProfile> stack_profile(const std::string& name) {
     p.dropout = false;
     p.tp_comm_overlap = false;
     p.activations_16bit = false;
-    p.zero_bubble = false;  // the runtime runs gpipe, 1f1b and interleaved
+    p.zero_bubble = true;  // the runtime runs gpipe, 1f1b, interleaved and zb-h1
     p.params = fitted_params(p.name);
     return p;
   }

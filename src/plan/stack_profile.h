@@ -45,8 +45,8 @@ struct StackProfile {
   // Megatron-LM and Megatron-Core (none in their mainline), torchtitan (its
   // zero-bubble schedules, InterleavedZeroBubble and ZBVZeroBubble, are the
   // multi-chunk ones tera does not build), DeepSpeed's ZeRO-3 runs and llm.c
-  // (no pipeline), and tera (its runtime does not split the backward yet;
-  // `plan --explain ...,schedule=zb-h1` still prices any layout).
+  // (no pipeline); `plan --explain ...,schedule=zb-h1` still prices any
+  // layout. True for tera (its runtime splits the backward: model/gpt.h).
   // Megatron-DeepSpeed has had an opt-in ZB-H1 (--enable-zbh1-pipeline)
   // since 2024, after the runs its profile was fitted on: unset, so a preset
   // with stack.zero_bubble = true prices it.

@@ -128,12 +128,15 @@ TEST(Config, ContextParallelLayoutsTheModelCannotTake) {
                {"model.seq_len / cp (2) = 10 divisible by parallel.tp = 4"});
 }
 
-TEST(Config, PlannerOnlyScheduleIsRefusedWithTheReason) {
-  // zb-h1 parses (the planner prices it) but the runtime does not run it.
-  expect_error(kGood, {"parallel.pp=2", "parallel.schedule=\"zb-h1\""},
-               {"parallel.schedule = \"zb-h1\"", "the runtime runs gpipe, 1f1b, interleaved",
-                "zb-h1 is priced by tera plan only"});
-  expect_error(kGood, {"parallel.schedule=\"zbh1\""}, {"parallel.schedule = \"zbh1\" is not one of"});
+TEST(Config, ZeroBubbleScheduleRunsWithoutRecompute) {
+  EXPECT_TRUE(parse_run_config(kGood, "cfg.toml", {"parallel.pp=2", "parallel.schedule=\"zb-h1\""}, false).ok());
+  // W reads each block's saved activations after B.
+  expect_error(kGood, {"parallel.pp=2", "parallel.schedule=\"zb-h1\"", "train.recompute=\"full\""},
+               {"parallel.schedule = \"zb-h1\" with train.recompute = \"full\"", "set train.recompute = \"none\""});
+  // One model chunk per stage.
+  expect_error(kGood, {"parallel.pp=2", "parallel.vpp=2", "parallel.schedule=\"zb-h1\""},
+               {"parallel.vpp = 2 needs parallel.schedule = \"interleaved\""});
+  expect_error(kGood, {"parallel.schedule=\"zbh1\""}, {"parallel.schedule = \"zbh1\" is not one of", "\"zb-h1\""});
   EXPECT_TRUE(parse_run_config(kGood, "cfg.toml", {"parallel.pp=2", "parallel.schedule=\"1f1b\""}, false).ok());
 }
 

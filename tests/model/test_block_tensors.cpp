@@ -46,15 +46,21 @@ TEST(BlockTensors, WeightRowsMatchModelSpecParameters) {
 
 TEST(BlockTensors, ActRowsMatchBlockActivations) {
   // A GPT-2 block has every row but one of the attention's optional pair
-  // (probs, naive; softmax_lse, flash) and the SwiGLU pair (fch_gate, fch_swiglu).
+  // (probs, naive; softmax_lse, flash), the SwiGLU pair (fch_gate,
+  // fch_swiglu) and the split backward's nine dw_ rows; with the split
+  // backward every dw_ row but the gate's.
   const ModelSpec spec(small());
   for (bool sp : {false, true}) {
     for (bool flash : {false, true}) {
       const ActivationOptions o{.tp = 2, .sequence_parallel = sp, .flash_attention = flash};
       const auto rows = match_rows(kBlockActRows, names_of(spec.block_activations(2, 8, o)), "test");
-      EXPECT_EQ(rows.size(), kBlockActRows.size() - 3);
+      EXPECT_EQ(rows.size(), kBlockActRows.size() - 12);
       EXPECT_EQ(match_rows(kBlockActRows, names_of(spec.saved_block_activations(2, 8, o)), "test").size(),
-                kBlockActRows.size() - 3);
+                kBlockActRows.size() - 12);
+      ActivationOptions split = o;
+      split.defer_weight_grads = true;
+      EXPECT_EQ(match_rows(kBlockActRows, names_of(spec.saved_block_activations(2, 8, split)), "test").size(),
+                kBlockActRows.size() - 4);
       const bool has_lse = std::any_of(rows.begin(), rows.end(), [](size_t r) { return kBlockActRows[r].name == "softmax_lse"; });
       EXPECT_EQ(has_lse, flash);
     }

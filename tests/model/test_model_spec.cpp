@@ -113,6 +113,34 @@ TEST(ModelSpec, ActivationsMatchKorthikanti) {
             2 * sbh);
 }
 
+TEST(ModelSpec, DeferredWeightGradsKeepEachLinearLayersOutputGradient) {
+  // zb-h1's split backward keeps, per block and micro-batch, fp32 output
+  // gradients over all s*b tokens: qkv (3h, or (H + 2 KV) hs), the two
+  // projections (h each), fc (F/t) and the gate (F/t, gated) on a tp rank,
+  // plus the norms' gains (and biases with LayerNorm), h each: 4 bytes per float.
+  for (Arch arch : {Arch::gpt2, Arch::llama}) {
+    ModelConfig m = gpt2_124m();
+    if (arch == Arch::llama) {
+      m.arch = Arch::llama;
+      m.mlp = MlpKind::gated;
+      m.kv_heads = 4;
+    }
+    const ModelSpec spec(m);
+    const int64_t b = 2, s = 64, h = 768, t = 2, F = m.ffn(), hs = 64;
+    for (bool sp : {false, true}) {
+      ActivationOptions o{.tp = t, .sequence_parallel = sp, .gemm = DType::bf16};
+      const int64_t without = table_bytes(spec.saved_block_activations(b, s, o));
+      o.defer_weight_grads = true;
+      const int64_t qkv = arch == Arch::llama ? (12 / t + 2 * 4 / t) * hs : 3 * h / t;
+      const int64_t mlp = (arch == Arch::llama ? 2 : 1) * F / t;
+      const int64_t norms = (arch == Arch::llama ? 2 : 4) * h;
+      EXPECT_EQ(table_bytes(spec.saved_block_activations(b, s, o)) - without,
+                4 * (s * b * (qkv + 2 * h + mlp) + norms))
+          << (arch == Arch::llama ? "llama" : "gpt2") << (sp ? " sp" : "");
+    }
+  }
+}
+
 TEST(ModelSpec, Bf16GemmsKeepTheNormOutputsAndTheMlpInBf16) {
   // train.precision = "bf16": the two norm outputs and the MLP's tensors
   // (fch, its activation, and the gate on a gated MLP) are bf16, everything

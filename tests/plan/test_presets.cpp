@@ -88,12 +88,14 @@ TEST(Presets, ZeroBubbleIsAStackFact) {
   EXPECT_TRUE(zb.stack.zero_bubble);
   EXPECT_TRUE(parse_cluster_toml(cluster_to_toml(zb, ""), "rt.toml").value().stack.zero_bubble);
   EXPECT_EQ(cluster_to_toml(load_cluster("selene").value(), "").find("zero_bubble"), std::string::npos);
-  // A profile says whether its stack has them: tera's runtime and the stacks
-  // without a ZB-H1 turn it off; Megatron-DeepSpeed's opt-in and "preset" keep the preset's.
+  // A profile says whether its stack has them: the stacks without a ZB-H1
+  // turn it off; Megatron-DeepSpeed's opt-in and "preset" keep the preset's;
+  // tera's runtime runs it (on a preset without it too).
   for (const auto& name : profile_names()) {
-    const bool keeps = name == "megatron-deepspeed" || name == "preset";
+    const bool keeps = name == "megatron-deepspeed" || name == "preset" || name == "tera";
     EXPECT_EQ(apply_profile(zb, stack_profile(name).value()).stack.zero_bubble, keeps) << name;
   }
+  EXPECT_TRUE(apply_profile(load_cluster("selene").value(), stack_profile("tera").value()).stack.zero_bubble);
 }
 
 TEST(Presets, ModelFilesAndRunConfigs) {

@@ -141,6 +141,12 @@ std::vector<Case> sweep() {
   cases.push_back({2, 1, 1, 1, 1, true, full, ScheduleKind::one_f_one_b, {}, flash, true, f32, 2});
   cases.push_back({1, 2, 2, 1, 3, false, none, ScheduleKind::one_f_one_b, {}, flash, false, bf16, 2});
   cases.push_back({1, 1, 1, 1, 2, false, full, ScheduleKind::one_f_one_b, {}, flash, true, bf16, 3});
+  // zb-h1: slots held until W, each with the blocks' kept output gradients.
+  const ScheduleKind zb = ScheduleKind::zb_h1;
+  cases.push_back({1, 2, 2, 1, 0, false, none, zb});
+  cases.push_back({2, 3, 1, 1, 3, true, none, zb, {}, flash, true});
+  cases.push_back({1, 2, 2, 1, 2, false, none, zb, {3, 3}, flash, false, bf16});
+  cases.push_back({2, 2, 1, 1, 1, true, none, zb, {}, flash, true, bf16, 2});
   return cases;
 }
 

@@ -62,7 +62,7 @@ void linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, cons
   // dx[N,I] (+)= bf16(dy) @ W[O,I]
   if (dx != nullptr) gemm_bf16(false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I);
   // dW[O,I] += bf16(dy)^T @ x
-  gemm_bf16(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I);
+  if (dW != nullptr) gemm_bf16(true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I);
 }
 
 }  // namespace tera::cpu

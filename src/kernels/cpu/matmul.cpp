@@ -96,7 +96,7 @@ void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, i
                      bool accumulate_dx) {
   // dx[N,I] (+)= dy[N,O] @ W[O,I]
   if (dx != nullptr) gemm<T>(false, false, N, I, O, T(1), dy, O, W, I, accumulate_dx ? T(1) : T(0), dx, I);
-  gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dW, I);                        // dW[O,I] += dy^T @ x
+  if (dW != nullptr) gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dW, I);  // dW[O,I] += dy^T @ x
   if (db != nullptr) add_column_sums(db, dy, N, O);
 }
 
