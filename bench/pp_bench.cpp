@@ -11,7 +11,7 @@
 // zb-h1 (p - 1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W) + (p - 1)(T_F + T_B -
 // T_W)) = (p - 1) / (3m + p - 1) (Qi et al. 2023); and each stage's
 // activation bytes as allocated next to the memory plan's
-// (partition/memory_plan.h).
+// (partition/memory_plan.h) and its step seconds (median).
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -64,29 +64,34 @@ void run_rank(Communicator& comm, const BenchArgs& a) {
       tgt[i] = static_cast<int32_t>(philox_below(key, static_cast<uint64_t>(first * seq + i + 7), 256));
     }
   };
-  std::vector<double> bubble;
+  std::vector<double> bubble, seconds;
   for (int64_t s = 0; s < a.steps + 1; ++s) {
     comm.barrier();
     engine.train_step(s, cfg.train.lr, data);
-    if (s > 0) bubble.push_back(engine.bubble_seconds() / engine.pipeline_seconds());
+    if (s > 0) {
+      bubble.push_back(engine.bubble_seconds() / engine.pipeline_seconds());
+      seconds.push_back(engine.pipeline_seconds());
+    }
   }
   std::sort(bubble.begin(), bubble.end());
+  std::sort(seconds.begin(), seconds.end());
   const ParallelLayout layout = with_world_size(cfg.parallel, comm.size());
   const int64_t formula = rank_plan(cfg, layout, layout.coord(comm.rank())).bytes[MemoryClass::activations];
-  double mine[3] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory()[MemoryClass::activations]),
-                    static_cast<double>(formula)};
-  std::vector<double> all(static_cast<size_t>(3 * comm.size()));
-  comm.all_gather(mine, all.data(), 3, CommType::f64);
+  double mine[4] = {bubble[bubble.size() / 2], static_cast<double>(engine.memory()[MemoryClass::activations]),
+                    static_cast<double>(formula), seconds[seconds.size() / 2]};
+  std::vector<double> all(static_cast<size_t>(4 * comm.size()));
+  comm.all_gather(mine, all.data(), 4, CommType::f64);
   if (comm.rank() != 0) return;
   nlohmann::json stages = nlohmann::json::array();
   for (int r = 0; r < comm.size(); ++r) {
-    stages.push_back({{"bubble", all[static_cast<size_t>(3 * r)]},
-                      {"activation_bytes", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 1)])},
-                      {"activation_bytes_formula", static_cast<int64_t>(all[static_cast<size_t>(3 * r + 2)])}});
+    stages.push_back({{"bubble", all[static_cast<size_t>(4 * r)]},
+                      {"activation_bytes", static_cast<int64_t>(all[static_cast<size_t>(4 * r + 1)])},
+                      {"activation_bytes_formula", static_cast<int64_t>(all[static_cast<size_t>(4 * r + 2)])},
+                      {"step_seconds", all[static_cast<size_t>(4 * r + 3)]}});
   }
   const double p = comm.size(), m = static_cast<double>(a.micro);
   double mean = 0;
-  for (int r = 0; r < comm.size(); ++r) mean += all[static_cast<size_t>(3 * r)] / p;
+  for (int r = 0; r < comm.size(); ++r) mean += all[static_cast<size_t>(4 * r)] / p;
   const double one_f_one_b = (p - 1) / (m + p - 1);
   const double theoretical = splits_backward(a.schedule) ? (p - 1) / (3 * m + p - 1) : one_f_one_b;
   fmt::print("{}\n", nlohmann::json{{"schedule", schedule_kind_name(a.schedule)}, {"pp", comm.size()}, {"m", a.micro},
