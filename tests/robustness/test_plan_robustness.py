@@ -188,6 +188,31 @@ class PlanRobustness(RobustnessCase):
                 want_here = want
             self.assertEqual(got, want_here, f"rank {rank}: train's memory line vs the plan")
 
+    # Issue 39: a zb-h1 layout emitted by the plan trains under mpirun, and the
+    # fullest stage allocates what the plan priced (each slot's kept output
+    # gradients included), class by class; with recomputation it is refused.
+    def test_zero_bubble_emitted_config_trains_what_was_planned(self):
+        mfile = self.write("gpt2-zb.toml", GPT2)
+        layout = "tp=1,pp=2,dp=2,mb=1,zero=1,schedule=zb-h1"
+        plan = ["plan", "--model", mfile, "--cluster", self.cluster(True), "--gpus", "4", "--global-batch", "8",
+                "--precision", "fp32", "--explain", layout]
+        r = self.tera(*plan, "--emit", "tera")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('schedule = "zb-h1"', r.stdout)
+        e = json.loads(self.tera(*plan, "--json").stdout)
+        cfg = self.write("gpt2-zb-emitted.toml", r.stdout)
+        t = run("train", "-c", cfg, "--set", f"data.train={CORPUS}", "--set", "train.steps=1",
+                "--set", f"out.dir={self.path('out-zb')}", launcher=MPIRUN + ["-n", "4"], env=MPI_ENV,
+                cwd=self.dir, timeout=300)
+        self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+        rank = e["memory"]["stage"] * e["dp"] * e["tp"]  # the first rank of the fullest stage
+        line = re.search(rf"^memory rank {rank}: (.*) = ", t.stdout, re.M).group(1)
+        got = dict(re.match(r"(.+) (\S+ \S+)$", part).groups() for part in line.split(", "))
+        want = {CLASS_NAMES[k]: human_bytes(v) for k, v in e["memory"].items() if k in CLASS_NAMES and v > 0}
+        self.assertEqual(got, want, "train's memory line vs the plan")
+        r = self.tera(*plan[:-1], layout + ",recompute=full", "--emit", "tera")
+        self.assert_refused(r, ["zb-h1", "recompute", "full"])
+
     # Issue 35 row 13: a layout the runtime cannot run is refused by --emit tera,
     # and the search behind --emit tera keeps to what the runtime runs.
     def test_round2_row13_emit_refuses_what_train_cannot_run(self):
