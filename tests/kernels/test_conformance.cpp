@@ -610,10 +610,41 @@ TEST_P(Conformance, GeluAndSwigluBf16) {
   expect_within(R2.host(), dup, tol_u, "swiglu dup bf16");
 }
 
-// The GELU MLP's fused bf16 ops (ops.h; cuBLASLt epilogues on cuda, the
-// linear op and a GELU pass on gpu-emu) against fp64 on bf16 x, W and pre,
-// within linear_gelu_bound.h's bounds. The backward is the next layer's
-// (W2[I, O]) on what the forward wrote, adding to non-zero dW and db.
+// The fp64 gradients of a linear layer (ops.h: LinearBackwardFn) and their
+// bounds on fp32-representable inputs: dx = dy W, dW = dW0 + dy^T x,
+// db = db0 + sum_n dy, each a sum of K terms (K = O, N, N) plus what the
+// output held, within (K + 2) 2^-24 (sum |terms| + |held|): fp32
+// accumulation, plus one rounding per product where the inputs are fp32
+// (bf16 inputs multiply exactly in fp32).
+struct LinearBackwardRef {
+  std::vector<double> dx, dW, db;
+  std::vector<double> tol_dx, tol_dW, tol_db;
+};
+LinearBackwardRef linear_backward_ref(const std::vector<double>& dy, const std::vector<double>& x,
+                                      const std::vector<double>& W, const std::vector<double>& dW0,
+                                      const std::vector<double>& db0, int64_t N, int64_t I, int64_t O) {
+  LinearBackwardRef r{std::vector<double>(N * I), dW0, db0, std::vector<double>(N * I), std::vector<double>(O * I),
+                      std::vector<double>(O)};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      double sum = 0, mag = 0;
+      for (int64_t o = 0; o < O; ++o) sum += dy[n * O + o] * W[o * I + i], mag += std::abs(dy[n * O + o] * W[o * I + i]);
+      r.dx[n * I + i] = sum;
+      r.tol_dx[n * I + i] = (O + 2) * kEps32 * mag + 1e-30;
+    }
+  for (int64_t o = 0; o < O; ++o) {
+    for (int64_t i = 0; i < I; ++i) {
+      double mag = std::abs(dW0[o * I + i]);
+      for (int64_t n = 0; n < N; ++n) r.dW[o * I + i] += dy[n * O + o] * x[n * I + i], mag += std::abs(dy[n * O + o] * x[n * I + i]);
+      r.tol_dW[o * I + i] = (N + 2) * kEps32 * mag + 1e-30;
+    }
+    double mag = std::abs(db0[o]);
+    for (int64_t n = 0; n < N; ++n) r.db[o] += dy[n * O + o], mag += std::abs(dy[n * O + o]);
+    r.tol_db[o] = (N + 2) * kEps32 * mag + 1e-30;
+  }
+  return r;
+}
+
 // The bf16 linear layers (ops.h) against fp64 on bf16 numbers (x, W, and
 // dy chosen bf16 so its rounding into the cast workspace is exact): every
 // product exact in fp32, so the bound is fp32 accumulation alone,
@@ -625,7 +656,7 @@ TEST_P(Conformance, LinearBf16AcrossTiles) {
   const int64_t N = 70, I = 75, O = 130;
   const auto x = bf16_values(in.normal(N * I)), W = bf16_values(in.normal(O * I, 0.5)), dy = bf16_values(in.normal(N * O));
   const auto b = in.normal(O), dW0 = in.normal(O * I), db0 = in.normal(O);
-  std::vector<double> y(N * O), ty(N * O), dx(N * I), tdx(N * I), dW = dW0, tdW(O * I), db = db0, tdb(O);
+  std::vector<double> y(N * O), ty(N * O);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       double sum = b[o], mag = std::abs(b[o]);
@@ -633,33 +664,21 @@ TEST_P(Conformance, LinearBf16AcrossTiles) {
       y[n * O + o] = sum;
       ty[n * O + o] = (I + 2) * kEps32 * mag + 1e-30;
     }
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < I; ++i) {
-      double sum = 0, mag = 0;
-      for (int64_t o = 0; o < O; ++o) sum += dy[n * O + o] * W[o * I + i], mag += std::abs(dy[n * O + o] * W[o * I + i]);
-      dx[n * I + i] = sum;
-      tdx[n * I + i] = (O + 2) * kEps32 * mag + 1e-30;
-    }
-  for (int64_t o = 0; o < O; ++o) {
-    for (int64_t i = 0; i < I; ++i) {
-      double mag = std::abs(dW0[o * I + i]);
-      for (int64_t n = 0; n < N; ++n) dW[o * I + i] += dy[n * O + o] * x[n * I + i], mag += std::abs(dy[n * O + o] * x[n * I + i]);
-      tdW[o * I + i] = (N + 2) * kEps32 * mag + 1e-30;
-    }
-    double mag = std::abs(db0[o]);
-    for (int64_t n = 0; n < N; ++n) db[o] += dy[n * O + o], mag += std::abs(dy[n * O + o]);
-    tdb[o] = (N + 2) * kEps32 * mag + 1e-30;
-  }
+  const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
   Bf16Buf xb(be(), x), Wb(be(), W), cast(be(), N * O);
   F32 bf(be(), b), yf(be(), N * O), dyf(be(), dy), dxf(be(), N * I), dWf(be(), dW0), dbf(be(), db0);
   be().linear_forward_bf16(yf.p, xb.p, Wb.p, bf.p, N, I, O);
   expect_within(yf.host(), y, ty, "bf16 linear y");
   be().linear_backward_bf16(dxf.p, dWf.p, dbf.p, dyf.p, xb.p, Wb.p, N, I, O, false, cast.p);
-  expect_within(dxf.host(), dx, tdx, "bf16 linear dx");
-  expect_within(dWf.host(), dW, tdW, "bf16 linear dW");
-  expect_within(dbf.host(), db, tdb, "bf16 linear db");
+  expect_within(dxf.host(), g.dx, g.tol_dx, "bf16 linear dx");
+  expect_within(dWf.host(), g.dW, g.tol_dW, "bf16 linear dW");
+  expect_within(dbf.host(), g.db, g.tol_db, "bf16 linear db");
 }
 
+// The GELU MLP's fused bf16 ops (ops.h; cuBLASLt epilogues on cuda, the
+// linear op and a GELU pass on gpu-emu) against fp64 on bf16 x, W and pre,
+// within linear_gelu_bound.h's bounds. The backward is the next layer's
+// (W2[I, O]) on what the forward wrote, adding to non-zero dW and db.
 TEST_P(Conformance, LinearGeluBf16Fused) {
   NEED_OPS(KernelOp::linear_gelu_forward_bf16, KernelOp::linear_backward_gelu_bf16);
   Inputs in;
