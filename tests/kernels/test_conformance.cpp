@@ -707,6 +707,165 @@ TEST_P(Conformance, LinearGeluBf16Fused) {
   }
 }
 
+// --- The linear backwards split in two (ops.h: dW and db may be null, and
+// dx but for the fused GELU form's dpre). A zero-bubble pipeline schedule
+// runs a layer's backward as B (the input gradient alone) and later W (dW
+// and db alone). On one backend every part must give the full call's bits
+// for what it is given, and leave what it is not given as it was; the
+// values themselves are the full call's, which the cases above bound.
+
+// A linear backward on fixed device inputs, writing the outputs it is given
+// (device memory; null: not asked for). The fused GELU form ignores
+// accumulate_dx (it overwrites dpre).
+using LinearBackwardCall = std::function<void(float* dx, float* dW, float* db, bool accumulate_dx)>;
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << what << ", element " << i;
+  }
+}
+
+// Output buffers dx[N,I], dW[O,I], db[O] starting at non-zero values, so
+// that both an overwrite and an accumulation show.
+struct LinearGradBufs {
+  F32 dx, dW, db;
+  LinearGradBufs(const Backend& be, const std::vector<double>& dx0, const std::vector<double>& dW0,
+                 const std::vector<double>& db0)
+      : dx(be, dx0), dW(be, dW0), db(be, db0) {}
+  std::array<std::vector<float>, 3> host() const { return {dx.host(), dW.host(), db.host()}; }
+};
+
+// Runs `backward` with every subset of its outputs (bit 0 dx, 1 dW, 2 db;
+// dx in every subset where `dx_required`) on fresh buffers, accumulate_dx
+// false and true (false alone where `dx_required`), and checks each output
+// it was given against the full call's bits and each it was not against its
+// initial bits. Where dx is optional, also the split on one set of buffers:
+// B (dx alone) then W (dW and db alone) equals the full call.
+void expect_backward_subsets_match_the_full_call(const Backend& be, const LinearBackwardCall& backward,
+                                                 bool dx_required, const std::vector<double>& dx0,
+                                                 const std::vector<double>& dW0, const std::vector<double>& db0,
+                                                 const std::string& what) {
+  const char* names[3] = {"dx", "dW", "db"};
+  for (bool acc : {false, true}) {
+    if (acc && dx_required) continue;
+    LinearGradBufs full(be, dx0, dW0, db0);
+    const std::array<std::vector<float>, 3> initial = full.host();
+    backward(full.dx.p, full.dW.p, full.db.p, acc);
+    const std::array<std::vector<float>, 3> want = full.host();
+    for (int mask = 0; mask < 7; ++mask) {
+      if (dx_required && (mask & 1) == 0) continue;
+      LinearGradBufs part(be, dx0, dW0, db0);
+      backward((mask & 1) ? part.dx.p : nullptr, (mask & 2) ? part.dW.p : nullptr, (mask & 4) ? part.db.p : nullptr,
+               acc);
+      const std::array<std::vector<float>, 3> got = part.host();
+      for (int k = 0; k < 3; ++k) {
+        const std::string at = what + " given {" + ((mask & 1) ? "dx" : "") + ((mask & 2) ? " dW" : "") +
+                               ((mask & 4) ? " db" : "") + " }, accumulate_dx " + (acc ? "on" : "off") + ": " +
+                               names[k] + ((mask >> k) & 1 ? " (the full call's)" : " (untouched)");
+        ASSERT_NO_FATAL_FAILURE(expect_same_bits(got[k], (mask >> k) & 1 ? want[k] : initial[k], at));
+      }
+    }
+    if (dx_required) continue;
+    LinearGradBufs split(be, dx0, dW0, db0);
+    backward(split.dx.p, nullptr, nullptr, acc);  // B
+    backward(nullptr, split.dW.p, split.db.p, acc);  // W
+    const std::array<std::vector<float>, 3> got = split.host();
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(got[k], want[k], what + " split B then W, accumulate_dx " +
+                                                                     (acc ? "on" : "off") + ": " + names[k]));
+    }
+  }
+}
+
+// Shapes {N, I, O}: within one tile, and across several 64-wide tiles and
+// 32-deep k steps with ragged edges (the dialect's GEMMs).
+constexpr std::array<std::array<int64_t, 3>, 2> kLinearSplitShapes = {{{7, 19, 11}, {70, 75, 130}}};
+
+TEST_P(Conformance, LinearBackwardSplitsIntoInputAndWeightGradients) {
+  NEED_OPS(KernelOp::linear_backward);
+  Inputs in;
+  for (const auto& [N, I, O] : kLinearSplitShapes) {
+    const auto x = in.normal(N * I), W = in.normal(O * I), dy = in.normal(N * O);
+    const auto dx0 = in.normal(N * I), dW0 = in.normal(O * I), db0 = in.normal(O);
+    F32 xf(be(), x), Wf(be(), W), dyf(be(), dy);
+    const LinearBackwardCall backward = [&](float* dx, float* dW, float* db, bool acc) {
+      be().linear_backward(dx, dW, db, dyf.p, xf.p, Wf.p, N, I, O, acc);
+    };
+    ASSERT_NO_FATAL_FAILURE(
+        expect_backward_subsets_match_the_full_call(be(), backward, false, dx0, dW0, db0, "linear_backward"));
+    // Each half alone against fp64 (linear_backward_ref's bounds).
+    const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
+    LinearGradBufs out(be(), dx0, dW0, db0);
+    backward(out.dx.p, nullptr, nullptr, false);
+    backward(nullptr, out.dW.p, out.db.p, false);
+    expect_within(out.dx.host(), g.dx, g.tol_dx, "linear_backward B: dx");
+    expect_within(out.dW.host(), g.dW, g.tol_dW, "linear_backward W: dW (accumulated)");
+    expect_within(out.db.host(), g.db, g.tol_db, "linear_backward W: db (accumulated)");
+  }
+}
+
+// The bf16 form: each part rounds dy into the cast workspace for the
+// products it runs (dy chosen bf16, so the bounds are LinearBf16AcrossTiles').
+TEST_P(Conformance, LinearBf16BackwardSplitsIntoInputAndWeightGradients) {
+  NEED_OPS(KernelOp::linear_backward_bf16);
+  Inputs in;
+  for (const auto& [N, I, O] : kLinearSplitShapes) {
+    const auto x = bf16_values(in.normal(N * I)), W = bf16_values(in.normal(O * I, 0.5)), dy = bf16_values(in.normal(N * O));
+    const auto dx0 = in.normal(N * I), dW0 = in.normal(O * I), db0 = in.normal(O);
+    Bf16Buf xb(be(), x), Wb(be(), W), cast(be(), N * O);
+    F32 dyf(be(), dy);
+    const LinearBackwardCall backward = [&](float* dx, float* dW, float* db, bool acc) {
+      be().linear_backward_bf16(dx, dW, db, dyf.p, xb.p, Wb.p, N, I, O, acc, cast.p);
+    };
+    ASSERT_NO_FATAL_FAILURE(
+        expect_backward_subsets_match_the_full_call(be(), backward, false, dx0, dW0, db0, "linear_backward_bf16"));
+    const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
+    LinearGradBufs out(be(), dx0, dW0, db0);
+    backward(out.dx.p, nullptr, nullptr, false);
+    backward(nullptr, out.dW.p, out.db.p, false);
+    expect_within(out.dx.host(), g.dx, g.tol_dx, "linear_backward_bf16 B: dx");
+    expect_within(out.dW.host(), g.dW, g.tol_dW, "linear_backward_bf16 W: dW (accumulated)");
+    expect_within(out.db.host(), g.db, g.tol_db, "linear_backward_bf16 W: db (accumulated)");
+  }
+}
+
+// The fused GELU backward without dW or db: dpre is the full call's. A
+// zero-bubble schedule runs its W half as linear_backward_bf16 with dx null
+// on the same input act = gelu(pre), which gives the fused call's dW and db.
+TEST_P(Conformance, LinearBackwardGeluBf16WithoutWeightGradients) {
+  NEED_OPS(KernelOp::linear_backward_gelu_bf16, KernelOp::linear_backward_bf16);
+  Inputs in;
+  for (const auto& [N, I, O] : {std::array<int64_t, 3>{7, 40, 24}, std::array<int64_t, 3>{33, 19, 16}}) {
+    // The layer's input act[N,I] = bf16(gelu(pre)), pre[N,I] bf16 numbers.
+    const std::vector<double> pre = bf16_values(in.normal(N * I, 2.0));
+    std::vector<double> act(pre.size());
+    cpu::gelu_forward<double>(act.data(), pre.data(), N * I);
+    act = bf16_values(act);
+    const std::vector<double> W = bf16_values(in.normal(O * I, 0.5)), dy = in.normal(N * O);
+    const auto dpre0 = in.normal(N * I), dW0 = in.normal(O * I), db0 = in.normal(O);
+    Bf16Buf actb(be(), act), preb(be(), pre), Wb(be(), W), cast(be(), N * O);
+    F32 dyf(be(), dy);
+    const LinearBackwardCall fused = [&](float* dpre, float* dW, float* db, bool) {
+      be().linear_backward_gelu_bf16(dpre, dW, db, dyf.p, actb.p, Wb.p, preb.p, N, I, O, cast.p);
+    };
+    ASSERT_NO_FATAL_FAILURE(expect_backward_subsets_match_the_full_call(be(), fused, true, dpre0, dW0, db0,
+                                                                        "linear_backward_gelu_bf16"));
+    LinearGradBufs full(be(), dpre0, dW0, db0), split(be(), dpre0, dW0, db0);
+    fused(full.dx.p, full.dW.p, full.db.p, false);
+    fused(split.dx.p, nullptr, nullptr, false);                                                          // B
+    be().linear_backward_bf16(nullptr, split.dW.p, split.db.p, dyf.p, actb.p, Wb.p, N, I, O, false, cast.p);  // W
+    const std::array<std::vector<float>, 3> want = full.host(), got = split.host();
+    expect_same_bits(got[0], want[0], "linear_backward_gelu_bf16 split: dpre");
+    expect_same_bits(got[1], want[1], "linear_backward_gelu_bf16 split: dW (W by linear_backward_bf16)");
+    expect_same_bits(got[2], want[2], "linear_backward_gelu_bf16 split: db (W by linear_backward_bf16)");
+    const testing::LinearGeluBackwardRef g = testing::linear_backward_gelu_ref(dy, act, W, pre, dW0, db0, N, I, O);
+    expect_within(got[0], g.dpre, g.tol_dpre, "linear_backward_gelu_bf16 B: dpre");
+    expect_within(got[1], g.dW, g.tol_dW, "linear_backward_gelu_bf16 W: dW (accumulated)");
+    expect_within(got[2], g.db, g.tol_db, "linear_backward_gelu_bf16 W: db (accumulated)");
+  }
+}
+
 // The norms' bf16 forms: the fp32 arithmetic and statistics of the
 // LayerNorm and RmsNorm cases (their bound t), the output rounded to bf16
 // (bf16_output_tol: u |y| on top).
