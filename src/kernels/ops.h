@@ -42,7 +42,13 @@ using LinearForwardFn = void (*)(BackendContext* c, float* y, const float* x, co
                                  int64_t I, int64_t O);
 // dx[N,I] = dy @ W (overwrite; += with accumulate_dx: a gated MLP's two
 // input projections; skipped if dx == nullptr);
-// dW[O,I] += dy^T @ x; db[O] += sum_n dy (skipped if db == nullptr).
+// dW[O,I] += dy^T @ x (skipped if dW == nullptr);
+// db[O] += sum_n dy (skipped if db == nullptr).
+// Each output is independent of which others are asked for: on one backend
+// a call with some of dx, dW, db null writes exactly the bits the call with
+// all three writes into those it is given, and nothing else. A zero-bubble
+// schedule splits the backward so: B (dx alone; dW, db null), later W
+// (dW and db; dx null).
 using LinearBackwardFn = void (*)(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const float* x,
                                   const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx);
 
@@ -53,7 +59,11 @@ using LinearBackwardFn = void (*)(BackendContext* c, float* dx, float* dW, float
 // is rounded to bf16 (nearest even) into `cast`, device workspace of at
 // least N*O bf16 values, and the products accumulate in fp32. Every output
 // (y, dx, dW, db) is fp32 and accumulates as in the fp32 ops; db sums the
-// fp32 dy.
+// fp32 dy. In the backward, as in the fp32 op, dx, dW and db are each
+// skipped when null and independent of the others; each call that runs a
+// product (dx or dW given) rounds dy into `cast` itself, so nothing of cast
+// need be kept between a B call and its W call (cast's contents after a
+// call are unspecified).
 using LinearForwardBf16Fn = void (*)(BackendContext* c, float* y, const uint16_t* x, const uint16_t* W, const float* b, int64_t N,
                                      int64_t I, int64_t O);
 using LinearBackwardBf16Fn = void (*)(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const uint16_t* x,
@@ -70,7 +80,12 @@ using LinearBackwardBf16Fn = void (*)(BackendContext* c, float* dx, float* dW, f
 //   linear_backward_gelu_bf16: linear_backward_bf16 of a layer whose input
 //     x[N,I] = gelu(pre) (the MLP's output projection), with dx replaced by
 //     the gradient of pre: dpre[N,I] = (bf16(dy) @ W) * gelu'(pre)
-//     (overwrite); dW and db as linear_backward_bf16 (cast as there).
+//     (overwrite; always written, never null); dW[O,I] += bf16(dy)^T @ x
+//     (skipped if dW == nullptr) and db[O] += sum_n dy (skipped if
+//     db == nullptr), cast as in linear_backward_bf16. dpre does not depend
+//     on whether dW and db are given, and the dW and db it writes are the
+//     bits linear_backward_bf16(nullptr, dW, db, dy, x, W, ...) writes: a
+//     zero-bubble schedule's W half of this layer.
 using LinearGeluForwardBf16Fn = void (*)(BackendContext* c, uint16_t* act, uint16_t* pre, const uint16_t* x, const uint16_t* W,
                                          const float* b, int64_t N, int64_t I, int64_t O, float* work);
 using LinearBackwardGeluBf16Fn = void (*)(BackendContext* c, float* dpre, float* dW, float* db, const float* dy, const uint16_t* x,

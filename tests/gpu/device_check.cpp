@@ -129,6 +129,15 @@ void compare(const char* name, const std::vector<float>& got, const std::vector<
   g_results.push_back(r);
 }
 
+// Checks got equals want bit for bit (a result the op's contract says it
+// reproduces exactly on one backend).
+void compare_bits(const std::string& name, const std::vector<float>& got, const std::vector<float>& want) {
+  Result r{name};
+  r.pass = got.size() == want.size() && std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+  std::printf("  %-36s %s\n", r.name.c_str(), r.pass ? "pass" : "FAIL");
+  g_results.push_back(r);
+}
+
 // ---------------------------------------------------------------- checks
 
 void check_layernorm(const Backend& be, int64_t N, int64_t C) {
@@ -335,17 +344,27 @@ void check_linear(const Backend& be, int64_t N, int64_t I, int64_t O, bool bf16)
   const double r = bf16 ? kEpsBf16 : 0.0;
   Buf<float> xf(be, x), bf(be, b), dyf(be, dy), yf(be, N * O), dxf(be, N * I), dWf(be, O * I), dbf(be, O);
   const std::string tag = bf16 ? "linear bf16 " : "linear fp32 ";
+  // The zero-bubble split (ops.h): B (dx alone), then W (dW and db alone),
+  // into buffers of their own, must give the full call's bits.
+  Buf<float> dxs(be, N * I), dWs(be, O * I), dbs(be, O);
   if (bf16) {
     // The model hands the linear layers x in bf16 (rounded once by cast).
     Buf<uint16_t> Wf(be, Wb), xb(be, N * I), cast(be, N * O);
     be.cast(xb.p, DType::bf16, xf.p, DType::f32, N * I);
     be.linear_forward_bf16(yf.p, xb.p, Wf.p, bf.p, N, I, O);
     be.linear_backward_bf16(dxf.p, dWf.p, dbf.p, dyf.p, xb.p, Wf.p, N, I, O, false, cast.p);
+    be.linear_backward_bf16(dxs.p, nullptr, nullptr, dyf.p, xb.p, Wf.p, N, I, O, false, cast.p);
+    be.linear_backward_bf16(nullptr, dWs.p, dbs.p, dyf.p, xb.p, Wf.p, N, I, O, false, cast.p);
   } else {
     Buf<float> Wf(be, W);
     be.linear_forward(yf.p, xf.p, Wf.p, bf.p, N, I, O);
     be.linear_backward(dxf.p, dWf.p, dbf.p, dyf.p, xf.p, Wf.p, N, I, O, false);
+    be.linear_backward(dxs.p, nullptr, nullptr, dyf.p, xf.p, Wf.p, N, I, O, false);
+    be.linear_backward(nullptr, dWs.p, dbs.p, dyf.p, xf.p, Wf.p, N, I, O, false);
   }
+  compare_bits(tag + "dx of B (bitwise)", dxs.host(), dxf.host());
+  compare_bits(tag + "dW of W (bitwise)", dWs.host(), dWf.host());
+  compare_bits(tag + "db of W (bitwise)", dbs.host(), dbf.host());
   compare((tag + "y").c_str(), yf.host(), y, [&](size_t i) { return (r + (I + 2) * kEps32) * ay[i] + 1e-30; });
   compare((tag + "dx").c_str(), dxf.host(), dx, [&](size_t i) { return (r + (O + 2) * kEps32) * adx[i] + 1e-30; });
   compare((tag + "dW").c_str(), dWf.host(), dW, [&](size_t i) { return (2 * r + (N + 2) * kEps32) * adW[i] + 1e-30; });
@@ -384,6 +403,14 @@ void check_linear_gelu(const Backend& be, int64_t N, int64_t I, int64_t O) {
   compare((tag + "dpre").c_str(), dpre.host(), g.dpre, [&](size_t i) { return g.tol_dpre[i]; });
   compare((tag + "dW").c_str(), dW.host(), g.dW, [&](size_t i) { return g.tol_dW[i]; });
   compare((tag + "db").c_str(), db.host(), g.db, [&](size_t i) { return g.tol_db[i]; });
+  // The zero-bubble split (ops.h): B is the fused op without dW and db, W
+  // the plain bf16 backward without dx; each gives the full call's bits.
+  Buf<float> dpres(be, N * O), dWs(be, dW0), dbs(be, db0);
+  be.linear_backward_gelu_bf16(dpres.p, nullptr, nullptr, dyf.p, act.p, W2b.p, pre.p, N, O, I, cast.p);
+  be.linear_backward_bf16(nullptr, dWs.p, dbs.p, dyf.p, act.p, W2b.p, N, O, I, false, cast.p);
+  compare_bits(tag + "dpre of B (bitwise)", dpres.host(), dpre.host());
+  compare_bits(tag + "dW of W (bitwise)", dWs.host(), dW.host());
+  compare_bits(tag + "db of W (bitwise)", dbs.host(), db.host());
 }
 
 // The tile primitive (tensor cores on cuda) over a whole product: bf16

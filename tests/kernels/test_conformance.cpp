@@ -610,10 +610,41 @@ TEST_P(Conformance, GeluAndSwigluBf16) {
   expect_within(R2.host(), dup, tol_u, "swiglu dup bf16");
 }
 
-// The GELU MLP's fused bf16 ops (ops.h; cuBLASLt epilogues on cuda, the
-// linear op and a GELU pass on gpu-emu) against fp64 on bf16 x, W and pre,
-// within linear_gelu_bound.h's bounds. The backward is the next layer's
-// (W2[I, O]) on what the forward wrote, adding to non-zero dW and db.
+// The fp64 gradients of a linear layer (ops.h: LinearBackwardFn) and their
+// bounds on fp32-representable inputs: dx = dy W, dW = dW0 + dy^T x,
+// db = db0 + sum_n dy, each a sum of K terms (K = O, N, N) plus what the
+// output held, within (K + 2) 2^-24 (sum |terms| + |held|): fp32
+// accumulation, plus one rounding per product where the inputs are fp32
+// (bf16 inputs multiply exactly in fp32).
+struct LinearBackwardRef {
+  std::vector<double> dx, dW, db;
+  std::vector<double> tol_dx, tol_dW, tol_db;
+};
+LinearBackwardRef linear_backward_ref(const std::vector<double>& dy, const std::vector<double>& x,
+                                      const std::vector<double>& W, const std::vector<double>& dW0,
+                                      const std::vector<double>& db0, int64_t N, int64_t I, int64_t O) {
+  LinearBackwardRef r{std::vector<double>(N * I), dW0, db0, std::vector<double>(N * I), std::vector<double>(O * I),
+                      std::vector<double>(O)};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      double sum = 0, mag = 0;
+      for (int64_t o = 0; o < O; ++o) sum += dy[n * O + o] * W[o * I + i], mag += std::abs(dy[n * O + o] * W[o * I + i]);
+      r.dx[n * I + i] = sum;
+      r.tol_dx[n * I + i] = (O + 2) * kEps32 * mag + 1e-30;
+    }
+  for (int64_t o = 0; o < O; ++o) {
+    for (int64_t i = 0; i < I; ++i) {
+      double mag = std::abs(dW0[o * I + i]);
+      for (int64_t n = 0; n < N; ++n) r.dW[o * I + i] += dy[n * O + o] * x[n * I + i], mag += std::abs(dy[n * O + o] * x[n * I + i]);
+      r.tol_dW[o * I + i] = (N + 2) * kEps32 * mag + 1e-30;
+    }
+    double mag = std::abs(db0[o]);
+    for (int64_t n = 0; n < N; ++n) r.db[o] += dy[n * O + o], mag += std::abs(dy[n * O + o]);
+    r.tol_db[o] = (N + 2) * kEps32 * mag + 1e-30;
+  }
+  return r;
+}
+
 // The bf16 linear layers (ops.h) against fp64 on bf16 numbers (x, W, and
 // dy chosen bf16 so its rounding into the cast workspace is exact): every
 // product exact in fp32, so the bound is fp32 accumulation alone,
@@ -625,7 +656,7 @@ TEST_P(Conformance, LinearBf16AcrossTiles) {
   const int64_t N = 70, I = 75, O = 130;
   const auto x = bf16_values(in.normal(N * I)), W = bf16_values(in.normal(O * I, 0.5)), dy = bf16_values(in.normal(N * O));
   const auto b = in.normal(O), dW0 = in.normal(O * I), db0 = in.normal(O);
-  std::vector<double> y(N * O), ty(N * O), dx(N * I), tdx(N * I), dW = dW0, tdW(O * I), db = db0, tdb(O);
+  std::vector<double> y(N * O), ty(N * O);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o) {
       double sum = b[o], mag = std::abs(b[o]);
@@ -633,33 +664,21 @@ TEST_P(Conformance, LinearBf16AcrossTiles) {
       y[n * O + o] = sum;
       ty[n * O + o] = (I + 2) * kEps32 * mag + 1e-30;
     }
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < I; ++i) {
-      double sum = 0, mag = 0;
-      for (int64_t o = 0; o < O; ++o) sum += dy[n * O + o] * W[o * I + i], mag += std::abs(dy[n * O + o] * W[o * I + i]);
-      dx[n * I + i] = sum;
-      tdx[n * I + i] = (O + 2) * kEps32 * mag + 1e-30;
-    }
-  for (int64_t o = 0; o < O; ++o) {
-    for (int64_t i = 0; i < I; ++i) {
-      double mag = std::abs(dW0[o * I + i]);
-      for (int64_t n = 0; n < N; ++n) dW[o * I + i] += dy[n * O + o] * x[n * I + i], mag += std::abs(dy[n * O + o] * x[n * I + i]);
-      tdW[o * I + i] = (N + 2) * kEps32 * mag + 1e-30;
-    }
-    double mag = std::abs(db0[o]);
-    for (int64_t n = 0; n < N; ++n) db[o] += dy[n * O + o], mag += std::abs(dy[n * O + o]);
-    tdb[o] = (N + 2) * kEps32 * mag + 1e-30;
-  }
+  const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
   Bf16Buf xb(be(), x), Wb(be(), W), cast(be(), N * O);
   F32 bf(be(), b), yf(be(), N * O), dyf(be(), dy), dxf(be(), N * I), dWf(be(), dW0), dbf(be(), db0);
   be().linear_forward_bf16(yf.p, xb.p, Wb.p, bf.p, N, I, O);
   expect_within(yf.host(), y, ty, "bf16 linear y");
   be().linear_backward_bf16(dxf.p, dWf.p, dbf.p, dyf.p, xb.p, Wb.p, N, I, O, false, cast.p);
-  expect_within(dxf.host(), dx, tdx, "bf16 linear dx");
-  expect_within(dWf.host(), dW, tdW, "bf16 linear dW");
-  expect_within(dbf.host(), db, tdb, "bf16 linear db");
+  expect_within(dxf.host(), g.dx, g.tol_dx, "bf16 linear dx");
+  expect_within(dWf.host(), g.dW, g.tol_dW, "bf16 linear dW");
+  expect_within(dbf.host(), g.db, g.tol_db, "bf16 linear db");
 }
 
+// The GELU MLP's fused bf16 ops (ops.h; cuBLASLt epilogues on cuda, the
+// linear op and a GELU pass on gpu-emu) against fp64 on bf16 x, W and pre,
+// within linear_gelu_bound.h's bounds. The backward is the next layer's
+// (W2[I, O]) on what the forward wrote, adding to non-zero dW and db.
 TEST_P(Conformance, LinearGeluBf16Fused) {
   NEED_OPS(KernelOp::linear_gelu_forward_bf16, KernelOp::linear_backward_gelu_bf16);
   Inputs in;
@@ -685,6 +704,165 @@ TEST_P(Conformance, LinearGeluBf16Fused) {
     expect_within(dpref.host(), g.dpre, g.tol_dpre, "linear_backward_gelu dpre");
     expect_within(dWf.host(), g.dW, g.tol_dW, "linear_backward_gelu dW (accumulated)");
     expect_within(dbf.host(), g.db, g.tol_db, "linear_backward_gelu db (accumulated)");
+  }
+}
+
+// --- The linear backwards split in two (ops.h: dW and db may be null, and
+// dx but for the fused GELU form's dpre). A zero-bubble pipeline schedule
+// runs a layer's backward as B (the input gradient alone) and later W (dW
+// and db alone). On one backend every part must give the full call's bits
+// for what it is given, and leave what it is not given as it was; the
+// values themselves are the full call's, which the cases above bound.
+
+// A linear backward on fixed device inputs, writing the outputs it is given
+// (device memory; null: not asked for). The fused GELU form ignores
+// accumulate_dx (it overwrites dpre).
+using LinearBackwardCall = std::function<void(float* dx, float* dW, float* db, bool accumulate_dx)>;
+
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << what << ", element " << i;
+  }
+}
+
+// Output buffers dx[N,I], dW[O,I], db[O] starting at non-zero values, so
+// that both an overwrite and an accumulation show.
+struct LinearGradBufs {
+  F32 dx, dW, db;
+  LinearGradBufs(const Backend& be, const std::vector<double>& dx0, const std::vector<double>& dW0,
+                 const std::vector<double>& db0)
+      : dx(be, dx0), dW(be, dW0), db(be, db0) {}
+  std::array<std::vector<float>, 3> host() const { return {dx.host(), dW.host(), db.host()}; }
+};
+
+// Runs `backward` with every subset of its outputs (bit 0 dx, 1 dW, 2 db;
+// dx in every subset where `dx_required`) on fresh buffers, accumulate_dx
+// false and true (false alone where `dx_required`), and checks each output
+// it was given against the full call's bits and each it was not against its
+// initial bits. Where dx is optional, also the split on one set of buffers:
+// B (dx alone) then W (dW and db alone) equals the full call.
+void expect_backward_subsets_match_the_full_call(const Backend& be, const LinearBackwardCall& backward,
+                                                 bool dx_required, const std::vector<double>& dx0,
+                                                 const std::vector<double>& dW0, const std::vector<double>& db0,
+                                                 const std::string& what) {
+  const char* names[3] = {"dx", "dW", "db"};
+  for (bool acc : {false, true}) {
+    if (acc && dx_required) continue;
+    LinearGradBufs full(be, dx0, dW0, db0);
+    const std::array<std::vector<float>, 3> initial = full.host();
+    backward(full.dx.p, full.dW.p, full.db.p, acc);
+    const std::array<std::vector<float>, 3> want = full.host();
+    for (int mask = 0; mask < 7; ++mask) {
+      if (dx_required && (mask & 1) == 0) continue;
+      LinearGradBufs part(be, dx0, dW0, db0);
+      backward((mask & 1) ? part.dx.p : nullptr, (mask & 2) ? part.dW.p : nullptr, (mask & 4) ? part.db.p : nullptr,
+               acc);
+      const std::array<std::vector<float>, 3> got = part.host();
+      for (int k = 0; k < 3; ++k) {
+        const std::string at = what + " given {" + ((mask & 1) ? "dx" : "") + ((mask & 2) ? " dW" : "") +
+                               ((mask & 4) ? " db" : "") + " }, accumulate_dx " + (acc ? "on" : "off") + ": " +
+                               names[k] + ((mask >> k) & 1 ? " (the full call's)" : " (untouched)");
+        ASSERT_NO_FATAL_FAILURE(expect_same_bits(got[k], (mask >> k) & 1 ? want[k] : initial[k], at));
+      }
+    }
+    if (dx_required) continue;
+    LinearGradBufs split(be, dx0, dW0, db0);
+    backward(split.dx.p, nullptr, nullptr, acc);  // B
+    backward(nullptr, split.dW.p, split.db.p, acc);  // W
+    const std::array<std::vector<float>, 3> got = split.host();
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_NO_FATAL_FAILURE(expect_same_bits(got[k], want[k], what + " split B then W, accumulate_dx " +
+                                                                     (acc ? "on" : "off") + ": " + names[k]));
+    }
+  }
+}
+
+// Shapes {N, I, O}: within one tile, and across several 64-wide tiles and
+// 32-deep k steps with ragged edges (the dialect's GEMMs).
+constexpr std::array<std::array<int64_t, 3>, 2> kLinearSplitShapes = {{{7, 19, 11}, {70, 75, 130}}};
+
+TEST_P(Conformance, LinearBackwardSplitsIntoInputAndWeightGradients) {
+  NEED_OPS(KernelOp::linear_backward);
+  Inputs in;
+  for (const auto& [N, I, O] : kLinearSplitShapes) {
+    const auto x = in.normal(N * I), W = in.normal(O * I), dy = in.normal(N * O);
+    const auto dx0 = in.normal(N * I), dW0 = in.normal(O * I), db0 = in.normal(O);
+    F32 xf(be(), x), Wf(be(), W), dyf(be(), dy);
+    const LinearBackwardCall backward = [&](float* dx, float* dW, float* db, bool acc) {
+      be().linear_backward(dx, dW, db, dyf.p, xf.p, Wf.p, N, I, O, acc);
+    };
+    ASSERT_NO_FATAL_FAILURE(
+        expect_backward_subsets_match_the_full_call(be(), backward, false, dx0, dW0, db0, "linear_backward"));
+    // Each half alone against fp64 (linear_backward_ref's bounds).
+    const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
+    LinearGradBufs out(be(), dx0, dW0, db0);
+    backward(out.dx.p, nullptr, nullptr, false);
+    backward(nullptr, out.dW.p, out.db.p, false);
+    expect_within(out.dx.host(), g.dx, g.tol_dx, "linear_backward B: dx");
+    expect_within(out.dW.host(), g.dW, g.tol_dW, "linear_backward W: dW (accumulated)");
+    expect_within(out.db.host(), g.db, g.tol_db, "linear_backward W: db (accumulated)");
+  }
+}
+
+// The bf16 form: each part rounds dy into the cast workspace for the
+// products it runs (dy chosen bf16, so the bounds are LinearBf16AcrossTiles').
+TEST_P(Conformance, LinearBf16BackwardSplitsIntoInputAndWeightGradients) {
+  NEED_OPS(KernelOp::linear_backward_bf16);
+  Inputs in;
+  for (const auto& [N, I, O] : kLinearSplitShapes) {
+    const auto x = bf16_values(in.normal(N * I)), W = bf16_values(in.normal(O * I, 0.5)), dy = bf16_values(in.normal(N * O));
+    const auto dx0 = in.normal(N * I), dW0 = in.normal(O * I), db0 = in.normal(O);
+    Bf16Buf xb(be(), x), Wb(be(), W), cast(be(), N * O);
+    F32 dyf(be(), dy);
+    const LinearBackwardCall backward = [&](float* dx, float* dW, float* db, bool acc) {
+      be().linear_backward_bf16(dx, dW, db, dyf.p, xb.p, Wb.p, N, I, O, acc, cast.p);
+    };
+    ASSERT_NO_FATAL_FAILURE(
+        expect_backward_subsets_match_the_full_call(be(), backward, false, dx0, dW0, db0, "linear_backward_bf16"));
+    const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
+    LinearGradBufs out(be(), dx0, dW0, db0);
+    backward(out.dx.p, nullptr, nullptr, false);
+    backward(nullptr, out.dW.p, out.db.p, false);
+    expect_within(out.dx.host(), g.dx, g.tol_dx, "linear_backward_bf16 B: dx");
+    expect_within(out.dW.host(), g.dW, g.tol_dW, "linear_backward_bf16 W: dW (accumulated)");
+    expect_within(out.db.host(), g.db, g.tol_db, "linear_backward_bf16 W: db (accumulated)");
+  }
+}
+
+// The fused GELU backward without dW or db: dpre is the full call's. A
+// zero-bubble schedule runs its W half as linear_backward_bf16 with dx null
+// on the same input act = gelu(pre), which gives the fused call's dW and db.
+TEST_P(Conformance, LinearBackwardGeluBf16WithoutWeightGradients) {
+  NEED_OPS(KernelOp::linear_backward_gelu_bf16, KernelOp::linear_backward_bf16);
+  Inputs in;
+  for (const auto& [N, I, O] : {std::array<int64_t, 3>{7, 40, 24}, std::array<int64_t, 3>{33, 19, 16}}) {
+    // The layer's input act[N,I] = bf16(gelu(pre)), pre[N,I] bf16 numbers.
+    const std::vector<double> pre = bf16_values(in.normal(N * I, 2.0));
+    std::vector<double> act(pre.size());
+    cpu::gelu_forward<double>(act.data(), pre.data(), N * I);
+    act = bf16_values(act);
+    const std::vector<double> W = bf16_values(in.normal(O * I, 0.5)), dy = in.normal(N * O);
+    const auto dpre0 = in.normal(N * I), dW0 = in.normal(O * I), db0 = in.normal(O);
+    Bf16Buf actb(be(), act), preb(be(), pre), Wb(be(), W), cast(be(), N * O);
+    F32 dyf(be(), dy);
+    const LinearBackwardCall fused = [&](float* dpre, float* dW, float* db, bool) {
+      be().linear_backward_gelu_bf16(dpre, dW, db, dyf.p, actb.p, Wb.p, preb.p, N, I, O, cast.p);
+    };
+    ASSERT_NO_FATAL_FAILURE(expect_backward_subsets_match_the_full_call(be(), fused, true, dpre0, dW0, db0,
+                                                                        "linear_backward_gelu_bf16"));
+    LinearGradBufs full(be(), dpre0, dW0, db0), split(be(), dpre0, dW0, db0);
+    fused(full.dx.p, full.dW.p, full.db.p, false);
+    fused(split.dx.p, nullptr, nullptr, false);                                                          // B
+    be().linear_backward_bf16(nullptr, split.dW.p, split.db.p, dyf.p, actb.p, Wb.p, N, I, O, false, cast.p);  // W
+    const std::array<std::vector<float>, 3> want = full.host(), got = split.host();
+    expect_same_bits(got[0], want[0], "linear_backward_gelu_bf16 split: dpre");
+    expect_same_bits(got[1], want[1], "linear_backward_gelu_bf16 split: dW (W by linear_backward_bf16)");
+    expect_same_bits(got[2], want[2], "linear_backward_gelu_bf16 split: db (W by linear_backward_bf16)");
+    const testing::LinearGeluBackwardRef g = testing::linear_backward_gelu_ref(dy, act, W, pre, dW0, db0, N, I, O);
+    expect_within(got[0], g.dpre, g.tol_dpre, "linear_backward_gelu_bf16 B: dpre");
+    expect_within(got[1], g.dW, g.tol_dW, "linear_backward_gelu_bf16 W: dW (accumulated)");
+    expect_within(got[2], g.db, g.tol_db, "linear_backward_gelu_bf16 W: db (accumulated)");
   }
 }
 

@@ -53,10 +53,12 @@ void linear_forward_bf16(float* y, const uint16_t* xb, const uint16_t* W, const 
 
 void linear_backward_bf16(float* dx, float* dW, float* db, const float* dy, const uint16_t* xb, const uint16_t* W,
                           int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
+  // dx, dW and db each skipped when null (ops.h). db is summed in the cast's
+  // pass whenever it is given, so its bits do not depend on dx or dW.
   uint16_t* dyb = cast;  // [N, O]
   if (db != nullptr) {
     cast_to_bf16_and_add_column_sums(dyb, db, dy, N, O);
-  } else {
+  } else if (dx != nullptr || dW != nullptr) {
     cast_to_bf16(dyb, dy, N * O);
   }
   // dx[N,I] (+)= bf16(dy) @ W[O,I]

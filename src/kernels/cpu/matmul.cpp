@@ -94,10 +94,11 @@ void linear_forward(T* y, const T* x, const T* W, const T* b, int64_t N, int64_t
 template <typename T>
 void linear_backward(T* dx, T* dW, T* db, const T* dy, const T* x, const T* W, int64_t N, int64_t I, int64_t O,
                      bool accumulate_dx) {
+  // Each output computed apart from the others (ops.h: a null one is skipped).
   // dx[N,I] (+)= dy[N,O] @ W[O,I]
   if (dx != nullptr) gemm<T>(false, false, N, I, O, T(1), dy, O, W, I, accumulate_dx ? T(1) : T(0), dx, I);
   if (dW != nullptr) gemm<T>(true, false, O, I, N, T(1), dy, O, x, I, T(1), dW, I);  // dW[O,I] += dy^T @ x
-  if (db != nullptr) add_column_sums(db, dy, N, O);
+  if (db != nullptr) add_column_sums(db, dy, N, O);                                  // db[O] += sum_n dy
 }
 
 template void add_column_sums<float>(float*, const float*, int64_t, int64_t);

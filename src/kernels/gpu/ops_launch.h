@@ -60,6 +60,8 @@ inline void linear_gelu_forward_bf16_passes(DeviceContext& c, LinearForwardBf16F
   linear(&c, work, x, W, b, N, I, O);  // y[N,O] fp32, bias added
   gelu_split_bf16(c, act, pre, work, N * O);
 }
+// The backward's dpre comes from the dx product alone, so dW and db may be
+// null (ops.h) and `linear` skips them.
 inline void linear_backward_gelu_bf16_passes(DeviceContext& c, LinearBackwardBf16Fn linear, float* dpre, float* dW, float* db,
                                              const float* dy, const uint16_t* x, const uint16_t* W,
                                              const uint16_t* pre, int64_t N, int64_t I, int64_t O, uint16_t* cast) {
@@ -201,6 +203,7 @@ inline void tiles_gemm(DeviceContext& c, bool ta, bool tb, int64_t M, int64_t N,
   gemm_f32(c, C, A, B, GemmShape{M, N, K, lda, ldb, ldc, ta, tb}, GemmEpilogue{alpha, beta});
 }
 // y[N,O] = x[N,I] W[O,I]^T + b; dx[N,I] (+)= dy[N,O] W; dW[O,I] += dy^T x.
+// In the backwards each of dx, dW, db is skipped when null (ops.h).
 inline GemmShape linear_y(int64_t N, int64_t I, int64_t O) { return {N, O, I, I, I, O, false, true}; }
 inline GemmShape linear_dx(int64_t N, int64_t I, int64_t O) { return {N, I, O, O, I, I, false, false}; }
 inline GemmShape linear_dw(int64_t N, int64_t I, int64_t O) { return {O, I, N, O, I, I, true, false}; }
@@ -212,7 +215,7 @@ inline void tiles_linear_forward(DeviceContext& c, float* y, const float* x, con
 inline void tiles_linear_backward(DeviceContext& c, float* dx, float* dW, float* db, const float* dy, const float* x,
                                   const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) {
   if (dx != nullptr) gemm_f32(c, dx, dy, W, linear_dx(N, I, O), GemmEpilogue{1.0f, accumulate_dx ? 1.0f : 0.0f});
-  gemm_f32(c, dW, dy, x, linear_dw(N, I, O), GemmEpilogue{1.0f, 1.0f});
+  if (dW != nullptr) gemm_f32(c, dW, dy, x, linear_dw(N, I, O), GemmEpilogue{1.0f, 1.0f});
   if (db != nullptr) column_sums(c, db, dy, N, O);
 }
 inline void tiles_linear_forward_bf16(DeviceContext& c, float* y, const uint16_t* x, const uint16_t* W, const float* b,
@@ -222,9 +225,10 @@ inline void tiles_linear_forward_bf16(DeviceContext& c, float* y, const uint16_t
 inline void tiles_linear_backward_bf16(DeviceContext& c, float* dx, float* dW, float* db, const float* dy,
                                        const uint16_t* x, const uint16_t* W, int64_t N, int64_t I, int64_t O,
                                        bool accumulate_dx, uint16_t* cast_dy) {
-  cast(c, cast_dy, DType::bf16, dy, DType::f32, N * O);  // dy rounded once (ops.h)
+  // dy rounded once per call, for the products it runs (ops.h)
+  if (dx != nullptr || dW != nullptr) cast(c, cast_dy, DType::bf16, dy, DType::f32, N * O);
   if (dx != nullptr) gemm_bf16(c, dx, cast_dy, W, linear_dx(N, I, O), GemmEpilogue{1.0f, accumulate_dx ? 1.0f : 0.0f});
-  gemm_bf16(c, dW, cast_dy, x, linear_dw(N, I, O), GemmEpilogue{1.0f, 1.0f});
+  if (dW != nullptr) gemm_bf16(c, dW, cast_dy, x, linear_dw(N, I, O), GemmEpilogue{1.0f, 1.0f});
   if (db != nullptr) column_sums(c, db, dy, N, O);
 }
 // The GELU in the GEMM's epilogue: pre = bf16(y), act = bf16(gelu(y)) of

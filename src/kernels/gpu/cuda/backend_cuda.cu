@@ -252,8 +252,9 @@ void cuda_linear_forward(BackendContext* c, float* y, const float* x, const floa
 void cuda_linear_backward(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const float* x,
                           const float* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx) {
   CudaContext& cc = cuda(c);
+  // dx, dW, db each skipped when null (ops.h).
   if (dx != nullptr) gemm_rm(cc, false, false, N, I, O, 1.0f, dy, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_32F, nullptr);
-  gemm_rm(cc, true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dW, I, CUDA_R_32F, nullptr);
+  if (dW != nullptr) gemm_rm(cc, true, false, O, I, N, 1.0f, dy, O, x, I, 1.0f, dW, I, CUDA_R_32F, nullptr);
   if (db != nullptr) gpu::launch::column_sums(cc, db, dy, N, O);
 }
 
@@ -265,12 +266,15 @@ void cuda_linear_forward_bf16(BackendContext* c, float* y, const uint16_t* x, co
 void cuda_linear_backward_bf16(BackendContext* c, float* dx, float* dW, float* db, const float* dy, const uint16_t* xb,
                                const uint16_t* W, int64_t N, int64_t I, int64_t O, bool accumulate_dx, uint16_t* cast) {
   CudaContext& cc = cuda(c);
+  // dx, dW, db each skipped when null (ops.h); dy rounded for the products this call runs.
   uint16_t* dyb = cast;  // [N, O]
-  if (!gpu::launch::cast(cc, dyb, DType::bf16, dy, DType::f32, N * O)) cuda_fail("cast", "f32 to bf16");
+  if ((dx != nullptr || dW != nullptr) && !gpu::launch::cast(cc, dyb, DType::bf16, dy, DType::f32, N * O)) {
+    cuda_fail("cast", "f32 to bf16");
+  }
   if (dx != nullptr) {
     gemm_rm(cc, false, false, N, I, O, 1.0f, dyb, O, W, I, accumulate_dx ? 1.0f : 0.0f, dx, I, CUDA_R_16BF, nullptr);
   }
-  gemm_rm(cc, true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
+  if (dW != nullptr) gemm_rm(cc, true, false, O, I, N, 1.0f, dyb, O, xb, I, 1.0f, dW, I, CUDA_R_16BF, nullptr);
   if (db != nullptr) gpu::launch::column_sums(cc, db, dy, N, O);
 }
 
@@ -301,6 +305,9 @@ void cuda_linear_gelu_forward_bf16(BackendContext* c, uint16_t* act, uint16_t* p
   gpu::launch::linear_gelu_forward_bf16_passes(cc, cuda_linear_forward_bf16, act, pre, x, W, b, N, I, O, work);
 }
 
+// The MLP's output projection backward: the dx product into dpre, then the
+// GELU-gradient pass (no epilogue: the file comment says why), so dpre does not depend on dW
+// or db, which may be null (ops.h), and they are cuda_linear_backward_bf16's.
 void cuda_linear_backward_gelu_bf16(BackendContext* c, float* dpre, float* dW, float* db, const float* dy,
                                     const uint16_t* xb, const uint16_t* W, const uint16_t* pre, int64_t N, int64_t I,
                                     int64_t O, uint16_t* cast) {

@@ -233,7 +233,9 @@ class EmuContext final : public gpu::DeviceContext, public DeviceQueue {
 EmuContext& emu(BackendContext* c) { return *static_cast<EmuContext*>(static_cast<gpu::DeviceContext*>(c)); }
 
 // GEMMs: host libraries over the memory behind the device pointers, queued;
-// the bias gradient by the dialect's column sums, as on cuda.
+// the bias gradient by the dialect's column sums, as on cuda. A null output
+// of a linear backward (ops.h) stays null (host_of) and the CPU kernel
+// skips its product.
 void emu_gemm(BackendContext* c, bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
               int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   const float *a = host_of(A, "gemm"), *b = host_of(B, "gemm");
