@@ -90,6 +90,10 @@ void check_pipeline(const ParallelLayout& l, const ModelConfig& m, std::vector<s
   if (l.schedule != ScheduleKind::interleaved && l.vpp != 1) {
     bad.push_back(fmt::format("parallel.vpp = {} needs parallel.schedule = \"interleaved\"", l.vpp));
   }
+  if (!l.reshard_after_forward && l.zero != 3) {
+    bad.push_back(fmt::format("reshard=0 (FSDP's reshard_after_forward off) keeps ZeRO-3's gathered parameters; it "
+                              "needs zero = 3 (got zero = {})", l.zero));
+  }
   if (l.schedule == ScheduleKind::zb_h1 && l.recompute != Recompute::none) {
     // W reads each block's saved activations after its B; recomputation drops them.
     bad.push_back(fmt::format("parallel.schedule = \"zb-h1\" with train.recompute = \"{}\": zb-h1 computes each "

@@ -54,9 +54,10 @@ std::string layout_string(const ParallelLayout& l) {
       stages += std::to_string(l.stage_layers[v]);
     }
   }
-  return fmt::format("tp={},pp={},dp={},{}vpp={},mb={},zero={},sp={},recompute={},schedule={}{}", l.tp, l.pp, l.dp,
+  return fmt::format("tp={},pp={},dp={},{}vpp={},mb={},zero={},{}sp={},recompute={},schedule={}{}", l.tp, l.pp, l.dp,
                      l.cp > 1 ? fmt::format("cp={},", l.cp) : "", l.vpp, l.micro_batch, l.zero,
-                     l.sequence_parallel ? 1 : 0, recompute_name(l.recompute), schedule_kind_name(l.schedule), stages);
+                     l.reshard_after_forward ? "" : "reshard=0,", l.sequence_parallel ? 1 : 0,
+                     recompute_name(l.recompute), schedule_kind_name(l.schedule), stages);
 }
 
 namespace {
@@ -94,7 +95,7 @@ Expected<ParallelLayout> parse_layout(const std::string& text, int gpus) {
     kv.erase(it);
     return ok_status();
   };
-  int dp = 0, sp = 0;
+  int dp = 0, sp = 0, reshard = 1;
   TERA_RETURN_IF_ERROR(integer("tp", &l.tp));
   TERA_RETURN_IF_ERROR(integer("pp", &l.pp));
   TERA_RETURN_IF_ERROR(integer("dp", &dp));
@@ -105,6 +106,9 @@ Expected<ParallelLayout> parse_layout(const std::string& text, int gpus) {
   TERA_RETURN_IF_ERROR(integer("sp", &sp));
   if (sp > 1) return Status::error("layout key sp must be 0 or 1");
   l.sequence_parallel = sp == 1;
+  TERA_RETURN_IF_ERROR(integer("reshard", &reshard));
+  if (reshard > 1) return Status::error("layout key reshard must be 0 or 1 (FSDP's reshard_after_forward)");
+  l.reshard_after_forward = reshard == 1;
   if (l.tp < 1 || l.pp < 1 || l.vpp < 1 || l.micro_batch < 1 || l.cp < 1) {
     return Status::error("layout: tp, pp, cp, vpp and mb must be >= 1 in '" + text + "'");
   }
@@ -132,7 +136,7 @@ Expected<ParallelLayout> parse_layout(const std::string& text, int gpus) {
   }
   if (!kv.empty()) {
     return Status::error("unknown layout key '" + kv.begin()->first +
-                         "'; the keys are tp, pp, dp, cp, vpp, mb, zero, sp, recompute, schedule, stage_layers");
+                         "'; the keys are tp, pp, dp, cp, vpp, mb, zero, reshard, sp, recompute, schedule, stage_layers");
   }
   if (dp == 0) {
     if (gpus <= 0) return Status::error("layout: give dp=N (or --gpus so that dp = gpus / (tp * pp))");

@@ -53,6 +53,13 @@ struct ParallelLayout {
   // (partition/context_split.h; model/ring_attention.h). The data-parallel
   // reduction and ZeRO shards span dp * cp ranks.
   int cp = 1;
+  // FSDP's reshard_after_forward (ZeRO-3 only): true, each block's gathered
+  // parameters are freed after its forward and gathered again for its
+  // backward (tera's runtime); false, they stay gathered from the forward to
+  // the backward, and under pipeline parallelism (PyTorch's pipelining
+  // schedules) for the whole step, with the gradients reduce-scattered once,
+  // after the last micro-batch. The planner prices both; the runtime runs true.
+  bool reshard_after_forward = true;
   // Layers of each of the pp * vpp virtual stages; empty: balanced (each
   // virtual stage L / V layers, the first L % V one more).
   std::vector<int64_t> stage_layers = {};
@@ -86,7 +93,8 @@ struct ParallelLayout {
 ParallelLayout with_world_size(ParallelLayout l, int world);
 
 // "tp=8,pp=4,dp=2,vpp=2,mb=1,zero=1,sp=1,recompute=selective,schedule=interleaved"
-// (cp=N when cp > 1, stage_layers=3/2/2/1 when given).
+// (cp=N when cp > 1, reshard=0 when reshard_after_forward is off,
+// stage_layers=3/2/2/1 when given).
 std::string layout_string(const ParallelLayout& l);
 // Parses the same keys in any order; absent keys keep their defaults, dp may
 // be left out when gpus > 0 (dp = gpus / (tp * cp * pp)); the schedule follows

@@ -8,7 +8,7 @@
 namespace tera {
 
 nlohmann::json layout_to_json(const ParallelLayout& l) {
-  return {{"tp", l.tp},
+  nlohmann::json j = {{"tp", l.tp},
           {"pp", l.pp},
           {"dp", l.dp},
           {"cp", l.cp},
@@ -19,6 +19,8 @@ nlohmann::json layout_to_json(const ParallelLayout& l) {
           {"recompute", recompute_name(l.recompute)},
           {"schedule", schedule_kind_name(l.schedule)},
           {"stage_layers", l.stage_layers}};
+  if (!l.reshard_after_forward) j["reshard_after_forward"] = false;  // written only when off: older files stay as they were
+  return j;
 }
 
 namespace {
@@ -62,6 +64,10 @@ Expected<ParallelLayout> layout_from_json(const nlohmann::json& j, const std::st
     if (!j["sequence_parallel"].is_boolean()) return f.refuse("sequence_parallel", "must be true or false");
     l.sequence_parallel = j["sequence_parallel"].get<bool>();
   }
+  if (j.contains("reshard_after_forward")) {
+    if (!j["reshard_after_forward"].is_boolean()) return f.refuse("reshard_after_forward", "must be true or false");
+    l.reshard_after_forward = j["reshard_after_forward"].get<bool>();
+  }
   if (j.contains("recompute")) {
     auto r = j["recompute"].is_string() ? parse_recompute(j["recompute"].get<std::string>())
                                         : Expected<Recompute>(Status::error("not a string"));
@@ -72,7 +78,7 @@ Expected<ParallelLayout> layout_from_json(const nlohmann::json& j, const std::st
   if (j.contains("schedule")) {
     auto k = j["schedule"].is_string() ? parse_schedule_kind(j["schedule"].get<std::string>())
                                        : Expected<ScheduleKind>(Status::error("not a string"));
-    if (!k) return f.refuse("schedule", "must be \"gpipe\", \"1f1b\" or \"interleaved\"");
+    if (!k) return f.refuse("schedule", "must be \"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\"");
     l.schedule = *k;
   }
   if (j.contains("stage_layers")) {

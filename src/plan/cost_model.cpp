@@ -40,7 +40,10 @@ double op_time(const Op& op, const Cluster& cl, double peak) {
   if (op.fused_attention) t += op.flops / (peak * cl.eff.flash);
   else if (op.m > 0 && op.cls == OpClass::attention && cl.eff.attention > 0)
     t += std::max(op.flops / (peak * cl.eff.attention), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
-  else if (op.m > 0) t += std::max(op.flops / (peak * gemm_efficiency(op, cl.eff)), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
+  else if (op.m > 0) {
+    const double rate = peak * gemm_efficiency(op, cl.eff) * (op.fp8_rowwise ? cl.eff.fp8_rowwise : 1.0);
+    t += std::max(op.flops / rate, op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
+  }
   else if (op.cls == OpClass::attention && cl.eff.softmax > 0) t += op.bytes / (cl.gpu.hbm_bw * cl.eff.softmax);
   else t += op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm);
   return t;
@@ -91,17 +94,28 @@ namespace {
 // split (zb-h1), B gathers (its dX GEMMs read the weights) and W reduce-scatters.
 enum class ZeroPass { forward, backward, input_grad, weight_grad };
 
+// FSDP without reshard_after_forward under pipeline parallelism (PyTorch's
+// pipelining schedules): the stage's parameters are gathered once per step
+// and its gradients reduce-scattered once, after the last micro-batch, as
+// ZeRO-1's are (price_stage_updates); no per-micro-batch traffic.
+bool fsdp_once_per_step(const ParallelLayout& l) {
+  return l.zero >= 3 && !l.reshard_after_forward && l.pp > 1 && l.dp_cp() > 1;
+}
+
 // ZeRO-2/3 traffic of one pass over `params` local parameters, overlapped
-// with the pass's own work: only what exceeds it is exposed.
+// with the pass's own work: only what exceeds it is exposed. Without
+// reshard_after_forward a block's parameters gathered for its forward serve
+// its backward too: the backward gathers nothing.
 double zero_exposed(const ParallelLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, ZeroPass pass,
                     double pass_time, int tensors) {
-  if (l.dp_cp() <= 1 || l.zero < 2) return 0;
+  if (l.dp_cp() <= 1 || l.zero < 2 || fsdp_once_per_step(l)) return 0;
   const Group dp{l.dp_cp(), l.tp};
   // A stack that gathers tensor by tensor pays one latency per tensor.
   const double extra = cl.stack.zero_per_tensor ? tensors - 1 : 0;
   const bool backward = pass == ZeroPass::backward || pass == ZeroPass::weight_grad;
   double t = 0;
-  if (l.zero >= 3 && pass != ZeroPass::weight_grad) {
+  const bool gathers = pass == ZeroPass::forward || (l.reshard_after_forward && pass != ZeroPass::weight_grad);
+  if (l.zero >= 3 && gathers) {
     t += collective_time(Collective::all_gather, params * static_cast<double>(pb.param), dp, cl) +
          extra * collective_time(Collective::all_gather, 0, dp, cl);
   }
@@ -129,6 +143,7 @@ PartCosts price_parts(const ModelSpec& spec, const ParallelLayout& l, const Work
   o.dropout = cl.stack.dropout;
   o.act_bytes = dtype_bytes(pb.act);
   o.fp8_gemms = w.fp8_gemms;
+  o.fp8_rowwise = w.fp8_gemms && w.fp8_rowwise;
   const double gp = gemm_peak_flops(cl, w).value();
   // F, the whole backward, and the backward split into B and W; the
   // recomputed forward runs before the backward needs it, so with B.
@@ -206,7 +221,7 @@ void price_virtual_stages(const PartCosts& parts, const ParamSplit& split, int64
   // of the first block's gradients (the last backward) has anything after
   // it: what the per-block overlap above counted as hidden of those two is
   // exposed, once per micro-batch, on the first virtual stage.
-  if (l.zero >= 3 && l.dp_cp() > 1 && layers > 0) {
+  if (l.zero >= 3 && l.dp_cp() > 1 && layers > 0 && !fsdp_once_per_step(l)) {
     const Group g{l.dp_cp(), l.tp};
     const double extra = cl.stack.zero_per_tensor ? bt - 1 : 0;
     const double ag = collective_time(Collective::all_gather, block_p * static_cast<double>(pb.param), g, cl) +
@@ -233,7 +248,8 @@ void price_stage_updates(const ParamSplit& split, int64_t layers, const Parallel
   for (int s = 0; s < l.pp; ++s) {
     const double P = stage_params(split, l, layers, s);
     double reduce = 0, last = 0;
-    if (l.zero <= 1) {
+    const bool once = fsdp_once_per_step(l);  // reduced and gathered once, as ZeRO-1
+    if (l.zero <= 1 || once) {
       const Collective k = l.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
       reduce = collective_time(k, P * static_cast<double>(pb.grad), dp, cl);
       last = collective_time(k, std::min(P, bucket) * static_cast<double>(pb.grad), dp, cl);
@@ -246,7 +262,7 @@ void price_stage_updates(const ParamSplit& split, int64_t layers, const Parallel
     }
     const double shard = l.zero >= 1 ? P / l.dp_cp() : P;
     double opt = shard * opt_bytes / (cl.gpu.hbm_bw * cl.eff.hbm) + 10 * cl.eff.kernel_overhead;
-    if (l.zero == 1 || l.zero == 2) {
+    if (l.zero == 1 || l.zero == 2 || once) {
       const double gather = collective_time(Collective::all_gather, P * static_cast<double>(pb.param), dp, cl);
       const double first = collective_time(Collective::all_gather, std::min(P, bucket) * static_cast<double>(pb.param), dp, cl);
       // Overlapped with the next forward, but for its first bucket.

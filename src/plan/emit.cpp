@@ -26,6 +26,12 @@ Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& 
                                      layout));
   }
   if (w.fp8_gemms) return Status::error("--emit tera: the plan prices fp8 GEMMs, which tera's runtime does not have");
+  if (!l.reshard_after_forward) {
+    return Status::error(fmt::format("--emit tera: {} keeps FSDP's gathered parameters from forward to backward "
+                                     "(reshard=0), which tera's runtime does not (its ZeRO-3 gathers each block again "
+                                     "for the backward); plan with --explain ...,reshard=1",
+                                     layout));
+  }
   // Precision bf16 is train.precision = "bf16"; on a stack without
   // activations_16bit the plan priced exactly what the runtime allocates.
   const bool bf16 = w.precision == Precision::bf16;
@@ -85,6 +91,10 @@ std::string emit_megatron_args(const ParallelLayout& l, const Workload& w, const
     s += fmt::format("\n# note: this layout's virtual stages hold unequal layer counts ({}); Megatron-LM splits "
                      "layers evenly (uneven first/last stages only through --decoder-first/last-pipeline-num-layers)\n",
                      layout_string(l));
+  }
+  if (!l.reshard_after_forward) {
+    s += "\n# note: reshard=0 is FSDP's reshard_after_forward=False (torchtitan, PyTorch FSDP2); Megatron-Core's torch "
+         "FSDP2 path takes it from its FSDP configuration, not from these arguments\n";
   }
   if (l.schedule == ScheduleKind::zb_h1) {
     s += "\n# note: Megatron-LM has no ZB-H1 schedule (these arguments run 1F1B); sail-sg's zero-bubble fork of "

@@ -55,6 +55,11 @@ struct Efficiency {
   // they hide behind (0: perfect overlap, 1: none).
   double overlap_loss = 0.3;
   double step_overhead = 0;     // seconds per step outside the model (data loading, logging)
+  // fp8 GEMMs with rowwise scales (Workload::fp8_rowwise): their rate as a
+  // fraction of the tensorwise fp8 GEMMs' (a different kernel: CUTLASS's
+  // rowwise-scaled GEMM against cuBLAS's tensorwise one). Set by the stack
+  // profile (StackParams::fp8_rowwise_scale).
+  double fp8_rowwise = 1;
 };
 
 // What the training software does (not the hardware): which kernels and

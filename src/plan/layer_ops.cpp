@@ -42,16 +42,25 @@ Op memory(const char* name, double bytes, OpClass cls = OpClass::memory) {
 // Forward and backward GEMMs of a linear layer. With fp8 GEMMs the operands
 // are 1 byte, and the inputs are cast first: X [m,k] and W [k,n] before the
 // forward, dY [m,n] before the backward (amax read e, cast read e + write 1).
+// Rowwise scales (torchao ROWWISE): a scale per row of each operand along
+// its reduction axis, so the backward quantizes again what the forward cast
+// along the other axis: dY for dX (rows) and for dW (columns), X for dW and
+// W for dX; tensorwise casts dY once and reuses the forward's X and W.
 void linear(PassOps& fwd, PassOps& bwd, const char* name, const char* dgrad, const char* wgrad, double m, double n,
-            double k, double e, bool fp8 = false) {
+            double k, double e, bool fp8 = false, bool rowwise = false) {
   const double g = fp8 ? 1 : e;
   fwd.ops.push_back(gemm(name, m, n, k, g));
   bwd.ops.push_back(gemm(dgrad, m, k, n, g));
   bwd.ops.push_back(gemm(wgrad, k, n, m, g));
   bwd.ops.back().weight_grad = true;
   if (fp8) {
+    const size_t last = fwd.ops.size() - 1;
+    fwd.ops[last].fp8_rowwise = rowwise;
+    bwd.ops[bwd.ops.size() - 1].fp8_rowwise = rowwise;
+    bwd.ops[bwd.ops.size() - 2].fp8_rowwise = rowwise;
     fwd.ops.push_back(memory("fp8_cast", (m * k + k * n) * (2 * e + 1)));
-    bwd.ops.push_back(memory("fp8_cast_bwd", m * n * (2 * e + 1)));
+    const double again = rowwise ? 2 * m * n + m * k + k * n : m * n;  // elements cast in the backward
+    bwd.ops.push_back(memory("fp8_cast_bwd", again * (2 * e + 1)));
   }
 }
 
@@ -132,24 +141,24 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
   // Attention block.
   f.ops.push_back(memory("layernorm_1", 2 * Ns * C * e));
   b.ops.push_back(memory("layernorm_1_bwd", 4 * Ns * C * e));
-  const bool f8 = o.fp8_gemms;
-  linear(f, b, "qkv", "qkv_dgrad", "qkv_wgrad", N, Ql, C, e, f8);
+  const bool f8 = o.fp8_gemms, rw = o.fp8_rowwise;
+  linear(f, b, "qkv", "qkv_dgrad", "qkv_wgrad", N, Ql, C, e, f8, rw);
   // The attention core forward (what selective recompute re-runs) and its backward.
   PassOps core;
   attention_core_ops(spec, o, &core, &b);
   f.ops.insert(f.ops.end(), core.ops.begin(), core.ops.end());
   f.cp_comm.insert(f.cp_comm.end(), core.cp_comm.begin(), core.cp_comm.end());
-  linear(f, b, "attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", N, C, C / tp, e, f8);
+  linear(f, b, "attn_proj", "attn_proj_dgrad", "attn_proj_wgrad", N, C, C / tp, e, f8, rw);
   f.ops.push_back(memory("bias_dropout_add_1", Ns * C * (3 * e + d)));
   b.ops.push_back(memory("bias_dropout_add_1_bwd", Ns * C * (2 * e + d)));
   // MLP block.
   f.ops.push_back(memory("layernorm_2", 2 * Ns * C * e));
   b.ops.push_back(memory("layernorm_2_bwd", 4 * Ns * C * e));
-  linear(f, b, "fc", "fc_dgrad", "fc_wgrad", N, fc_n, C, e, f8);
+  linear(f, b, "fc", "fc_dgrad", "fc_wgrad", N, fc_n, C, e, f8, rw);
   const bool gated = c.mlp == MlpKind::gated;
   f.ops.push_back(memory(gated ? "swiglu" : "bias_gelu", (gated ? 3 : 2) * N * Fl * e));
   b.ops.push_back(memory(gated ? "swiglu_bwd" : "bias_gelu_bwd", (gated ? 5 : 3) * N * Fl * e));
-  linear(f, b, "fc2", "fc2_dgrad", "fc2_wgrad", N, C, Fl, e, f8);
+  linear(f, b, "fc2", "fc2_dgrad", "fc2_wgrad", N, C, Fl, e, f8, rw);
   f.ops.push_back(memory("bias_dropout_add_2", Ns * C * (3 * e + d)));
   b.ops.push_back(memory("bias_dropout_add_2_bwd", Ns * C * (2 * e + d)));
   tp_collectives(o, act, &f, &b);

@@ -32,6 +32,7 @@ struct Op {
   // dW GEMM, whose kernel also sums the bias gradient, or the embedding
   // table's row gradients. Everything else in a backward is B.
   bool weight_grad = false;
+  bool fp8_rowwise = false;  // an fp8 GEMM with rowwise scales: priced at Efficiency::fp8_rowwise of the fp8 rate
 };
 
 struct CommOp {
@@ -58,6 +59,10 @@ struct OpsOptions {
   // fp8 linear layers: each GEMM's inputs are scaled and cast first (an amax
   // read, then a read and a 1-byte write per element: 2e + 1 bytes).
   bool fp8_gemms = false;
+  // Rowwise scales (Workload::fp8_rowwise): the GEMMs are the rowwise
+  // kernel's (Op::fp8_rowwise), and the backward casts each operand again
+  // along its other axis (dY twice: rows for dX, columns for dW; X and W once).
+  bool fp8_rowwise = false;
 };
 
 struct PartOps {

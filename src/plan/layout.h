@@ -59,6 +59,11 @@ struct Workload {
   // Linear layers in fp8 (torchao float8: dynamic scaling, casts before each
   // GEMM; attention, norms and master weights as in `precision`).
   bool fp8_gemms = false;
+  // fp8 GEMMs with rowwise scales (torchao's ROWWISE recipe: one scale per
+  // row of each operand, a CUTLASS kernel instead of cuBLAS's tensorwise
+  // one, and the backward's operands quantized again along their other
+  // axis); false: one scale per tensor (TENSORWISE, the default recipe).
+  bool fp8_rowwise = false;
   // Separate input and output embeddings (Llama); ModelSpec's table ties them.
   bool untied_embeddings = false;
 };

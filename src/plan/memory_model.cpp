@@ -67,10 +67,30 @@ MemoryBreakdown MemoryTables::with_allowances(const MemoryReport& plan, int stag
   return m;
 }
 
+double MemoryTables::fsdp_unsharded(const ParallelLayout& l, int stage) const {
+  if (l.reshard_after_forward || l.zero < 3 || l.dp_cp() <= 1) return 0;
+  ParamSplit split = param_split(spec_, l.tp);
+  split.untied = untied_;
+  // The blocks' parameters, all gathered at once (the plan holds two blocks' gathers).
+  double stage_layers = 0;
+  for (int c = 0; c < l.vpp; ++c) {
+    stage_layers += static_cast<double>(layers_in_virtual_stage(l, spec_.config().layers, c * l.pp + stage));
+  }
+  double bytes = std::max(0.0, stage_layers - 2) * split.block * static_cast<double>(pb_.param);
+  // Pipelined: gradients accumulated unsharded over the step (the plan holds a chunk of them).
+  if (l.pp > 1) {
+    const double P = stage_params(split, l, spec_.config().layers, stage);
+    bytes += P * (1 - 1.0 / l.dp_cp()) * static_cast<double>(grad_bytes(pb_, l.zero));
+  }
+  return bytes;
+}
+
 MemoryBreakdown MemoryTables::per_gpu(const ParallelLayout& l) {
   MemoryBreakdown worst;
   for (int s = 0; s < l.pp; ++s) {
     MemoryBreakdown m = with_allowances(rank_plan(l, s), s);
+    m.fsdp_unsharded = fsdp_unsharded(l, s);
+    m.allocator = cl_.memory.fragmentation * m.model();
     if (s == 0 || m.total() > worst.total()) worst = m;
   }
   return worst;
@@ -84,7 +104,10 @@ MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, c
 MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
                              int stage) {
   MemoryTables t(spec, w, cl);
-  return t.with_allowances(t.rank_plan(l, stage), stage);
+  MemoryBreakdown m = t.with_allowances(t.rank_plan(l, stage), stage);
+  m.fsdp_unsharded = t.fsdp_unsharded(l, stage);
+  m.allocator = cl.memory.fragmentation * m.model();
+  return m;
 }
 
 }  // namespace tera

@@ -32,7 +32,13 @@ struct MemoryBreakdown {
   MemoryReport plan;      // the runtime's buffers on this GPU, by class
   double allocator = 0;   // allowance: allocator fragmentation
   double reserved = 0;    // allowance: framework + NCCL/RCCL + library workspaces
-  double model() const { return static_cast<double>(plan.total()); }
+  // FSDP with reshard_after_forward off (ParallelLayout): the stage's blocks'
+  // parameters held gathered (16-bit where the stack keeps them so) from the
+  // forward to the backward and, under pipeline parallelism, their
+  // gradients accumulated unsharded until the step's one reduce-scatter:
+  // beyond the runtime's plan, which gathers a block at a time.
+  double fsdp_unsharded = 0;
+  double model() const { return static_cast<double>(plan.total()) + fsdp_unsharded; }
   double total() const { return model() + allocator + reserved; }
   // Parameters, gradients and optimizer state with their ZeRO buffers: what
   // data parallelism shards.
@@ -68,7 +74,8 @@ RankPrecision rank_precision(const Workload& w, const Cluster& cl);
 class MemoryTables {
  public:
   MemoryTables(const ModelSpec& spec, const Workload& w, const Cluster& cl)
-      : cl_(cl), planner_(spec, RankBatch{.global_batch = w.global_batch, .seq_len = spec.config().seq_len},
+      : cl_(cl), spec_(spec), untied_(w.untied_embeddings), pb_(precision_bytes(w.precision, cl.stack)),
+        planner_(spec, RankBatch{.global_batch = w.global_batch, .seq_len = spec.config().seq_len},
                           rank_precision(w, cl)) {}
   // The rank plan's bytes of rank (stage, zero_rank) of l at tp rank 0;
   // zero_rank indexes the dp * cp ranks of its ZeRO group.
@@ -76,9 +83,14 @@ class MemoryTables {
   // The fullest stage, with the allowances.
   MemoryBreakdown per_gpu(const ParallelLayout& l);
   MemoryBreakdown with_allowances(const MemoryReport& plan, int stage) const;
+  // What FSDP without reshard_after_forward holds beyond the plan on `stage`.
+  double fsdp_unsharded(const ParallelLayout& l, int stage) const;
 
  private:
   Cluster cl_;
+  ModelSpec spec_;
+  bool untied_;
+  PrecisionBytes pb_;
   RankPlanner planner_;
 };
 

@@ -106,6 +106,13 @@ Status parse_model(const RowReader& r, Workload* w, RowPrediction* p) {
   // every framework in the files keep every activation in 16 bits.
   w->precision = contains(prec, "fp32") && !contains(prec, "mixed") ? Precision::fp32 : Precision::bf16;
   w->fp8_gemms = contains(prec, "fp8");  // float8 linear layers; the rest bf16 with fp32 masters
+  // The scaling recipe, where the row names it (its precision, framework or
+  // notes: "float8 rowwise"); tensorwise, torchao's default, otherwise.
+  if (w->fp8_gemms) {
+    const std::string recipe = r.text("precision") + " " + r.text("framework") + " " + r.text("notes");
+    w->fp8_rowwise = contains(recipe, "rowwise");
+    if (w->fp8_rowwise) p->flags.push_back("fp8 rowwise scales");
+  }
   if (!contains(prec, "fp16") && !contains(prec, "bf16") && !contains(prec, "mixed") && !contains(prec, "fp32") &&
       !w->fp8_gemms) {
     p->flags.push_back("precision=bf16 assumed");
@@ -179,6 +186,16 @@ void parse_zero(const RowReader& r, RowCase* c) {
   RowPrediction& p = c->p;
   const std::string zero = ascii_lower(r.text("zero_fsdp_distopt"));
   if (contains(zero, "zero-3") || contains(zero, "fsdp")) space.zero = 3;
+  // FSDP's reshard_after_forward, where the column says it is off
+  // ("reshard_after_forward=False", "... off"); on, FSDP's default, otherwise.
+  const size_t at = zero.find("reshard_after_forward");
+  if (at != std::string::npos) {
+    const std::string said = zero.substr(at, 32);
+    if (contains(said, "false") || contains(said, " off") || contains(said, "=0")) {
+      space.reshard_after_forward = false;
+      p.flags.push_back("reshard_after_forward off");
+    }
+  }
   else if (contains(zero, "zero-2")) space.zero = 2;
   else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
   else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
@@ -310,6 +327,7 @@ void fix_layout(int cp, RowCase* c) {
     l.zero = *space.zero;
     l.sequence_parallel = *space.sequence_parallel;
     l.recompute = *space.recompute;
+    l.reshard_after_forward = l.zero < 3 || space.reshard_after_forward.value_or(true);
     l.schedule = l.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
     if (Status s = check_layout(l, w, p.gpus); !s) {
       p.skip_reason = "the row's layout is inconsistent: " + s.message();

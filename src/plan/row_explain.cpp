@@ -126,7 +126,7 @@ std::string workload_line(const Workload& w) {
                      "vocab {}{}; global batch {} sequences, {}{}\n",
                      m.layers, m.hidden, m.heads, m.kv(), m.ffn(), mlp_kind_name(m.mlp), m.seq_len, m.vocab,
                      w.untied_embeddings ? ", untied embeddings" : "", w.global_batch, precision_name(w.precision),
-                     w.fp8_gemms ? " with fp8 GEMMs" : "");
+                     w.fp8_gemms ? (w.fp8_rowwise ? " with fp8 GEMMs (rowwise scales)" : " with fp8 GEMMs (tensorwise scales)") : "");
 }
 
 std::string setup_lines(const RowExplanation& x) {
@@ -136,9 +136,10 @@ std::string setup_lines(const RowExplanation& x) {
   std::string s = fmt::format("row {}: {} on {} GPUs; source: {}\n", p.row_id, p.model, p.gpus, p.source);
   s += workload_line(x.c.w);
   s += fmt::format("  cluster {} ({}), stack profile {}: gemm_scale {:.3f}, overhead_scale {:.3f}, overlap_loss {}, "
-                   "link_scale {:.3f}\n",
+                   "link_scale {:.3f}{}\n",
                    p.cluster, x.cl.gpu.name, p.profile, q.gemm_scale, q.overhead_scale,
-                   q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss), q.link_scale);
+                   q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss), q.link_scale,
+                   x.c.w.fp8_rowwise ? fmt::format(", fp8_rowwise {:.3f}", q.fp8_rowwise_scale) : std::string());
   s += fmt::format("  layout priced: {}; {} with {} micro-batches of {} per pipeline; fits: {} ({:.1f} of {:.1f} GiB)\n",
                    layout_string(l), schedule_kind_name(l.schedule), micro_batches(l, x.c.w), l.micro_batch,
                    p.fits ? "yes" : "NO", x.e.memory.total() / (1 << 30), x.cl.gpu.memory_bytes / (1 << 30));

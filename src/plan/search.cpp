@@ -138,6 +138,7 @@ std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& 
               l.schedule = kind;
               for (int zero : choices(space.zero, l.dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
                 l.zero = zero;
+                l.reshard_after_forward = zero < 3 || space.reshard_after_forward.value_or(true);
                 for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
                                                                        : std::vector<bool>{false})) {
                   l.sequence_parallel = sp;

@@ -39,6 +39,8 @@ struct SearchSpace {
   std::optional<bool> sequence_parallel;
   std::optional<Recompute> recompute;
   std::optional<int> cp;  // context parallelism (searched for long sequences with fused attention)
+  // FSDP's reshard_after_forward at ZeRO-3 (ParallelLayout); unset: on (not searched).
+  std::optional<bool> reshard_after_forward;
   int max_micro_batch = 64;
   // Only what tera's runtime runs (plan --emit tera): no selective recompute
   // (context parallelism and zb-h1 it runs; cp with flash attention).

@@ -30,6 +30,9 @@ struct StackParams {
   double overhead_scale = 1;
   double overlap_loss = -1;  // < 0: the preset's
   double link_scale = 1;
+  // The rowwise-scaled fp8 GEMM's rate relative to the tensorwise one
+  // (Efficiency::fp8_rowwise); only rows with rowwise fp8 constrain it.
+  double fp8_rowwise_scale = 1;
 };
 
 struct StackProfile {

@@ -8,6 +8,7 @@
 #include "plan/collectives.h"
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
+#include "partition/layout_check.h"
 #include "plan/stack_profile.h"
 
 namespace tera {
@@ -164,6 +165,130 @@ TEST(ZeroThree, FirstGatherAndLastReduceScatterExposed) {
   const double want = 2 * std::max(0.0, ag - bf) + std::max(0.0, ag_e - parts.emb_f.total()) +
                       std::max(0.0, ag_e - parts.head_f.total()) + std::min(ag, bf);
   EXPECT_NEAR(price_step(spec, l, w, c).fwd[0].dp_comm, want, 1e-12);
+}
+
+TEST(Fp8, RowwiseScalesRunTheRowwiseKernelAndCastTheBackwardAgain) {
+  // torchao's ROWWISE recipe: the three GEMMs of each linear are the rowwise
+  // kernel's, priced at Efficiency::fp8_rowwise of the fp8 rate; the backward
+  // casts dY twice (rows for dX, columns for dW) and X and W once more:
+  // (2mn + mk + kn)(2e + 1) bytes against tensorwise mn(2e + 1).
+  OpsOptions o;
+  o.B = 2;
+  o.T = 64;
+  o.fp8_gemms = true;
+  const PartOps tensorwise = block_ops(tiny(), o);
+  o.fp8_rowwise = true;
+  const PartOps rowwise = block_ops(tiny(), o);
+  const double m = 128, n = 192, k = 64;  // qkv
+  const Op* cast_t = find(tensorwise.bwd, "fp8_cast_bwd");
+  const Op* cast_r = find(rowwise.bwd, "fp8_cast_bwd");
+  ASSERT_NE(cast_t, nullptr);
+  ASSERT_NE(cast_r, nullptr);
+  EXPECT_DOUBLE_EQ(cast_t->bytes, m * n * 5);
+  EXPECT_DOUBLE_EQ(cast_r->bytes, (2 * m * n + m * k + k * n) * 5);
+  int rowwise_gemms = 0;
+  for (const PassOps* pass : {&rowwise.fwd, &rowwise.bwd}) {
+    for (const Op& op : pass->ops) rowwise_gemms += op.fp8_rowwise ? 1 : 0;
+  }
+  EXPECT_EQ(rowwise_gemms, 3 * 4);  // qkv, attention projection, fc, fc2: forward, dX, dW
+  for (const Op& op : tensorwise.fwd.ops) EXPECT_FALSE(op.fp8_rowwise) << op.name;
+  // Compute-bound on the fp8 peak: the rowwise kernel at 60% takes 1/0.6 as long.
+  Cluster c = round_cluster();
+  c.gpu.hbm_bw = 1e18;
+  const Op* qkv = find(rowwise.fwd, "qkv");
+  ASSERT_NE(qkv, nullptr);
+  PassOps only;
+  only.ops.push_back(*qkv);
+  c.eff.fp8_rowwise = 0.6;
+  EXPECT_NEAR(price_pass(only, c, 100e12, 1, 200e12).gemm, qkv->flops / (200e12 * 0.6), 1e-18);
+  // The profile's fitted parameter sets it.
+  StackProfile prof = stack_profile("torchtitan").value();
+  prof.params.fp8_rowwise_scale = 0.7;
+  EXPECT_DOUBLE_EQ(apply_profile(round_cluster(), prof).eff.fp8_rowwise, 0.7);
+}
+
+TEST(Fsdp, ReshardAfterForwardOffGathersOnceForForwardAndBackward) {
+  // One stage, ZeRO-3 over 16 ranks, overlap_loss 0: with reshard on a
+  // block's backward gathers its parameters again and reduce-scatters its
+  // gradients; off, the forward's gather serves the backward, which only
+  // reduce-scatters. The forward is the same.
+  const ModelSpec& spec = tiny();
+  ParallelLayout l;
+  l.dp = 16;
+  l.zero = 3;
+  Workload w{spec.config(), 16, Precision::bf16};
+  Cluster c = round_cluster();
+  c.node.intra_bw = c.node.package_bw = 1e6;  // slow links: every collective exposed beyond its pass
+  c.node.nic_bw = 1e6;
+  const StepCosts on = price_step(spec, l, w, c);
+  l.reshard_after_forward = false;
+  const StepCosts off = price_step(spec, l, w, c);
+  EXPECT_DOUBLE_EQ(off.fwd[0].dp_comm, on.fwd[0].dp_comm);
+  const ParamSplit split = param_split(spec, 1);
+  const Group g{16, 1};
+  const double ag_block = collective_time(Collective::all_gather, split.block * 2, g, c);
+  const double ag_emb = collective_time(Collective::all_gather, split.wte * 2, g, c);
+  // Two blocks, the embedding and the (tied) head no longer gather in the backward.
+  EXPECT_NEAR(on.bwd[0].dp_comm - off.bwd[0].dp_comm, 2 * ag_block + 2 * ag_emb, 1e-9 * on.bwd[0].dp_comm);
+  EXPECT_DOUBLE_EQ(off.dp_reduce[0], on.dp_reduce[0]);  // still per micro-batch: nothing after the backward
+}
+
+TEST(Fsdp, ReshardAfterForwardOffUnderPipeliningIsOnceAStep) {
+  // Under pipeline parallelism (PyTorch's pipelining schedules) FSDP without
+  // reshard_after_forward gathers each stage's parameters once per step and
+  // reduce-scatters its gradients once, after the last micro-batch: the
+  // passes carry no ZeRO traffic, and the stage's update is ZeRO-1's.
+  const ModelSpec& spec = tiny();
+  ParallelLayout l;
+  l.pp = 2;
+  l.dp = 8;
+  l.zero = 3;
+  l.reshard_after_forward = false;
+  Workload w{spec.config(), 32, Precision::bf16};
+  w.untied_embeddings = true;  // no tied all-reduce between the ends (its bytes follow the ZeRO stage)
+  const Cluster c = round_cluster();
+  const StepCosts once = price_step(spec, l, w, c);
+  for (size_t v = 0; v < once.fwd.size(); ++v) {
+    EXPECT_EQ(once.fwd[v].dp_comm, 0) << v;
+    EXPECT_EQ(once.bwd[v].dp_comm, 0) << v;
+  }
+  ParallelLayout z1 = l;
+  z1.zero = 1;
+  z1.reshard_after_forward = true;
+  const StepCosts one = price_step(spec, z1, w, c);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_DOUBLE_EQ(once.dp_reduce[static_cast<size_t>(s)], one.dp_reduce[static_cast<size_t>(s)]) << s;
+    EXPECT_DOUBLE_EQ(once.optimizer[static_cast<size_t>(s)], one.optimizer[static_cast<size_t>(s)]) << s;
+  }
+  // Memory: the stage's blocks beyond the two the plan gathers (none: one
+  // block per stage) and its gradients accumulated unsharded, 7/8 of them
+  // beyond the plan's chunk, in 16 bits (grad_bytes at ZeRO-3).
+  ParamSplit split = param_split(spec, 1);
+  split.untied = true;
+  MemoryTables t(spec, w, c);
+  const double P0 = stage_params(split, l, 2, 0);
+  EXPECT_NEAR(t.fsdp_unsharded(l, 0), P0 * 7.0 / 8 * 2, 1e-6);
+  ParallelLayout flat = l;
+  flat.pp = 1;
+  flat.dp = 16;
+  EXPECT_EQ(t.fsdp_unsharded(flat, 0), 0);  // two blocks: the plan's own two gathers
+  l.reshard_after_forward = true;
+  EXPECT_EQ(t.fsdp_unsharded(l, 0), 0);
+}
+
+TEST(Fsdp, ReshardKeyParsesPrintsAndNeedsZeroThree) {
+  auto l = parse_layout("tp=1,pp=2,dp=4,zero=3,reshard=0", 0);
+  ASSERT_TRUE(l.ok()) << l.error();
+  EXPECT_FALSE(l->reshard_after_forward);
+  EXPECT_NE(layout_string(*l).find("reshard=0"), std::string::npos);
+  EXPECT_EQ(parse_layout(layout_string(*l), 0).value(), *l);
+  EXPECT_EQ(layout_string(parse_layout("tp=1,pp=2,dp=4,zero=3", 0).value()).find("reshard"), std::string::npos);
+  ParallelLayout z1 = *l;
+  z1.zero = 1;
+  const Status s = check_layout(z1, tiny().config(), 32, 8);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("reshard=0"), std::string::npos) << s.message();
+  EXPECT_FALSE(parse_layout("tp=1,dp=4,zero=3,reshard=2", 0).ok());
 }
 
 TEST(UntiedEmbeddings, TheHeadIsItsOwnParameters) {

@@ -131,6 +131,20 @@ class PlanCli(CliCase):
         self.bad(["plan", "validate", CSV, "--explain", "3", "--json"], "drop --cross-validate, --json")
 
     @unittest.skipUnless(CSV, "no calibration file given")
+    def test_validate_reads_the_fp8_recipe_and_fsdp_resharding(self):
+        # Issue 40: the recipe a row names (torchao float8 rowwise) and FSDP's
+        # reshard_after_forward=False (torchtitan's pipeline default) are read
+        # from the row, priced, and shown in the row's breakdown.
+        r = run("plan", "validate", CSV, MORE, "--explain", "229,227,213")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = r.stdout.split("\nrow ")
+        self.assertIn("fp8 GEMMs (rowwise scales)", rows[1])
+        self.assertIn("fp8_rowwise", rows[1])
+        self.assertIn("fp8 GEMMs (tensorwise scales)", rows[2])
+        self.assertIn("reshard=0", rows[3])
+        self.assertIn("reshard_after_forward off", rows[3])
+
+    @unittest.skipUnless(CSV, "no calibration file given")
     def test_validation_accuracy(self):
         # Issue 19's in-sample target on the calibration file: median |error| <= 5%. The max
         # (issue 8: 15%) is held at 20%: DeepSpeed ZeRO-3 at 2,240 GPUs (row 16) misses by 19%.
