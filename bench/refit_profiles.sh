@@ -14,9 +14,9 @@ rows = []
 for l in lines[i + 1:]:
     if not l.strip():
         break
-    n, g, o, ol, ls, rw = l.split()
+    n, g, o, ol, ls, rw, f8 = l.split()
     ol = '-1' if ol == 'preset' else ol
-    rows.append(f'      {{"{n}", {{{g}, {o}, {ol}, {ls}, {rw}}}}},')
+    rows.append(f'      {{"{n}", {{{g}, {o}, {ol}, {ls}, {rw}, {f8}}}}},')
 src = open(sys.argv[2]).read()
 a = src.index('      // BEGIN FITTED\n') + len('      // BEGIN FITTED\n')
 b = src.index('      // END FITTED')

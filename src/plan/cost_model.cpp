@@ -41,7 +41,8 @@ double op_time(const Op& op, const Cluster& cl, double peak) {
   else if (op.m > 0 && op.cls == OpClass::attention && cl.eff.attention > 0)
     t += std::max(op.flops / (peak * cl.eff.attention), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
   else if (op.m > 0) {
-    const double rate = peak * gemm_efficiency(op, cl.eff) * (op.fp8_rowwise ? cl.eff.fp8_rowwise : 1.0);
+    const double rate = peak * gemm_efficiency(op, cl.eff) * (op.fp8 ? cl.eff.fp8 : 1.0) *
+                        (op.fp8_rowwise ? cl.eff.fp8_rowwise : 1.0);
     t += std::max(op.flops / rate, op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
   }
   else if (op.cls == OpClass::attention && cl.eff.softmax > 0) t += op.bytes / (cl.gpu.hbm_bw * cl.eff.softmax);
@@ -144,6 +145,7 @@ PartCosts price_parts(const ModelSpec& spec, const ParallelLayout& l, const Work
   o.act_bytes = dtype_bytes(pb.act);
   o.fp8_gemms = w.fp8_gemms;
   o.fp8_rowwise = w.fp8_gemms && w.fp8_rowwise;
+  o.op_level_sac = cl.stack.op_level_sac;
   const double gp = gemm_peak_flops(cl, w).value();
   // F, the whole backward, and the backward split into B and W; the
   // recomputed forward runs before the backward needs it, so with B.

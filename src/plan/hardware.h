@@ -60,6 +60,10 @@ struct Efficiency {
   // rowwise-scaled GEMM against cuBLAS's tensorwise one). Set by the stack
   // profile (StackParams::fp8_rowwise_scale).
   double fp8_rowwise = 1;
+  // fp8 GEMMs (tensorwise scales): the fraction of gemm_max they reach on the
+  // fp8 peak (fp8 kernels reach less of their doubled peak than 16-bit ones
+  // of theirs). Set by the stack profile (StackParams::fp8_scale).
+  double fp8 = 1;
 };
 
 // What the training software does (not the hardware): which kernels and
@@ -83,6 +87,14 @@ struct Stack {
   // pp > 1 and vpp = 1. `stack.zero_bubble` in a preset; a profile may
   // override it (stack_profile.h).
   bool zero_bubble = false;
+  // What "selective" recomputation re-runs. Off: Megatron's (Korthikanti et
+  // al. 2022): the attention core only, nothing with a fused attention
+  // kernel. On: PyTorch's op-level selective activation checkpointing as
+  // torchtitan configures it (`selective_ac_option = "op"`): the attention
+  // kernel's output and every other matmul's are saved, the rest re-run in
+  // the backward, so on average half of each linear layer's forward GEMM
+  // and every memory-bound op of the block.
+  bool op_level_sac = false;
 };
 
 struct MemoryPolicy {

@@ -54,10 +54,10 @@ void linear(PassOps& fwd, PassOps& bwd, const char* name, const char* dgrad, con
   bwd.ops.push_back(gemm(wgrad, k, n, m, g));
   bwd.ops.back().weight_grad = true;
   if (fp8) {
-    const size_t last = fwd.ops.size() - 1;
-    fwd.ops[last].fp8_rowwise = rowwise;
-    bwd.ops[bwd.ops.size() - 1].fp8_rowwise = rowwise;
-    bwd.ops[bwd.ops.size() - 2].fp8_rowwise = rowwise;
+    for (Op* op : {&fwd.ops.back(), &bwd.ops[bwd.ops.size() - 1], &bwd.ops[bwd.ops.size() - 2]}) {
+      op->fp8 = true;
+      op->fp8_rowwise = rowwise;
+    }
     fwd.ops.push_back(memory("fp8_cast", (m * k + k * n) * (2 * e + 1)));
     const double again = rowwise ? 2 * m * n + m * k + k * n : m * n;  // elements cast in the backward
     bwd.ops.push_back(memory("fp8_cast_bwd", again * (2 * e + 1)));
@@ -163,7 +163,23 @@ PartOps block_ops(const ModelSpec& spec, const OpsOptions& o) {
   b.ops.push_back(memory("bias_dropout_add_2_bwd", Ns * C * (2 * e + d)));
   tp_collectives(o, act, &f, &b);
   if (o.recompute == Recompute::full) p.recompute = f;
-  if (o.recompute == Recompute::selective && !o.flash_attention) p.recompute = core;
+  if (o.recompute == Recompute::selective && o.op_level_sac) {
+    // PyTorch's op-level SAC: the attention kernel and every other matmul
+    // saved (alternating over the whole model, so each linear layer's GEMM
+    // re-runs in half the blocks: half its work on average); every other
+    // forward op re-runs.
+    for (const Op& op : f.ops) {
+      if (op.cls == OpClass::attention) continue;
+      Op again = op;
+      if (op.cls == OpClass::gemm) {
+        again.flops *= 0.5;
+        again.bytes *= 0.5;
+      }
+      p.recompute.ops.push_back(again);
+    }
+  } else if (o.recompute == Recompute::selective && !o.flash_attention) {
+    p.recompute = core;
+  }
   p.recompute.cp_comm.clear();  // the backward's own K/V gather serves the recomputed attention too
   return p;
 }

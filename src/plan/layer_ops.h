@@ -32,7 +32,8 @@ struct Op {
   // dW GEMM, whose kernel also sums the bias gradient, or the embedding
   // table's row gradients. Everything else in a backward is B.
   bool weight_grad = false;
-  bool fp8_rowwise = false;  // an fp8 GEMM with rowwise scales: priced at Efficiency::fp8_rowwise of the fp8 rate
+  bool fp8 = false;          // an fp8 GEMM: priced at Efficiency::fp8 of the fp8 peak's GEMM rate
+  bool fp8_rowwise = false;  // with rowwise scales: and at Efficiency::fp8_rowwise of that
 };
 
 struct CommOp {
@@ -63,6 +64,7 @@ struct OpsOptions {
   // kernel's (Op::fp8_rowwise), and the backward casts each operand again
   // along its other axis (dY twice: rows for dX, columns for dW; X and W once).
   bool fp8_rowwise = false;
+  bool op_level_sac = false;  // Stack::op_level_sac: what selective recompute re-runs
 };
 
 struct PartOps {

@@ -224,13 +224,35 @@ Status parse_space(const RowReader& r, int cp, RowCase* c) {
   const std::string sp = ascii_lower(r.text("sequence_parallel"));
   if (sp == "yes" || sp == "true") space.sequence_parallel = true;
   else if (sp == "no" || sp == "false") space.sequence_parallel = false;
-  else p.flags.push_back("sequence_parallel chosen");
+  else if (c->profile.sequence_parallel == false) {
+    space.sequence_parallel = false;
+    p.flags.push_back("sp=0 (the stack has no sequence parallelism)");
+  } else p.flags.push_back("sequence_parallel chosen");
+  // The pipeline schedule the framework cell names ("PP schedule 1F1B",
+  // "Interleaved 1F1B"), and the stack's defaults where the row is silent.
+  const std::string fw = ascii_lower(r.text("framework"));
+  const StackProfile& prof = c->profile;
+  const bool interleaved = contains(fw, "interleaved");
   if (space.pp && *space.pp == 1) {
     space.vpp = 1;
   } else if (r.has("vpp_chunks")) {
     TERA_RETURN_IF_ERROR(fixed_int(r, "vpp_chunks", &space.vpp));
+  } else if (space.pp && interleaved && prof.interleaved_vpp_default > 0) {
+    space.vpp = prof.interleaved_vpp_default;
+    p.flags.push_back(fmt::format("vpp={} (the stack's interleaved default)", *space.vpp));
+  } else if (space.pp && !interleaved && (contains(fw, "1f1b") || contains(fw, "gpipe"))) {
+    space.vpp = 1;
   } else {
     p.flags.push_back("vpp chosen");
+  }
+  if (!space.micro_batch && prof.microbatches_default_to_stages && space.pp && *space.pp > 1 && space.dp && *space.dp > 0) {
+    // n_microbatches = pp: each data-parallel rank's share of the batch over pp micro-batches.
+    const int64_t share = c->w.global_batch / *space.dp;
+    if (c->w.global_batch % *space.dp == 0 && share % *space.pp == 0) {
+      space.micro_batch = static_cast<int>(share / *space.pp);
+      std::erase(p.flags, std::string("micro_batch chosen"));
+      p.flags.push_back(fmt::format("micro_batch={} (the stack's default: micro-batches = pp)", *space.micro_batch));
+    }
   }
   parse_zero(r, c);
   return ok_status();
@@ -275,7 +297,12 @@ Status parse_outcome(const RowReader& r, RowPrediction* p) {
 // The FLOP convention of the reported figure from util_metric, else from the FLOPs that time x TFLOP/s imply.
 Status parse_convention(const RowReader& r, int64_t gpus, double f_model, double f_eq3, RowPrediction* p) {
   const std::string um = r.text("util_metric");
-  if (contains(um, "MFU")) {
+  // The text may name a convention per column ("MFU ...; TFLOP/s are
+  // Megatron-style hardware FLOPs"): the TFLOP/s figure's own comes first.
+  const bool tflops_hardware = contains(um, "TFLOP/s") && (contains(um, "hardware") || contains(um, "HFU"));
+  if (p->metric == MetricKind::tflops_per_gpu && tflops_hardware) {
+    p->convention = FlopConvention::megatron_eq3;
+  } else if (contains(um, "MFU")) {
     p->convention = FlopConvention::model;
   } else if (contains(um, "HFU") || contains(um, "recompute") || contains(um, "hardware") || contains(um, "Table 1") ||
              contains(um, "% of peak")) {

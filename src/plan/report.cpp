@@ -176,12 +176,12 @@ std::string term_table(const ValidationReport& rep) {
 }
 
 std::string params_table(const std::map<std::string, StackParams>& params) {
-  std::string s = fmt::format("{:<20} {:>10} {:>14} {:>12} {:>10} {:>11}\n", "stack profile", "gemm_scale",
-                              "overhead_scale", "overlap_loss", "link_scale", "fp8_rowwise");
+  std::string s = fmt::format("{:<20} {:>10} {:>14} {:>12} {:>10} {:>11} {:>9}\n", "stack profile", "gemm_scale",
+                              "overhead_scale", "overlap_loss", "link_scale", "fp8_rowwise", "fp8");
   for (const auto& [name, q] : params) {
-    s += fmt::format("{:<20} {:>10.3f} {:>14.3f} {:>12} {:>10.3f} {:>11.3f}\n", name, q.gemm_scale, q.overhead_scale,
-                     q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss), q.link_scale,
-                     q.fp8_rowwise_scale);
+    s += fmt::format("{:<20} {:>10.3f} {:>14.3f} {:>12} {:>10.3f} {:>11.3f} {:>9.3f}\n", name, q.gemm_scale,
+                     q.overhead_scale, q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss),
+                     q.link_scale, q.fp8_rowwise_scale, q.fp8_scale);
   }
   return s;
 }

@@ -139,7 +139,9 @@ std::string setup_lines(const RowExplanation& x) {
                    "link_scale {:.3f}{}\n",
                    p.cluster, x.cl.gpu.name, p.profile, q.gemm_scale, q.overhead_scale,
                    q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss), q.link_scale,
-                   x.c.w.fp8_rowwise ? fmt::format(", fp8_rowwise {:.3f}", q.fp8_rowwise_scale) : std::string());
+                   !x.c.w.fp8_gemms ? std::string()
+                   : x.c.w.fp8_rowwise ? fmt::format(", fp8 {:.3f}, fp8_rowwise {:.3f}", q.fp8_scale, q.fp8_rowwise_scale)
+                                       : fmt::format(", fp8 {:.3f}", q.fp8_scale));
   s += fmt::format("  layout priced: {}; {} with {} micro-batches of {} per pipeline; fits: {} ({:.1f} of {:.1f} GiB)\n",
                    layout_string(l), schedule_kind_name(l.schedule), micro_batches(l, x.c.w), l.micro_batch,
                    p.fits ? "yes" : "NO", x.e.memory.total() / (1 << 30), x.cl.gpu.memory_bytes / (1 << 30));

@@ -85,7 +85,9 @@ bool megatron_narrowing(const ParallelLayout& l, const Workload& w, const Cluste
   // Megatron divides the key/value groups over tp (the runtime can replicate them).
   if (m.kv() % l.tp) return false;
   if (l.sequence_parallel && (l.tp < 2 || (m.seq_len / l.cp) % l.tp)) return false;
-  if (l.vpp > 1 && (l.pp < 2 || micro_batches(l, w) % l.pp || m.layers % (static_cast<int64_t>(l.pp) * l.vpp))) {
+  // A fixed vpp (a published run's own, split as its stack splits) keeps uneven chunks.
+  if (l.vpp > 1 && (l.pp < 2 || micro_batches(l, w) % l.pp ||
+                    (!space.vpp && m.layers % (static_cast<int64_t>(l.pp) * l.vpp)))) {
     return false;
   }
   // What the space fixes (a published run's own cp or recompute) is kept.

@@ -33,15 +33,24 @@ struct StackParams {
   // The rowwise-scaled fp8 GEMM's rate relative to the tensorwise one
   // (Efficiency::fp8_rowwise); only rows with rowwise fp8 constrain it.
   double fp8_rowwise_scale = 1;
+  // The fp8 GEMMs' efficiency relative to the 16-bit ones' (Efficiency::fp8);
+  // only rows with fp8 GEMMs constrain it.
+  double fp8_scale = 1;
 };
 
 struct StackProfile {
   std::string name;
   std::optional<bool> flash_attention, dropout, tp_comm_overlap;  // unset: the preset's
+  // Pipeline sends beside compute (hardware.h Stack::p2p_overlap); unset: the preset's.
+  std::optional<bool> p2p_overlap;
   std::optional<bool> activations_16bit;  // hardware.h Stack; unset: the preset's
   // The highest ZeRO stage the stack implements (unset: any). Megatron-LM
   // before 2022 had none (its distributed optimizer came in 2022).
   std::optional<int> zero_stages;
+  // Whether the stack has sequence parallelism (Korthikanti et al. 2022;
+  // unset: it has). Megatron-LM before 2022 and the Megatron-DeepSpeed of
+  // 2021-2022 runs had none: a run that does not say is priced without it.
+  std::optional<bool> sequence_parallel;
   bool zero_per_tensor = false;  // ZeRO-3 collectives tensor by tensor (hardware.h Stack)
   // Whether the stack runs the ZB-H1 schedule (hardware.h Stack::zero_bubble;
   // unset: the preset's). False where the stack has no such schedule:
@@ -54,6 +63,14 @@ struct StackProfile {
   // since 2024, after the runs its profile was fitted on: unset, so a preset
   // with stack.zero_bubble = true prices it.
   std::optional<bool> zero_bubble;
+  bool op_level_sac = false;  // hardware.h Stack::op_level_sac
+  // The stack's own defaults for pipeline settings a run's description may
+  // leave out (published_row.cpp reads them only where the row is silent):
+  // micro-batches per step equal to the pipeline stages (torchtitan's
+  // n_microbatches), and model chunks per stage of its interleaved schedule
+  // (torchtitan's Interleaved1F1B: 2; 0: no default).
+  bool microbatches_default_to_stages = false;
+  int interleaved_vpp_default = 0;
   StackParams params;
 };
 

@@ -53,7 +53,8 @@ StackParams fit_profile(const std::vector<RowCase>& cases, const std::vector<siz
                        {&StackParams::overhead_scale, 0.1, 10, true},
                        {&StackParams::overlap_loss, 0, 1, false},
                        {&StackParams::link_scale, 0.05, 1.4, true},
-                       {&StackParams::fp8_rowwise_scale, 0.3, 1, false}};
+                       {&StackParams::fp8_rowwise_scale, 0.3, 1, false},
+                       {&StackParams::fp8_scale, 0.4, 1.2, false}};
   StackParams best = start;
   double best_loss = loss(best);
   for (int round = 0; round < 2; ++round) {

@@ -207,6 +207,36 @@ TEST(Fp8, RowwiseScalesRunTheRowwiseKernelAndCastTheBackwardAgain) {
   EXPECT_DOUBLE_EQ(apply_profile(round_cluster(), prof).eff.fp8_rowwise, 0.7);
 }
 
+TEST(SelectiveRecompute, OpLevelSacRerunsHalfTheMatmulsAndTheElementwiseOps) {
+  // Megatron's selective recompute with fused attention re-runs nothing;
+  // PyTorch's op-level SAC (torchtitan) saves the attention kernel's output
+  // and every other matmul's: half of each forward GEMM's work re-runs on
+  // average, with every memory-bound op, and no attention.
+  OpsOptions o;
+  o.B = 2;
+  o.T = 64;
+  o.flash_attention = true;
+  o.recompute = Recompute::selective;
+  EXPECT_TRUE(block_ops(tiny(), o).recompute.ops.empty());
+  o.op_level_sac = true;
+  const PartOps p = block_ops(tiny(), o);
+  double fwd_gemm = 0, fwd_memory = 0, rc_gemm = 0, rc_memory = 0;
+  for (const Op& op : p.fwd.ops) {
+    if (op.cls == OpClass::gemm) fwd_gemm += op.flops;
+    if (op.cls == OpClass::memory) fwd_memory += op.bytes;
+  }
+  for (const Op& op : p.recompute.ops) {
+    EXPECT_NE(op.cls, OpClass::attention) << op.name;
+    if (op.cls == OpClass::gemm) rc_gemm += op.flops;
+    if (op.cls == OpClass::memory) rc_memory += op.bytes;
+  }
+  EXPECT_DOUBLE_EQ(rc_gemm, 0.5 * fwd_gemm);
+  EXPECT_DOUBLE_EQ(rc_memory, fwd_memory);
+  // The torchtitan profiles say so; Megatron's do not.
+  EXPECT_TRUE(apply_profile(round_cluster(), stack_profile("torchtitan").value()).stack.op_level_sac);
+  EXPECT_FALSE(apply_profile(round_cluster(), stack_profile("megatron-core").value()).stack.op_level_sac);
+}
+
 TEST(Fsdp, ReshardAfterForwardOffGathersOnceForForwardAndBackward) {
   // One stage, ZeRO-3 over 16 ranks, overlap_loss 0: with reshard on a
   // block's backward gathers its parameters again and reduce-scatters its

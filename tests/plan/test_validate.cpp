@@ -138,6 +138,62 @@ TEST(Validate, BadRowsNameRowAndColumn) {
   EXPECT_NE(r3.error().find("missing column 'hidden'"), std::string::npos);
 }
 
+// Issue 40: what a row says about its software is read, never assumed:
+// the fp8 scaling recipe, FSDP's resharding, the FLOP convention of the
+// TFLOP/s column, and the stack's own defaults where the row is silent.
+TEST(Validate, RowsSayTheirRecipeReshardingConventionAndStackDefaults) {
+  const std::string header =
+      "row_id,model,layers,hidden,heads,kv_heads,ffn_hidden,mlp,seq_len,vocab,precision,gpu_type,num_gpus,tp,pp,dp,"
+      "sequence_parallel,vpp_chunks,zero_fsdp_distopt,micro_batch,global_batch_seqs,activation_recompute,"
+      "reported_tflops_per_gpu,util_metric,iteration_time_s,framework,notes\n";
+  const std::string llama = "Llama,16,2048,16,8,5632,gated,4096,32000,";
+  const std::string csv = header +
+      // 1: rowwise float8 named in the notes; 2: tensorwise.
+      "1," + llama + "fp8,H100 SXM,8,1,1,8,no,,FSDP2 full shard over 8 ranks,2,16,selective,,,1.0,"
+      "torchtitan; torch.compile ON,Quantization 'float8 rowwise'\n"
+      "2," + llama + "fp8,H100 SXM,8,1,1,8,no,,FSDP2 full shard over 8 ranks,2,16,selective,,,1.0,"
+      "torchtitan; torch.compile ON,Quantization 'float8 tensorwise'\n"
+      // 3: pipelined FSDP without resharding, micro-batch and vpp left to the stack's defaults.
+      "3," + llama + "bf16,H100 SXM,32,1,4,8,no,,FSDP2 full shard over 8 ranks; reshard_after_forward=False (PP "
+      "default),,64,full,,,5.0,torchtitan; torch.compile ON; PP schedule Interleaved 1F1B,\n"
+      // 4: the same with the plain 1F1B schedule named.
+      "4," + llama + "bf16,H100 SXM,32,1,4,8,no,,FSDP2 full shard over 8 ranks; reshard_after_forward=False (PP "
+      "default),,64,full,,,5.0,torchtitan; torch.compile ON; PP schedule 1F1B,\n"
+      // 5: MFU in the utilisation column, hardware FLOPs in the TFLOP/s one; a
+      // DeepSpeed + Megatron run that names no sequence parallelism.
+      "5,GPT,24,4096,32,32,16384,standard,2048,51200,bf16,A100-SXM4-80GB,64,8,2,4,,,ZeRO-1,1,64,,120,"
+      "MFU per the paper; TFLOP/s are Megatron-style hardware FLOPs,,DeepSpeed + Megatron-LM (3D parallelism),\n";
+  auto table = parse_csv(csv, "runs.csv");
+  ASSERT_TRUE(table.ok()) << table.error();
+  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->rows.size(), 5u) << (rep->skipped.empty() ? "" : rep->skipped[0]);
+  auto has = [](const RowPrediction& p, const std::string& flag) {
+    for (const std::string& f : p.flags) {
+      if (f.find(flag) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has(rep->rows[0], "fp8 rowwise scales"));
+  EXPECT_FALSE(has(rep->rows[1], "fp8 rowwise"));
+  // Same layout, same run otherwise: the rowwise kernel is never faster.
+  EXPECT_GE(rep->rows[0].predicted, rep->rows[1].predicted);
+  const RowPrediction& interleaved = rep->rows[2];
+  EXPECT_FALSE(interleaved.layout.reshard_after_forward);
+  EXPECT_TRUE(has(interleaved, "reshard_after_forward off"));
+  EXPECT_EQ(interleaved.layout.vpp, 2);                  // torchtitan's Interleaved1F1B: two stages per rank
+  EXPECT_EQ(interleaved.layout.micro_batch, 64 / 8 / 4);  // n_microbatches = pp
+  EXPECT_TRUE(has(interleaved, "micro-batches = pp"));
+  EXPECT_EQ(rep->rows[3].layout.vpp, 1);
+  EXPECT_EQ(rep->rows[3].layout.schedule, ScheduleKind::one_f_one_b);
+  const RowPrediction& ds = rep->rows[4];
+  EXPECT_EQ(ds.metric, MetricKind::tflops_per_gpu);
+  EXPECT_EQ(ds.convention, FlopConvention::megatron_eq3);
+  EXPECT_EQ(ds.layout.recompute, Recompute::full);  // inferred from the convention
+  EXPECT_FALSE(ds.layout.sequence_parallel);
+  EXPECT_TRUE(has(ds, "no sequence parallelism"));
+}
+
 TEST(CalibrationFit, RecoversAKnownCurve) {
   // Rates generated from P = 300 GFLOP/s, h = 48 are fitted back.
   std::vector<GemmSample> s;
