@@ -164,23 +164,11 @@ class PlanRobustness(RobustnessCase):
     # mpirun, and each rank allocates what the plan priced (the ring's
     # buffers included), class by class.
     def test_context_parallel_emitted_config_trains_what_was_planned(self):
-        mfile = self.write("gpt2-cp.toml", GPT2)
-        layout = "tp=1,pp=1,dp=2,cp=2,mb=2,zero=1"
-        plan = ["plan", "--model", mfile, "--cluster", self.cluster(True), "--gpus", "4", "--global-batch", "8",
-                "--precision", "fp32", "--explain", layout]
-        r = self.tera(*plan, "--emit", "tera")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("cp = 2", r.stdout)
-        e = json.loads(self.tera(*plan, "--json").stdout)
-        cfg = self.write("gpt2-cp-emitted.toml", r.stdout)
-        t = run("train", "-c", cfg, "--set", f"data.train={CORPUS}", "--set", "train.steps=1",
-                "--set", f"out.dir={self.path('out-cp')}", launcher=MPIRUN + ["-n", "4"], env=MPI_ENV,
-                cwd=self.dir, timeout=300)
-        self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
-        want = {CLASS_NAMES[k]: human_bytes(v) for k, v in e["memory"].items() if k in CLASS_NAMES and v > 0}
+        emitted, e, t = self.emit_and_train(GPT2, "tp=1,pp=1,dp=2,cp=2,mb=2,zero=1", "cp")
+        self.assertIn("cp = 2", emitted)
+        want = self.planned_memory(e)
         for rank in range(4):  # every (dp, cp) rank holds the same shapes; ZeRO's shards differ in padding
-            line = re.search(rf"^memory rank {rank}: (.*) = ", t.stdout, re.M).group(1)
-            got = dict(re.match(r"(.+) (\S+ \S+)$", part).groups() for part in line.split(", "))
+            got = self.memory_line(t, rank)
             if rank > 0:  # the plan reports ZeRO rank 0's optimizer shard
                 got.pop("optimizer state")
                 want_here = {k: v for k, v in want.items() if k != "optimizer state"}
@@ -192,26 +180,42 @@ class PlanRobustness(RobustnessCase):
     # fullest stage allocates what the plan priced (each slot's kept output
     # gradients included), class by class; with recomputation it is refused.
     def test_zero_bubble_emitted_config_trains_what_was_planned(self):
-        mfile = self.write("gpt2-zb.toml", GPT2)
         layout = "tp=1,pp=2,dp=2,mb=1,zero=1,schedule=zb-h1"
-        plan = ["plan", "--model", mfile, "--cluster", self.cluster(True), "--gpus", "4", "--global-batch", "8",
-                "--precision", "fp32", "--explain", layout]
+        emitted, e, t = self.emit_and_train(GPT2, layout, "zb")
+        self.assertIn('schedule = "zb-h1"', emitted)
+        rank = e["memory"]["stage"] * e["dp"] * e["tp"]  # the first rank of the fullest stage
+        self.assertEqual(self.memory_line(t, rank), self.planned_memory(e), "train's memory line vs the plan")
+        r = self.tera(*self.explain_plan(GPT2, layout + ",recompute=full", "zb"), "--emit", "tera")
+        self.assert_refused(r, ["zb-h1", "recompute", "full"])
+
+    def explain_plan(self, model, layout, name):
+        """`tera plan --explain layout` of `model` on this machine's four-"GPU" preset, fp32."""
+        return ["plan", "--model", self.write(f"{name}.toml", model), "--cluster", self.cluster(True), "--gpus", "4",
+                "--global-batch", "8", "--precision", "fp32", "--explain", layout]
+
+    def emit_and_train(self, model, layout, name):
+        """The layout's `--emit tera` config trained one step under mpirun -n 4: (config, plan JSON, run)."""
+        plan = self.explain_plan(model, layout, name)
         r = self.tera(*plan, "--emit", "tera")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn('schedule = "zb-h1"', r.stdout)
         e = json.loads(self.tera(*plan, "--json").stdout)
-        cfg = self.write("gpt2-zb-emitted.toml", r.stdout)
+        cfg = self.write(f"{name}-emitted.toml", r.stdout)
         t = run("train", "-c", cfg, "--set", f"data.train={CORPUS}", "--set", "train.steps=1",
-                "--set", f"out.dir={self.path('out-zb')}", launcher=MPIRUN + ["-n", "4"], env=MPI_ENV,
+                "--set", f"out.dir={self.path('out-' + name)}", launcher=MPIRUN + ["-n", "4"], env=MPI_ENV,
                 cwd=self.dir, timeout=300)
         self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
-        rank = e["memory"]["stage"] * e["dp"] * e["tp"]  # the first rank of the fullest stage
+        return r.stdout, e, t
+
+    @staticmethod
+    def memory_line(t, rank):
+        """Rank `rank`'s memory line of a train run: {class: "N.N MiB"}."""
         line = re.search(rf"^memory rank {rank}: (.*) = ", t.stdout, re.M).group(1)
-        got = dict(re.match(r"(.+) (\S+ \S+)$", part).groups() for part in line.split(", "))
-        want = {CLASS_NAMES[k]: human_bytes(v) for k, v in e["memory"].items() if k in CLASS_NAMES and v > 0}
-        self.assertEqual(got, want, "train's memory line vs the plan")
-        r = self.tera(*plan[:-1], layout + ",recompute=full", "--emit", "tera")
-        self.assert_refused(r, ["zb-h1", "recompute", "full"])
+        return dict(re.match(r"(.+) (\S+ \S+)$", part).groups() for part in line.split(", "))
+
+    @staticmethod
+    def planned_memory(e):
+        """The plan JSON's memory classes as train prints them."""
+        return {CLASS_NAMES[k]: human_bytes(v) for k, v in e["memory"].items() if k in CLASS_NAMES and v > 0}
 
     # Issue 35 row 13: a layout the runtime cannot run is refused by --emit tera,
     # and the search behind --emit tera keeps to what the runtime runs.
