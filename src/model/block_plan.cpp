@@ -87,7 +87,7 @@ void check_block_acts(const BlockPlan& plan, const BlockActs& a, std::string_vie
   const bool deferred = !a.dw_qkv.empty() && !a.dw_proj.empty() && !a.dw_fc.empty() && !a.dw_fcp.empty() &&
                         !a.dw_ln1_g.empty() && !a.dw_ln2_g.empty() && (!swiglu || !a.dw_gate.empty()) &&
                         (plan.norm != NormKind::layernorm || (!a.dw_ln1_b.empty() && !a.dw_ln2_b.empty()));
-  TERA_ASSERT(deferred == plan.split_backward || (!plan.split_backward && a.dw_qkv.empty()),
+  TERA_ASSERT(plan.split_backward ? deferred : a.dw_qkv.empty(),
               std::string(what) + (plan.split_backward ? ": the split backward needs the memory plan's dw_ tensors"
                                                        : ": dw_ tensors without a split backward"));
 }
