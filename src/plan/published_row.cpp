@@ -186,6 +186,9 @@ void parse_zero(const RowReader& r, RowCase* c) {
   RowPrediction& p = c->p;
   const std::string zero = ascii_lower(r.text("zero_fsdp_distopt"));
   if (contains(zero, "zero-3") || contains(zero, "fsdp")) space.zero = 3;
+  else if (contains(zero, "zero-2")) space.zero = 2;
+  else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
+  else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
   // FSDP's reshard_after_forward, where the column says it is off
   // ("reshard_after_forward=False", "... off"); on, FSDP's default, otherwise.
   const size_t at = zero.find("reshard_after_forward");
@@ -196,9 +199,6 @@ void parse_zero(const RowReader& r, RowCase* c) {
       p.flags.push_back("reshard_after_forward off");
     }
   }
-  else if (contains(zero, "zero-2")) space.zero = 2;
-  else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
-  else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
   if (!space.zero && c->profile.zero_stages == 0) {
     space.zero = 0;
     p.flags.push_back("zero=0 (the stack has no ZeRO)");
