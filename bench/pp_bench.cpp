@@ -26,6 +26,7 @@
 #include "comm/in_process_comm.h"
 #include "comm/world.h"
 #include "core/rng.h"
+#include "core/strings.h"
 #include "train/engine.h"
 
 using namespace tera;
@@ -126,9 +127,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (app.count("--threads") == 0 && std::getenv("OMP_NUM_THREADS") != nullptr) a.threads = omp_get_max_threads();
   std::vector<ScheduleKind> kinds;
-  for (size_t begin = 0; begin <= schedule.size();) {
-    const size_t end = std::min(schedule.find(',', begin), schedule.size());
-    auto kind = parse_schedule_kind(schedule.substr(begin, end - begin));
+  for (const std::string& name : split(schedule, ',')) {
+    auto kind = parse_schedule_kind(name);
     if (!kind) {
       fmt::print(stderr, "--schedule: {}\n", kind.error());
       return 2;
@@ -139,7 +139,6 @@ int main(int argc, char** argv) {
       return 2;
     }
     kinds.push_back(*kind);
-    begin = end + 1;
   }
   auto run_all = [&](Communicator& comm) {
     for (ScheduleKind k : kinds) {

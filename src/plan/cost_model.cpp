@@ -247,10 +247,10 @@ void price_stage_updates(const ParamSplit& split, int64_t layers, const Parallel
   const Group dp{l.dp_cp(), l.tp};  // every rank holding the same parameters (dp x cp)
   const double bucket = 40e6;
   const double opt_bytes = w.precision == Precision::bf16 ? 30 : 28;  // + the 16-bit weight copy written
+  const bool once = fsdp_once_per_step(l);  // reduced and gathered once, as ZeRO-1
   for (int s = 0; s < l.pp; ++s) {
     const double P = stage_params(split, l, layers, s);
     double reduce = 0, last = 0;
-    const bool once = fsdp_once_per_step(l);  // reduced and gathered once, as ZeRO-1
     if (l.zero <= 1 || once) {
       const Collective k = l.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
       reduce = collective_time(k, P * static_cast<double>(pb.grad), dp, cl);

@@ -58,10 +58,11 @@ MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int zer
   return planner_.plan(l, coord).bytes;
 }
 
-MemoryBreakdown MemoryTables::with_allowances(const MemoryReport& plan, int stage) const {
+MemoryBreakdown MemoryTables::with_allowances(const ParallelLayout& l, const MemoryReport& plan, int stage) const {
   MemoryBreakdown m;
   m.stage = stage;
   m.plan = plan;
+  m.fsdp_unsharded = fsdp_unsharded(l, stage);
   m.allocator = cl_.memory.fragmentation * m.model();
   m.reserved = cl_.memory.reserved_bytes;
   return m;
@@ -88,9 +89,7 @@ double MemoryTables::fsdp_unsharded(const ParallelLayout& l, int stage) const {
 MemoryBreakdown MemoryTables::per_gpu(const ParallelLayout& l) {
   MemoryBreakdown worst;
   for (int s = 0; s < l.pp; ++s) {
-    MemoryBreakdown m = with_allowances(rank_plan(l, s), s);
-    m.fsdp_unsharded = fsdp_unsharded(l, s);
-    m.allocator = cl_.memory.fragmentation * m.model();
+    MemoryBreakdown m = with_allowances(l, rank_plan(l, s), s);
     if (s == 0 || m.total() > worst.total()) worst = m;
   }
   return worst;
@@ -104,10 +103,7 @@ MemoryBreakdown memory_per_gpu(const ModelSpec& spec, const ParallelLayout& l, c
 MemoryBreakdown stage_memory(const ModelSpec& spec, const ParallelLayout& l, const Workload& w, const Cluster& cl,
                              int stage) {
   MemoryTables t(spec, w, cl);
-  MemoryBreakdown m = t.with_allowances(t.rank_plan(l, stage), stage);
-  m.fsdp_unsharded = t.fsdp_unsharded(l, stage);
-  m.allocator = cl.memory.fragmentation * m.model();
-  return m;
+  return t.with_allowances(l, t.rank_plan(l, stage), stage);
 }
 
 }  // namespace tera

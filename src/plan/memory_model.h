@@ -82,7 +82,8 @@ class MemoryTables {
   MemoryReport rank_plan(const ParallelLayout& l, int stage, int zero_rank = 0);
   // The fullest stage, with the allowances.
   MemoryBreakdown per_gpu(const ParallelLayout& l);
-  MemoryBreakdown with_allowances(const MemoryReport& plan, int stage) const;
+  // The plan of `stage` of l with what the plan leaves out (fsdp_unsharded) and the allowances.
+  MemoryBreakdown with_allowances(const ParallelLayout& l, const MemoryReport& plan, int stage) const;
   // What FSDP without reshard_after_forward holds beyond the plan on `stage`.
   double fsdp_unsharded(const ParallelLayout& l, int stage) const;
 

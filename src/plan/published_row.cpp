@@ -220,6 +220,15 @@ Status parse_space(const RowReader& r, int cp, RowCase* c) {
   if (space.tp && space.pp && !space.dp) space.dp = p.gpus / (*space.tp * *space.pp * cp);
   if (!space.tp) p.flags.push_back("tp chosen");
   if (!space.pp) p.flags.push_back("pp chosen");
+  const StackProfile& prof = c->profile;
+  if (!space.micro_batch && prof.microbatches_default_to_stages && space.pp && *space.pp > 1 && space.dp && *space.dp > 0) {
+    // The stack's n_microbatches = pp: each data-parallel rank's share of the batch over pp micro-batches.
+    const int64_t share = c->w.global_batch / *space.dp;
+    if (c->w.global_batch % *space.dp == 0 && share % *space.pp == 0) {
+      space.micro_batch = static_cast<int>(share / *space.pp);
+      p.flags.push_back(fmt::format("micro_batch={} (the stack's default: micro-batches = pp)", *space.micro_batch));
+    }
+  }
   if (!space.micro_batch) p.flags.push_back("micro_batch chosen");
   const std::string sp = ascii_lower(r.text("sequence_parallel"));
   if (sp == "yes" || sp == "true") space.sequence_parallel = true;
@@ -231,7 +240,6 @@ Status parse_space(const RowReader& r, int cp, RowCase* c) {
   // The pipeline schedule the framework cell names ("PP schedule 1F1B",
   // "Interleaved 1F1B"), and the stack's defaults where the row is silent.
   const std::string fw = ascii_lower(r.text("framework"));
-  const StackProfile& prof = c->profile;
   const bool interleaved = contains(fw, "interleaved");
   if (space.pp && *space.pp == 1) {
     space.vpp = 1;
@@ -244,15 +252,6 @@ Status parse_space(const RowReader& r, int cp, RowCase* c) {
     space.vpp = 1;
   } else {
     p.flags.push_back("vpp chosen");
-  }
-  if (!space.micro_batch && prof.microbatches_default_to_stages && space.pp && *space.pp > 1 && space.dp && *space.dp > 0) {
-    // n_microbatches = pp: each data-parallel rank's share of the batch over pp micro-batches.
-    const int64_t share = c->w.global_batch / *space.dp;
-    if (c->w.global_batch % *space.dp == 0 && share % *space.pp == 0) {
-      space.micro_batch = static_cast<int>(share / *space.pp);
-      std::erase(p.flags, std::string("micro_batch chosen"));
-      p.flags.push_back(fmt::format("micro_batch={} (the stack's default: micro-batches = pp)", *space.micro_batch));
-    }
   }
   parse_zero(r, c);
   return ok_status();

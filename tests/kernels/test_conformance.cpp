@@ -782,6 +782,23 @@ void expect_backward_subsets_match_the_full_call(const Backend& be, const Linear
 // 32-deep k steps with ragged edges (the dialect's GEMMs).
 constexpr std::array<std::array<int64_t, 3>, 2> kLinearSplitShapes = {{{7, 19, 11}, {70, 75, 130}}};
 
+// A linear backward split into B (dx alone) and W (dW and db alone): every
+// subset of outputs against the full call, then each half alone against the
+// fp64 reference (linear_backward_ref's bounds); `name` in the messages.
+void expect_split_backward(const Backend& be, const LinearBackwardCall& backward, const std::vector<double>& dy,
+                           const std::vector<double>& x, const std::vector<double>& W, const std::vector<double>& dx0,
+                           const std::vector<double>& dW0, const std::vector<double>& db0, int64_t N, int64_t I,
+                           int64_t O, const std::string& name) {
+  ASSERT_NO_FATAL_FAILURE(expect_backward_subsets_match_the_full_call(be, backward, false, dx0, dW0, db0, name));
+  const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
+  LinearGradBufs out(be, dx0, dW0, db0);
+  backward(out.dx.p, nullptr, nullptr, false);
+  backward(nullptr, out.dW.p, out.db.p, false);
+  expect_within(out.dx.host(), g.dx, g.tol_dx, (name + " B: dx").c_str());
+  expect_within(out.dW.host(), g.dW, g.tol_dW, (name + " W: dW (accumulated)").c_str());
+  expect_within(out.db.host(), g.db, g.tol_db, (name + " W: db (accumulated)").c_str());
+}
+
 TEST_P(Conformance, LinearBackwardSplitsIntoInputAndWeightGradients) {
   NEED_OPS(KernelOp::linear_backward);
   Inputs in;
@@ -792,16 +809,7 @@ TEST_P(Conformance, LinearBackwardSplitsIntoInputAndWeightGradients) {
     const LinearBackwardCall backward = [&](float* dx, float* dW, float* db, bool acc) {
       be().linear_backward(dx, dW, db, dyf.p, xf.p, Wf.p, N, I, O, acc);
     };
-    ASSERT_NO_FATAL_FAILURE(
-        expect_backward_subsets_match_the_full_call(be(), backward, false, dx0, dW0, db0, "linear_backward"));
-    // Each half alone against fp64 (linear_backward_ref's bounds).
-    const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
-    LinearGradBufs out(be(), dx0, dW0, db0);
-    backward(out.dx.p, nullptr, nullptr, false);
-    backward(nullptr, out.dW.p, out.db.p, false);
-    expect_within(out.dx.host(), g.dx, g.tol_dx, "linear_backward B: dx");
-    expect_within(out.dW.host(), g.dW, g.tol_dW, "linear_backward W: dW (accumulated)");
-    expect_within(out.db.host(), g.db, g.tol_db, "linear_backward W: db (accumulated)");
+    expect_split_backward(be(), backward, dy, x, W, dx0, dW0, db0, N, I, O, "linear_backward");
   }
 }
 
@@ -818,15 +826,7 @@ TEST_P(Conformance, LinearBf16BackwardSplitsIntoInputAndWeightGradients) {
     const LinearBackwardCall backward = [&](float* dx, float* dW, float* db, bool acc) {
       be().linear_backward_bf16(dx, dW, db, dyf.p, xb.p, Wb.p, N, I, O, acc, cast.p);
     };
-    ASSERT_NO_FATAL_FAILURE(
-        expect_backward_subsets_match_the_full_call(be(), backward, false, dx0, dW0, db0, "linear_backward_bf16"));
-    const LinearBackwardRef g = linear_backward_ref(dy, x, W, dW0, db0, N, I, O);
-    LinearGradBufs out(be(), dx0, dW0, db0);
-    backward(out.dx.p, nullptr, nullptr, false);
-    backward(nullptr, out.dW.p, out.db.p, false);
-    expect_within(out.dx.host(), g.dx, g.tol_dx, "linear_backward_bf16 B: dx");
-    expect_within(out.dW.host(), g.dW, g.tol_dW, "linear_backward_bf16 W: dW (accumulated)");
-    expect_within(out.db.host(), g.db, g.tol_db, "linear_backward_bf16 W: db (accumulated)");
+    expect_split_backward(be(), backward, dy, x, W, dx0, dW0, db0, N, I, O, "linear_backward_bf16");
   }
 }
 

@@ -44,6 +44,14 @@ const ModelSpec& tiny() {
   return spec;
 }
 
+// ZeRO-3 over `dp` data-parallel ranks of one stage (the ZeRO cases below).
+ParallelLayout zero3(int dp) {
+  ParallelLayout l;
+  l.dp = dp;
+  l.zero = 3;
+  return l;
+}
+
 const Op* find(const PassOps& p, const std::string& name) {
   for (const Op& op : p.ops) {
     if (name == op.name) return &op;
@@ -130,9 +138,7 @@ TEST(ZeroPerTensor, OneLatencyPerParameterTensor) {
   // ZeRO-3 over 16 ranks on 2 nodes (ring: 15 alpha_inter per collective). A stack gathering
   // tensor by tensor pays that latency once per tensor (12 in a GPT block), FSDP once per block.
   const ModelSpec& spec = tiny();
-  ParallelLayout l;
-  l.dp = 16;
-  l.zero = 3;
+  ParallelLayout l = zero3(16);
   Workload w{spec.config(), 16, Precision::bf16};
   Cluster c = round_cluster();
   c.eff.alpha_inter = 1e-3;  // large enough to dominate the bytes
@@ -151,9 +157,7 @@ TEST(ZeroThree, FirstGatherAndLastReduceScatterExposed) {
   // gather hides behind its pass (max(0, ag - pass) exposed), the embedding's and head's too,
   // and the first block's gather, which nothing precedes, is exposed in full: + min(ag, pass).
   const ModelSpec& spec = tiny();
-  ParallelLayout l;
-  l.dp = 16;
-  l.zero = 3;
+  ParallelLayout l = zero3(16);
   Workload w{spec.config(), 16, Precision::bf16};
   const Cluster c = round_cluster();
   const PartCosts parts = price_parts(spec, l, w, c);
@@ -243,9 +247,7 @@ TEST(Fsdp, ReshardAfterForwardOffGathersOnceForForwardAndBackward) {
   // gradients; off, the forward's gather serves the backward, which only
   // reduce-scatters. The forward is the same.
   const ModelSpec& spec = tiny();
-  ParallelLayout l;
-  l.dp = 16;
-  l.zero = 3;
+  ParallelLayout l = zero3(16);
   Workload w{spec.config(), 16, Precision::bf16};
   Cluster c = round_cluster();
   c.node.intra_bw = c.node.package_bw = 1e6;  // slow links: every collective exposed beyond its pass
