@@ -32,12 +32,12 @@ PassCost PassCost::scaled(double f) const {
 
 double gemm_efficiency(const Op& op, const Efficiency& e) {
   auto f = [&](double d) { return d / (d + e.gemm_half_dim); };
-  return e.gemm_max * f(op.m) * f(op.n) * f(op.k);
+  return e.gemm_max * e.tensor_clock * f(op.m) * f(op.n) * f(op.k);
 }
 
 double op_time(const Op& op, const Cluster& cl, double peak) {
   double t = cl.eff.kernel_overhead;
-  if (op.fused_attention) t += op.flops / (peak * cl.eff.flash);
+  if (op.fused_attention) t += op.flops / (peak * cl.eff.flash * cl.eff.tensor_clock);
   else if (op.m > 0 && op.cls == OpClass::attention && cl.eff.attention > 0)
     t += std::max(op.flops / (peak * cl.eff.attention), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
   else if (op.m > 0) {

@@ -4,9 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "plan/toml_fields.h"
 
 namespace tera {
+
+double power_capped_clock(const GpuSpec& gpu) {
+  return gpu.power_capped() ? std::cbrt(gpu.power_limit_w / gpu.board_power_w) : 1.0;
+}
 
 Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string& where) {
   TomlFields f(text, where);
@@ -32,6 +38,13 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   c.gpu.memory_bytes = v * kGiB;
   TERA_RETURN_IF_ERROR(f.number("gpu.hbm_tb_s", &v, true, 1e-4, 1e4));
   c.gpu.hbm_bw = v * kTera;
+  TERA_RETURN_IF_ERROR(f.number("gpu.power_limit_w", &c.gpu.power_limit_w, false, 0, 1e5));
+  TERA_RETURN_IF_ERROR(f.number("gpu.board_power_w", &c.gpu.board_power_w, false, 0, 1e5));
+  if ((c.gpu.power_limit_w > 0) != (c.gpu.board_power_w > 0)) {
+    return Status::error(fmt::format("{}: gpu.power_limit_w and gpu.board_power_w go together (the limit the board "
+                                     "runs at and the power its peaks assume); give both or neither",
+                                     where));
+  }
   // [node]
   int64_t n = 1;
   TERA_RETURN_IF_ERROR(f.integer("node.gpus", &n, true, 1, 1024));
@@ -61,6 +74,9 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   // Measured fractions of peak (tera calibrate): a scalar kernel on a slow
   // or sanitized build may reach well under 1%, so only (0, 1] is physical.
   TERA_RETURN_IF_ERROR(f.number("efficiency.flash", &e.flash, false, 1e-4, 1));
+  // Unset: what the board's power cap implies (1 uncapped); set: a measured clock.
+  e.tensor_clock = power_capped_clock(c.gpu);
+  TERA_RETURN_IF_ERROR(f.number("efficiency.tensor_clock", &e.tensor_clock, false, 0.05, 1));
   TERA_RETURN_IF_ERROR(f.number("efficiency.attention", &e.attention, false, 0, 1));
   TERA_RETURN_IF_ERROR(f.number("efficiency.softmax", &e.softmax, false, 0, 1));
   TERA_RETURN_IF_ERROR(f.number("efficiency.intra_link", &e.intra_link, false, 0.01, 1));
@@ -116,6 +132,10 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
   if (c.gpu.peak_flops_8 > 0) s += fmt::format("peak_tflops_8 = {:.6g}\n", c.gpu.peak_flops_8 / 1e12);
   s += fmt::format("peak_tflops_32 = {:.6g}\nmemory_gib = {:.6g}\nhbm_tb_s = {:.6g}\n\n", c.gpu.peak_flops_32 / 1e12,
                    c.gpu.memory_bytes / kGiB, c.gpu.hbm_bw / 1e12);
+  if (c.gpu.power_capped()) {
+    s.insert(s.size() - 1, fmt::format("power_limit_w = {:.6g}\nboard_power_w = {:.6g}\n", c.gpu.power_limit_w,
+                                       c.gpu.board_power_w));
+  }
   s += fmt::format("[node]\ngpus = {}\npackage_gpus = {}\nintra_gb_s = {:.6g}\npackage_gb_s = {:.6g}\nnics = {}\n"
                    "nic_gb_s = {:.6g}\n\n",
                    c.node.gpus, c.node.package_gpus, c.node.intra_bw / 1e9, c.node.package_bw / 1e9, c.node.nics,
@@ -126,6 +146,9 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
                    "kernel_overhead_us = {:.4g}\noverlap_loss = {:.4g}\nstep_overhead_ms = {:.4g}\n\n",
                    e.gemm_max, e.gemm_half_dim, e.hbm, e.flash, e.attention, e.softmax, e.intra_link, e.inter_link, e.alpha_intra * 1e6,
                    e.alpha_inter * 1e6, e.kernel_overhead * 1e6, e.overlap_loss, e.step_overhead * 1e3);
+  if (std::fabs(e.tensor_clock - power_capped_clock(c.gpu)) > 1e-9) {  // a measured clock; else derived again on reading
+    s.insert(s.size() - 1, fmt::format("tensor_clock = {:.6g}\n", e.tensor_clock));
+  }
   s += fmt::format("[stack]\nflash_attention = {}\ntp_comm_overlap = {}\ndp_overlap = {}\np2p_overlap = {}\ndropout = {}\n"
                    "activations_16bit = {}\n\n",
                    c.stack.flash_attention, c.stack.tp_comm_overlap, c.stack.dp_overlap, c.stack.p2p_overlap,

@@ -18,7 +18,24 @@ struct GpuSpec {
   double peak_flops_8 = 0;   // dense fp8 tensor FLOP/s; 0: no fp8 support
   double memory_bytes = 0;   // device memory per GPU
   double hbm_bw = 0;         // bytes/s
+  // A board run below the power its peaks assume (the H100 of Meta's Grand
+  // Teton servers: 500 W against the SXM5 board's 700 W). Both 0: unstated,
+  // a board at its full power. A capped board lowers its clocks under dense
+  // tensor work (Efficiency::tensor_clock, power_capped_clock).
+  double power_limit_w = 0;
+  double board_power_w = 0;
+  bool power_capped() const { return power_limit_w > 0 && board_power_w > 0 && power_limit_w < board_power_w; }
 };
+
+// The clock a power-capped board sustains under dense tensor work, as a
+// fraction of the nominal one its peaks assume: a chip's dynamic power is
+// C V^2 f, and across its DVFS range the voltage follows the clock, so the
+// power goes as f^3 and a board held to P_limit where dense GEMMs draw
+// P_board at the nominal clock runs at (P_limit / P_board)^(1/3) of it
+// (500 W of 700 W: 0.894). Every watt is taken to scale so; the static and
+// memory power that does not would lower the clock further, so this is the
+// smallest slowdown the cap can cause. 1 for an uncapped board.
+double power_capped_clock(const GpuSpec& gpu);
 
 // Links inside a node: GPUs in one package (MI250X: the two GCDs) talk over
 // package_bw, any other pair over intra_bw; NICs serve the whole node.
@@ -38,6 +55,13 @@ struct Efficiency {
   double gemm_half_dim = 128;   // a GEMM dim d contributes d / (d + gemm_half_dim)
   double hbm = 0.8;             // achievable fraction of HBM bandwidth
   double flash = 0.5;           // fused attention: fraction of peak on the FLOPs it performs
+  // The clock dense tensor work (GEMMs, fused attention) sustains, as a
+  // fraction of the one the peaks assume: 1 on a board at its full power;
+  // on a power-capped one (GpuSpec::power_capped), where the tensor cores hit
+  // the power limit before the clock limit, power_capped_clock unless the
+  // preset gives a measured value. It scales gemm_max and flash, not the
+  // memory-bound ops or the links.
+  double tensor_clock = 1;
   // Unfused attention matmuls (scores, context): fraction of peak; 0 prices
   // them on the GEMM curve like any GEMM. Set by `tera calibrate` for a
   // runtime whose attention kernel is not a GEMM library call.

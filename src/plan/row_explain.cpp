@@ -135,9 +135,14 @@ std::string setup_lines(const RowExplanation& x) {
   const ParallelLayout& l = p.layout;
   std::string s = fmt::format("row {}: {} on {} GPUs; source: {}\n", p.row_id, p.model, p.gpus, p.source);
   s += workload_line(x.c.w);
-  s += fmt::format("  cluster {} ({}), stack profile {}: gemm_scale {:.3f}, overhead_scale {:.3f}, overlap_loss {}, "
+  const GpuSpec& g = x.cl.gpu;
+  const std::string capped =
+      g.power_capped() ? fmt::format(", tensor clock {:.3f} ({:g} of {:g} W)", x.cl.eff.tensor_clock, g.power_limit_w,
+                                     g.board_power_w)
+                       : std::string();
+  s += fmt::format("  cluster {} ({}{}), stack profile {}: gemm_scale {:.3f}, overhead_scale {:.3f}, overlap_loss {}, "
                    "link_scale {:.3f}{}\n",
-                   p.cluster, x.cl.gpu.name, p.profile, q.gemm_scale, q.overhead_scale,
+                   p.cluster, g.name, capped, p.profile, q.gemm_scale, q.overhead_scale,
                    q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss), q.link_scale,
                    !x.c.w.fp8_gemms ? std::string()
                    : x.c.w.fp8_rowwise ? fmt::format(", fp8 {:.3f}, fp8_rowwise {:.3f}", q.fp8_scale, q.fp8_rowwise_scale)

@@ -34,8 +34,8 @@ StackParams fitted_params(const std::string& profile) {
       {"megatron-core", {0.979, 0.956, 0.234, 0.999, 1.000, 1.000}},
       {"megatron-deepspeed", {0.783, 1.011, 0.320, 1.000, 1.000, 1.000}},
       {"megatron-lm", {1.010, 1.852, 0.284, 1.004, 1.000, 1.000}},
-      {"torchtitan", {0.887, 8.469, 0.240, 0.875, 1.000, 1.200}},
-      {"torchtitan-compile", {0.683, 0.100, 0.179, 1.398, 0.661, 1.000}},
+      {"torchtitan", {0.885, 0.694, 0.160, 1.000, 1.000, 1.001}},
+      {"torchtitan-compile", {0.764, 0.100, 0.180, 1.398, 0.661, 1.000}},
       // END FITTED
   };
   auto it = kFitted.find(profile);

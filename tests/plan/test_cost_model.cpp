@@ -97,6 +97,33 @@ TEST(CostModel, GemmEfficiencyCurve) {
   EXPECT_NEAR(op_time(mem, c, 100e12), 2e-6 + 1e9 / 0.5e12, 1e-12);
 }
 
+TEST(CostModel, PowerCappedTensorClockSlowsTensorWorkOnly) {
+  // A board at 0.8 of its nominal clock under dense tensor work: the GEMM
+  // (0.27 of peak at full clock, as above) and the fused attention run at
+  // 0.8 of their rates; the memory-bound op and a GEMM limited by its
+  // operand traffic are unchanged (HBM is not clocked with the SMs).
+  Cluster c = round_cluster();
+  c.eff.gemm_max = 0.8;
+  c.eff.gemm_half_dim = 100;
+  c.eff.kernel_overhead = 0;
+  c.eff.hbm = 0.5;
+  c.eff.flash = 0.4;
+  c.eff.tensor_clock = 0.8;
+  Op op{"g", OpClass::gemm};
+  op.m = 100, op.n = 300, op.k = 900;
+  op.flops = 2 * op.m * op.n * op.k;
+  EXPECT_NEAR(op_time(op, c, 100e12), op.flops / (100e12 * 0.27 * 0.8), 1e-15);
+  op.bytes = 1e9;  // 2 ms of traffic against 0.0625 ms of FLOPs at the slower clock
+  EXPECT_NEAR(op_time(op, c, 100e12), 1e9 / 0.5e12, 1e-12);
+  Op fa{"fa", OpClass::attention};
+  fa.fused_attention = true;
+  fa.flops = 1e12;
+  EXPECT_NEAR(op_time(fa, c, 100e12), 1e12 / (100e12 * 0.4 * 0.8), 1e-12);
+  Op mem{"m", OpClass::memory};
+  mem.bytes = 1e9;
+  EXPECT_NEAR(op_time(mem, c, 100e12), 1e9 / 0.5e12, 1e-12);
+}
+
 double pass_model_flops(const PassOps& p) {
   double f = 0;
   for (const Op& op : p.ops) f += op.flops;

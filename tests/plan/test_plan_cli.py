@@ -143,6 +143,9 @@ class PlanCli(CliCase):
         self.assertIn("fp8 GEMMs (tensorwise scales)", rows[2])
         self.assertIn("reshard=0", rows[3])
         self.assertIn("reshard_after_forward off", rows[3])
+        # The 500 W board's clock, (500 / 700)^(1/3), is said with the cluster.
+        for row in rows[1:]:
+            self.assertIn("H100-HBM2e-96GB-500W, tensor clock 0.894 (500 of 700 W)", row)
 
     @unittest.skipUnless(CSV, "no calibration file given")
     def test_validation_accuracy(self):

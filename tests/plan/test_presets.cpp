@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -76,6 +77,47 @@ TEST(Presets, ErrorsNameTheFileAndKey) {
   EXPECT_NEAR(back->gpu.memory_bytes, s.gpu.memory_bytes, 1e3);
   EXPECT_NEAR(back->eff.gemm_max, s.eff.gemm_max, 1e-3);
   EXPECT_EQ(back->stack.flash_attention, s.stack.flash_attention);
+}
+
+TEST(Presets, PowerCapSetsTheTensorClock) {
+  const std::string base = "name = \"x\"\n[gpu]\nname = \"g\"\npeak_tflops_32 = 1\nmemory_gib = 8\nhbm_tb_s = 1\n";
+  const std::string node = "[node]\ngpus = 8\nintra_gb_s = 100\nnics = 1\nnic_gb_s = 10\n";
+  // Uncapped by default, at full clock, and nothing of it written.
+  const Cluster plain = parse_cluster_toml(base + node, "x.toml").value();
+  EXPECT_FALSE(plain.gpu.power_capped());
+  EXPECT_EQ(plain.eff.tensor_clock, 1);
+  EXPECT_EQ(cluster_to_toml(plain, "").find("power_limit_w"), std::string::npos);
+  EXPECT_EQ(cluster_to_toml(plain, "").find("tensor_clock"), std::string::npos);
+  // Capped at 343 of 1000 W: dynamic power ~ f^3, so the clock is 0.343^(1/3) = 0.7.
+  const std::string capped_gpu = base + "power_limit_w = 343\nboard_power_w = 1000\n";
+  const Cluster capped = parse_cluster_toml(capped_gpu + node, "x.toml").value();
+  EXPECT_TRUE(capped.gpu.power_capped());
+  EXPECT_NEAR(capped.eff.tensor_clock, 0.7, 1e-12);
+  const Cluster back = parse_cluster_toml(cluster_to_toml(capped, ""), "rt.toml").value();
+  EXPECT_DOUBLE_EQ(back.gpu.power_limit_w, 343);
+  EXPECT_NEAR(back.eff.tensor_clock, 0.7, 1e-12);
+  EXPECT_EQ(cluster_to_toml(capped, "").find("tensor_clock"), std::string::npos);  // derived again on reading
+  // A measured clock overrides the derived one, and is written back.
+  const Cluster measured = parse_cluster_toml(capped_gpu + node + "[efficiency]\ntensor_clock = 0.8\n", "x.toml").value();
+  EXPECT_NEAR(measured.eff.tensor_clock, 0.8, 1e-12);
+  EXPECT_NEAR(parse_cluster_toml(cluster_to_toml(measured, ""), "rt.toml").value().eff.tensor_clock, 0.8, 1e-12);
+  // A limit at or above the board's power is no cap.
+  EXPECT_EQ(parse_cluster_toml(base + "power_limit_w = 700\nboard_power_w = 700\n" + node, "x.toml").value().eff.tensor_clock, 1);
+  // One of the pair alone, or a clock out of (0, 1], names the file and the keys.
+  auto half = parse_cluster_toml(base + "power_limit_w = 500\n" + node, "half.toml");
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.error().find("half.toml"), std::string::npos);
+  EXPECT_NE(half.error().find("gpu.board_power_w"), std::string::npos);
+  auto fast = parse_cluster_toml(base + node + "[efficiency]\ntensor_clock = 1.2\n", "fast.toml");
+  ASSERT_FALSE(fast.ok());
+  EXPECT_NE(fast.error().find("efficiency.tensor_clock"), std::string::npos);
+  // The shipped capped board: torchtitan's 500 W Grand Teton H100.
+  const Cluster gt = load_cluster("h100-hbm2e").value();
+  EXPECT_TRUE(gt.gpu.power_capped());
+  EXPECT_NEAR(gt.eff.tensor_clock, std::cbrt(500.0 / 700.0), 1e-12);
+  for (const char* full : {"selene", "dgx-h100", "dgx-h200", "frontier"}) {
+    EXPECT_EQ(load_cluster(full).value().eff.tensor_clock, 1) << full;
+  }
 }
 
 TEST(Presets, ZeroBubbleIsAStackFact) {
