@@ -220,9 +220,12 @@ int run_plan(const PlanArgs& a) {
     for (const auto& e : r.best) arr.push_back(evaluation_json(e));
     fmt::print("{}\n", arr.dump(2));
   } else {
-    fmt::print("tera plan: {} ({} parameters, seq {}) on {}: {} x {} ({:.0f} GiB), global batch {} sequences, {} precision\n",
+    const std::string capped = cl.gpu.power_capped() ? fmt::format(", {:g} of {:g} W: tensor clock {:.3f}", cl.gpu.power_limit_w,
+                                                                   cl.gpu.board_power_w, cl.eff.tensor_clock)
+                                                     : std::string();
+    fmt::print("tera plan: {} ({} parameters, seq {}) on {}: {} x {} ({:.0f} GiB{}), global batch {} sequences, {} precision\n",
                a.model, human_count(static_cast<double>(spec.num_params())), w.model.seq_len, cl.name, a.gpus,
-               cl.gpu.name, cl.gpu.memory_bytes / (1 << 30), w.global_batch, precision_name(w.precision));
+               cl.gpu.name, cl.gpu.memory_bytes / (1 << 30), capped, w.global_batch, precision_name(w.precision));
     fmt::print("searched {} layouts ({} fit in memory and were priced, {} simulated) in {:.2f} s\n\n", r.enumerated,
                r.fitting, r.simulated, seconds);
     fmt::print("{}", evaluations_table(r.best, cl));

@@ -53,6 +53,33 @@ class PlanCli(CliCase):
             self.assertLessEqual(x["memory_bytes"], 80 * 2**30)
             self.assertAlmostEqual(x["tokens_per_s"] * x["step_time_s"], 64 * 1024, delta=1)
 
+    def test_power_capped_board_is_priced_at_its_clock(self):
+        # The 500 W H100 (h100-hbm2e) sustains (500 / 700)^(1/3) of the
+        # nominal clock under dense tensor work: the header says so, and a
+        # layout's step is longer than on the same board uncapped.
+        r = run("plan", "--model", "llama3-8b", "--cluster", "h100-hbm2e", "--gpus", "8", "--global-batch", "16",
+                "--top", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("(89 GiB, 500 of 700 W: tensor clock 0.894)", r.stdout.splitlines()[0])
+        here = os.path.dirname(os.path.abspath(__file__))
+        text = open(os.path.join(here, "../../configs/clusters/h100-hbm2e.toml")).read()
+        self.assertIn("power_limit_w = 500", text)
+
+        def step(cluster):
+            e = run("plan", "--model", "llama3-8b", "--cluster", cluster, "--gpus", "8", "--global-batch", "16",
+                    "--explain", "tp=1,pp=1,dp=8,mb=1,zero=3,recompute=full", "--json")
+            self.assertEqual(e.returncode, 0, e.stderr)
+            return json.loads(e.stdout)["step_time_s"]
+
+        with tempfile.TemporaryDirectory() as d:
+            full = os.path.join(d, "full-power.toml")
+            with open(full, "w") as f:
+                f.write(text.replace("power_limit_w = 500", "power_limit_w = 700"))
+            ratio = step("h100-hbm2e") / step(full)
+        # Tensor work is most of this step, not all of it: slower, by less than 1 / 0.894.
+        self.assertGreater(ratio, 1.05)
+        self.assertLess(ratio, 1 / 0.894 + 1e-9)
+
     def test_explain_adds_up(self):
         r = run("plan", "--model", "gpt3-175b", "--cluster", "selene", "--gpus", "64", "--global-batch", "64",
                 "--explain", "tp=8,pp=8,vpp=3,mb=1,sp=1,recompute=selective")
