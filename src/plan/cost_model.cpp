@@ -284,10 +284,17 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
   StepCosts sc;
   sc.peak_flops = parts.peak_flops;
   price_virtual_stages(parts, split, layers, l, pb, cl, &sc);
-  // Point-to-point: 1/tp of an activation, then re-gathered over tp.
+  // Point-to-point: 1/tp of an activation, then re-gathered over tp (with
+  // sequence parallelism the activation is already 1/tp per rank); a stack
+  // without the scatter/gather sends the whole activation from every rank.
   const double act = parts.act_bytes;
-  sc.p2p = p2p_time(act / l.tp, l.tp * l.cp * l.dp, cl);
-  if (l.tp > 1 && !(l.sequence_parallel && l.tp > 1)) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
+  const bool sharded = l.sequence_parallel && l.tp > 1;
+  if (sharded || cl.stack.p2p_scatter_gather) {
+    sc.p2p = p2p_time(act / l.tp, l.tp * l.cp * l.dp, cl);
+    if (l.tp > 1 && !sharded) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
+  } else {
+    sc.p2p = p2p_time(act, l.tp * l.cp * l.dp, cl);
+  }
   price_stage_updates(split, layers, l, w, pb, cl, &sc);
   sc.step_overhead = cl.eff.step_overhead;
   return sc;

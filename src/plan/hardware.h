@@ -97,6 +97,12 @@ struct Stack {
   bool tp_comm_overlap = false;  // tensor-parallel collectives overlapped with GEMMs
   bool dp_overlap = true;        // gradient reduction overlapped with backward (all but the last bucket)
   bool p2p_overlap = true;       // pipeline sends run beside compute (else the sender waits for each transfer)
+  // Megatron's scatter/gather pipeline sends (Narayanan et al. 2021, sec.
+  // 4.1): without sequence parallelism each tensor-parallel rank sends 1/tp
+  // of the activation and the receivers all-gather it over NVLink. Off: each
+  // rank sends the whole activation over its own link (DeepSpeed's
+  // PipelineEngine).
+  bool p2p_scatter_gather = true;
   bool dropout = true;           // attention/hidden dropout masks kept (Megatron GPT default)
   // Mixed precision as Megatron-LM, DeepSpeed, torchtitan and llm.c run it:
   // with Precision::bf16, every activation and the working weights in 16

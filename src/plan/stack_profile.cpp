@@ -32,7 +32,7 @@ StackParams fitted_params(const std::string& profile) {
       {"deepspeed-zero3", {0.718, 9.979, 0.808, 1.001, 1.000, 1.000}},
       {"llm.c", {1.064, 0.100, 0.616, 1.000, 1.000, 1.000}},
       {"megatron-core", {0.979, 0.956, 0.234, 0.999, 1.000, 1.000}},
-      {"megatron-deepspeed", {0.783, 1.011, 0.320, 1.000, 1.000, 1.000}},
+      {"megatron-deepspeed", {0.801, 0.981, 0.320, 1.000, 1.000, 1.000}},
       {"megatron-lm", {1.010, 1.852, 0.284, 1.004, 1.000, 1.000}},
       {"torchtitan", {0.885, 0.694, 0.160, 1.000, 1.000, 1.001}},
       {"torchtitan-compile", {0.764, 0.100, 0.180, 1.398, 0.661, 1.000}},
@@ -99,6 +99,7 @@ StackProfile profile_for_framework(const std::string& fw, const std::string& sha
     // DeepSpeed's PipelineEngine moves activations and gradients with
     // blocking torch.distributed send/recv between its compute steps.
     p.p2p_overlap = false;
+    p.no_p2p_scatter_gather = true;  // and sends whole tensors, without Megatron's scatter/gather
     p.sequence_parallel = false;  // its Megatron fork predates sequence parallelism
   } else if (has(fw, "megatron-core")) {
     p.name = "megatron-core";
@@ -123,6 +124,7 @@ Cluster apply_profile(const Cluster& cl, const StackProfile& p) {
   if (p.dropout) c.stack.dropout = *p.dropout;
   if (p.tp_comm_overlap) c.stack.tp_comm_overlap = *p.tp_comm_overlap;
   if (p.p2p_overlap) c.stack.p2p_overlap = *p.p2p_overlap;
+  if (p.no_p2p_scatter_gather) c.stack.p2p_scatter_gather = false;
   if (p.activations_16bit) c.stack.activations_16bit = *p.activations_16bit;
   if (p.zero_per_tensor) c.stack.zero_per_tensor = true;
   if (p.op_level_sac) c.stack.op_level_sac = true;

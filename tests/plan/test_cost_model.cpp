@@ -228,6 +228,41 @@ TEST(CostModel, BackwardSplitForZbH1HandWorked) {
   for (size_t v = 0; v < 2; ++v) EXPECT_DOUBLE_EQ(z2.bwd_input[v].dp_comm, 0);
 }
 
+TEST(CostModel, PipelineSendsWithAndWithoutScatterGather) {
+  // GPT, C = 256, micro-batch 1 x 1024 tokens in 16 bits: one activation is
+  // 1024 x 256 x 2 = 512 KiB. tp 4, pp 2 on one 8-GPU node (stage
+  // neighbours 4 ranks apart, over the node link: 100 GB/s, no latency).
+  // Megatron's scatter/gather: each rank sends 1/4 of it, then the
+  // receivers all-gather it over tp (3/4 of it each): a/4/100e9 +
+  // (3/4) a/100e9 = a/100e9. Without it every rank sends the whole
+  // activation: a/100e9 too on this node (the gather's NVLink time moves
+  // into the send); across nodes the whole activation crosses the NICs.
+  const ModelConfig cfg{.layers = 2, .hidden = 256, .heads = 4, .seq_len = 1024, .vocab = 512,
+                        .ffn_hidden = 0, .vocab_align = 64};
+  const ModelSpec spec(cfg);
+  const double act = 1024 * 256 * 2;
+  Cluster c = round_cluster();
+  ParallelLayout l;
+  l.tp = 4;
+  l.pp = 2;
+  const Workload w{cfg, 1, Precision::bf16};
+  EXPECT_NEAR(price_step(spec, l, w, c).p2p, act / 4 / 100e9 + 0.75 * act / 100e9, 1e-15);
+  c.stack.p2p_scatter_gather = false;
+  EXPECT_NEAR(price_step(spec, l, w, c).p2p, act / 100e9, 1e-15);
+  // Across nodes (1 GPU per node, tp 1: neighbours on different nodes, 4 x 20 GB/s of NICs each).
+  c.node.gpus = 1;
+  c.node.package_gpus = 1;
+  l.tp = 1;
+  const double whole = price_step(spec, l, w, c).p2p;
+  EXPECT_NEAR(whole, act / 80e9, 1e-15);
+  // Sequence parallelism: the activation already is 1/tp per rank, sent as is.
+  c = round_cluster();
+  c.stack.p2p_scatter_gather = false;
+  l.tp = 4;
+  l.sequence_parallel = true;
+  EXPECT_NEAR(price_step(spec, l, w, c).p2p, act / 4 / 100e9, 1e-15);
+}
+
 TEST(CostModel, TensorParallelCollectivesPerLayer) {
   // Megatron: 2 all-reduces forward and 2 backward; with sequence parallelism
   // each becomes an all-gather + reduce-scatter pair of the same bus traffic.
