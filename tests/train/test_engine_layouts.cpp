@@ -110,10 +110,20 @@ LayoutRun run_layout(ParallelLayout layout, int zero, bool sp = false, int64_t l
   return out;
 }
 
-// Final parameters, on the model's scale (the largest |parameter|): tensors
-// whose true gradient is 0 (the attention key bias: softmax ignores a
-// constant added to every score) drift by Adam-normalised rounding noise of
-// ~1e-5, meaningless per tensor but far below this bar.
+// Final parameters, on the model's scale (the largest |parameter|). The
+// attention key bias (the middle third of a GPT block's c_attn.bias) is left
+// out: its true gradient is 0 (softmax ignores a constant added to every
+// score), so what it receives is rounding noise, which Adam normalises into
+// steps of up to lr; its final value depends on the kernels' rounding (on an
+// AVX2-only AMD EPYC the cp2 layout's drifted 1.2e-4 of the scale, over the
+// bar it had stayed under on AVX-512 machines) and says nothing about the
+// layout. Every other element is compared.
+bool key_bias(const std::string& name, size_t i, size_t n) {
+  const std::string suffix = ".attn.c_attn.bias";
+  const bool qkv_bias = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return qkv_bias && n % 3 == 0 && i >= n / 3 && i < 2 * n / 3;
+}
+
 void expect_same_final_parameters(const LayoutRun& r, const LayoutRun& reference) {
   ASSERT_EQ(r.final_params.size(), reference.final_params.size());
   double max_diff = 0, scale = 0;
@@ -122,6 +132,7 @@ void expect_same_final_parameters(const LayoutRun& r, const LayoutRun& reference
     const auto& got = r.final_params.at(name);
     ASSERT_EQ(got.size(), ref.size()) << name;
     for (size_t i = 0; i < ref.size(); ++i) {
+      if (key_bias(name, i, ref.size())) continue;
       scale = std::max(scale, static_cast<double>(std::abs(ref[i])));
       const double d = std::abs(got[i] - ref[i]);
       if (d > max_diff) {
