@@ -289,12 +289,9 @@ StepCosts price_step(const PartCosts& parts, const ParamSplit& split, int64_t la
   // without the scatter/gather sends the whole activation from every rank.
   const double act = parts.act_bytes;
   const bool sharded = l.sequence_parallel && l.tp > 1;
-  if (sharded || cl.stack.p2p_scatter_gather) {
-    sc.p2p = p2p_time(act / l.tp, l.tp * l.cp * l.dp, cl);
-    if (l.tp > 1 && !sharded) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
-  } else {
-    sc.p2p = p2p_time(act, l.tp * l.cp * l.dp, cl);
-  }
+  const bool scattered = !sharded && l.tp > 1 && cl.stack.p2p_scatter_gather;
+  sc.p2p = p2p_time(sharded || scattered ? act / l.tp : act, l.tp * l.cp * l.dp, cl);
+  if (scattered) sc.p2p += collective_time(Collective::all_gather, act, Group{l.tp, 1}, cl);
   price_stage_updates(split, layers, l, w, pb, cl, &sc);
   sc.step_overhead = cl.eff.step_overhead;
   return sc;

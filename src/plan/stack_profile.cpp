@@ -99,7 +99,7 @@ StackProfile profile_for_framework(const std::string& fw, const std::string& sha
     // DeepSpeed's PipelineEngine moves activations and gradients with
     // blocking torch.distributed send/recv between its compute steps.
     p.p2p_overlap = false;
-    p.no_p2p_scatter_gather = true;  // and sends whole tensors, without Megatron's scatter/gather
+    p.p2p_scatter_gather = false;  // and sends whole tensors, without Megatron's scatter/gather
     p.sequence_parallel = false;  // its Megatron fork predates sequence parallelism
   } else if (has(fw, "megatron-core")) {
     p.name = "megatron-core";
@@ -124,7 +124,7 @@ Cluster apply_profile(const Cluster& cl, const StackProfile& p) {
   if (p.dropout) c.stack.dropout = *p.dropout;
   if (p.tp_comm_overlap) c.stack.tp_comm_overlap = *p.tp_comm_overlap;
   if (p.p2p_overlap) c.stack.p2p_overlap = *p.p2p_overlap;
-  if (p.no_p2p_scatter_gather) c.stack.p2p_scatter_gather = false;
+  if (p.p2p_scatter_gather) c.stack.p2p_scatter_gather = *p.p2p_scatter_gather;
   if (p.activations_16bit) c.stack.activations_16bit = *p.activations_16bit;
   if (p.zero_per_tensor) c.stack.zero_per_tensor = true;
   if (p.op_level_sac) c.stack.op_level_sac = true;

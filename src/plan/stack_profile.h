@@ -43,7 +43,7 @@ struct StackProfile {
   std::optional<bool> flash_attention, dropout, tp_comm_overlap;  // unset: the preset's
   // Pipeline sends beside compute (hardware.h Stack::p2p_overlap); unset: the preset's.
   std::optional<bool> p2p_overlap;
-  bool no_p2p_scatter_gather = false;  // whole activations sent by every tp rank (hardware.h Stack::p2p_scatter_gather)
+  std::optional<bool> p2p_scatter_gather;  // hardware.h Stack::p2p_scatter_gather; unset: the preset's
   std::optional<bool> activations_16bit;  // hardware.h Stack; unset: the preset's
   // The highest ZeRO stage the stack implements (unset: any). Megatron-LM
   // before 2022 had none (its distributed optimizer came in 2022).

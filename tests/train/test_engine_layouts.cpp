@@ -119,9 +119,7 @@ LayoutRun run_layout(ParallelLayout layout, int zero, bool sp = false, int64_t l
 // bar it had stayed under on AVX-512 machines) and says nothing about the
 // layout. Every other element is compared.
 bool key_bias(const std::string& name, size_t i, size_t n) {
-  const std::string suffix = ".attn.c_attn.bias";
-  const bool qkv_bias = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-  return qkv_bias && n % 3 == 0 && i >= n / 3 && i < 2 * n / 3;
+  return name.ends_with(".attn.c_attn.bias") && n % 3 == 0 && i >= n / 3 && i < 2 * n / 3;
 }
 
 void expect_same_final_parameters(const LayoutRun& r, const LayoutRun& reference) {
