@@ -30,9 +30,11 @@ PassCost PassCost::scaled(double f) const {
           rc_gemm * f, rc_attention * f, rc_memory * f};
 }
 
-double gemm_efficiency(const Op& op, const Efficiency& e) {
+double gemm_efficiency(const Op& op, const GpuSpec& gpu, const Efficiency& e) {
   auto f = [&](double d) { return d / (d + e.gemm_half_dim); };
-  return e.gemm_max * e.tensor_clock * f(op.m) * f(op.n) * f(op.k);
+  const double mn = gpu.sms > 0 ? wave_efficiency(op.m, op.n, op.batch, gpu.sms, e.gemm_tile_m, e.gemm_tile_n)
+                                : f(op.m) * f(op.n);
+  return e.gemm_max * e.tensor_clock * mn * f(op.k);
 }
 
 double op_time(const Op& op, const Cluster& cl, double peak) {
@@ -41,7 +43,7 @@ double op_time(const Op& op, const Cluster& cl, double peak) {
   else if (op.m > 0 && op.cls == OpClass::attention && cl.eff.attention > 0)
     t += std::max(op.flops / (peak * cl.eff.attention), op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
   else if (op.m > 0) {
-    const double rate = peak * gemm_efficiency(op, cl.eff) * (op.fp8 ? cl.eff.fp8 : 1.0) *
+    const double rate = peak * gemm_efficiency(op, cl.gpu, cl.eff) * (op.fp8 ? cl.eff.fp8 : 1.0) *
                         (op.fp8_rowwise ? cl.eff.fp8_rowwise : 1.0);
     t += std::max(op.flops / rate, op.bytes / (cl.gpu.hbm_bw * cl.eff.hbm));
   }

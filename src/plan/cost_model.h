@@ -54,7 +54,10 @@ struct StepCosts {
   double peak_flops = 0;  // per GPU, for MFU
 };
 
-double gemm_efficiency(const Op& op, const Efficiency& e);
+// A GEMM's fraction of peak: gemm_max at the tensor clock, times
+// wave_efficiency over m and n on the GPU's SMs and f(k), f(d) = d / (d +
+// gemm_half_dim); on a device with no SM count, f(m) f(n) f(k).
+double gemm_efficiency(const Op& op, const GpuSpec& gpu, const Efficiency& e);
 double op_time(const Op& op, const Cluster& cl, double peak_flops);
 // Prices one pass: compute by class and its tensor-parallel collectives.
 // GEMMs (OpClass::gemm) run at gemm_peak (the fp8 peak for fp8 linear layers;

@@ -14,6 +14,14 @@ double power_capped_clock(const GpuSpec& gpu) {
   return gpu.power_capped() ? std::cbrt(gpu.power_limit_w / gpu.board_power_w) : 1.0;
 }
 
+double wave_efficiency(double m, double n, double batch, int sms, double tile_m, double tile_n) {
+  if (sms <= 0 || m <= 0 || n <= 0) return 1;
+  const double rows = std::ceil(m / tile_m), cols = std::ceil(n / tile_n);
+  const double tiles = std::max(1.0, batch) * rows * cols;
+  const double waves = std::ceil(tiles / sms);
+  return tiles / (waves * sms) * (m * n) / (rows * tile_m * cols * tile_n);
+}
+
 Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string& where) {
   TomlFields f(text, where);
   TERA_RETURN_IF_ERROR(f.parse_status());
@@ -45,8 +53,11 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
                                      "runs at and the power its peaks assume); give both or neither",
                                      where));
   }
+  int64_t n = 0;
+  TERA_RETURN_IF_ERROR(f.integer("gpu.sms", &n, false, 0, 100000));
+  c.gpu.sms = static_cast<int>(n);
   // [node]
-  int64_t n = 1;
+  n = 1;
   TERA_RETURN_IF_ERROR(f.integer("node.gpus", &n, true, 1, 1024));
   c.node.gpus = static_cast<int>(n);
   n = 1;
@@ -70,6 +81,8 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   Efficiency& e = c.eff;
   TERA_RETURN_IF_ERROR(f.number("efficiency.gemm_max", &e.gemm_max, false, 0.01, 1));
   TERA_RETURN_IF_ERROR(f.number("efficiency.gemm_half_dim", &e.gemm_half_dim, false, 0, 1e6));
+  TERA_RETURN_IF_ERROR(f.number("efficiency.gemm_tile_m", &e.gemm_tile_m, false, 1, 4096));
+  TERA_RETURN_IF_ERROR(f.number("efficiency.gemm_tile_n", &e.gemm_tile_n, false, 1, 4096));
   TERA_RETURN_IF_ERROR(f.number("efficiency.hbm", &e.hbm, false, 0.01, 1));
   // Measured fractions of peak (tera calibrate): a scalar kernel on a slow
   // or sanitized build may reach well under 1%, so only (0, 1] is physical.
@@ -132,6 +145,7 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
   if (c.gpu.peak_flops_8 > 0) s += fmt::format("peak_tflops_8 = {:.6g}\n", c.gpu.peak_flops_8 / 1e12);
   s += fmt::format("peak_tflops_32 = {:.6g}\nmemory_gib = {:.6g}\nhbm_tb_s = {:.6g}\n\n", c.gpu.peak_flops_32 / 1e12,
                    c.gpu.memory_bytes / kGiB, c.gpu.hbm_bw / 1e12);
+  if (c.gpu.sms > 0) s.insert(s.size() - 1, fmt::format("sms = {}\n", c.gpu.sms));
   if (c.gpu.power_capped()) {
     s.insert(s.size() - 1, fmt::format("power_limit_w = {:.6g}\nboard_power_w = {:.6g}\n", c.gpu.power_limit_w,
                                        c.gpu.board_power_w));
@@ -146,6 +160,9 @@ std::string cluster_to_toml(const Cluster& c, const std::string& header_comment)
                    "kernel_overhead_us = {:.4g}\noverlap_loss = {:.4g}\nstep_overhead_ms = {:.4g}\n\n",
                    e.gemm_max, e.gemm_half_dim, e.hbm, e.flash, e.attention, e.softmax, e.intra_link, e.inter_link, e.alpha_intra * 1e6,
                    e.alpha_inter * 1e6, e.kernel_overhead * 1e6, e.overlap_loss, e.step_overhead * 1e3);
+  if (c.gpu.sms > 0) {
+    s.insert(s.size() - 1, fmt::format("gemm_tile_m = {:.4g}\ngemm_tile_n = {:.4g}\n", e.gemm_tile_m, e.gemm_tile_n));
+  }
   if (std::fabs(e.tensor_clock - power_capped_clock(c.gpu)) > 1e-9) {  // a measured clock; else derived again on reading
     s.insert(s.size() - 1, fmt::format("tensor_clock = {:.6g}\n", e.tensor_clock));
   }

@@ -24,6 +24,10 @@ struct GpuSpec {
   // tensor work (Efficiency::tensor_clock, power_capped_clock).
   double power_limit_w = 0;
   double board_power_w = 0;
+  // Streaming multiprocessors (AMD: compute units) a GEMM's output tiles are
+  // spread over (A100 108, H100/H200 SXM 132, an MI250X GCD 110). 0: unstated
+  // (a CPU): GEMMs priced on the smooth curve alone (Efficiency::gemm_half_dim).
+  int sms = 0;
   bool power_capped() const { return power_limit_w > 0 && board_power_w > 0 && power_limit_w < board_power_w; }
 };
 
@@ -36,6 +40,14 @@ struct GpuSpec {
 // memory power that does not would lower the clock further, so this is the
 // smallest slowdown the cap can cause. 1 for an uncapped board.
 double power_capped_clock(const GpuSpec& gpu);
+
+// Tile and wave quantization of a GEMM C[m,n] (`batch` of them): its output
+// tiles (gemm_tile_m x gemm_tile_n, the last row and column of tiles
+// partly empty) run in waves of one tile per SM, the last wave partly idle:
+//   tiles = batch ceil(m / tm) ceil(n / tn),  waves = ceil(tiles / sms),
+//   efficiency = tiles / (waves sms) * m n / (ceil(m / tm) tm ceil(n / tn) tn).
+// 1 when sms = 0 (no SM count: the smooth curve prices m and n instead).
+double wave_efficiency(double m, double n, double batch, int sms, double tile_m, double tile_n);
 
 // Links inside a node: GPUs in one package (MI250X: the two GCDs) talk over
 // package_bw, any other pair over intra_bw; NICs serve the whole node.
@@ -52,7 +64,16 @@ struct NodeSpec {
 // The handful of calibrated, physically meaningful parameters (docs/plan.md).
 struct Efficiency {
   double gemm_max = 0.7;        // achievable fraction of peak for large GEMMs
-  double gemm_half_dim = 128;   // a GEMM dim d contributes d / (d + gemm_half_dim)
+  // A GEMM dim d contributes d / (d + gemm_half_dim): on a GPU with its SM
+  // count (GpuSpec::sms) only the reduction dim k (each output tile's
+  // prologue and epilogue against its k loop), m and n being priced by
+  // wave_efficiency; without one, every dim.
+  double gemm_half_dim = 128;
+  // The output tile a GEMM library kernel computes per SM: rows of C (m:
+  // tokens) by columns (n: output features). 128 x 256 is cuBLAS's large
+  // bf16/fp8 tile on A100 and H100 (its "256x128" names the column-major C,
+  // features first).
+  double gemm_tile_m = 128, gemm_tile_n = 256;
   double hbm = 0.8;             // achievable fraction of HBM bandwidth
   double flash = 0.5;           // fused attention: fraction of peak on the FLOPs it performs
   // The clock dense tensor work (GEMMs, fused attention) sustains, as a

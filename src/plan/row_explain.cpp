@@ -140,9 +140,12 @@ std::string setup_lines(const RowExplanation& x) {
       g.power_capped() ? fmt::format(", tensor clock {:.3f} ({:g} of {:g} W)", x.cl.eff.tensor_clock, g.power_limit_w,
                                      g.board_power_w)
                        : std::string();
-  s += fmt::format("  cluster {} ({}{}), stack profile {}: gemm_scale {:.3f}, overhead_scale {:.3f}, overlap_loss {}, "
+  const std::string waves = g.sms > 0 ? fmt::format(", GEMM waves of {:g}x{:g} tiles on {} SMs", x.cl.eff.gemm_tile_m,
+                                                    x.cl.eff.gemm_tile_n, g.sms)
+                                      : std::string();
+  s += fmt::format("  cluster {} ({}{}{}), stack profile {}: gemm_scale {:.3f}, overhead_scale {:.3f}, overlap_loss {}, "
                    "link_scale {:.3f}{}\n",
-                   p.cluster, g.name, capped, p.profile, q.gemm_scale, q.overhead_scale,
+                   p.cluster, g.name, capped, waves, p.profile, q.gemm_scale, q.overhead_scale,
                    q.overlap_loss < 0 ? std::string("preset") : fmt::format("{:.3f}", q.overlap_loss), q.link_scale,
                    !x.c.w.fp8_gemms ? std::string()
                    : x.c.w.fp8_rowwise ? fmt::format(", fp8 {:.3f}, fp8_rowwise {:.3f}", q.fp8_scale, q.fp8_rowwise_scale)

@@ -29,13 +29,13 @@ StackParams fitted_params(const std::string& profile) {
   // (bench/refit_profiles.sh rewrites the table between the markers).
   static const std::map<std::string, StackParams> kFitted = {
       // BEGIN FITTED
-      {"deepspeed-zero3", {0.718, 9.979, 0.808, 1.001, 1.000, 1.000}},
-      {"llm.c", {1.064, 0.100, 0.616, 1.000, 1.000, 1.000}},
-      {"megatron-core", {0.979, 0.956, 0.234, 0.999, 1.000, 1.000}},
-      {"megatron-deepspeed", {0.801, 0.981, 0.320, 1.000, 1.000, 1.000}},
-      {"megatron-lm", {1.010, 1.852, 0.284, 1.004, 1.000, 1.000}},
-      {"torchtitan", {0.885, 0.694, 0.160, 1.000, 1.000, 1.001}},
-      {"torchtitan-compile", {0.764, 0.100, 0.180, 1.398, 0.661, 1.000}},
+      {"deepspeed-zero3", {0.702, 9.979, 0.794, 1.000, 1.000, 1.000}},
+      {"llm.c", {1.153, 0.100, 0.597, 1.000, 1.000, 1.000}},
+      {"megatron-core", {1.000, 1.176, 0.046, 0.589, 1.000, 1.000}},
+      {"megatron-deepspeed", {0.786, 0.996, 0.320, 1.000, 1.000, 1.000}},
+      {"megatron-lm", {1.000, 0.427, 0.268, 1.025, 1.000, 1.000}},
+      {"torchtitan", {0.859, 0.741, 0.024, 1.299, 1.000, 0.981}},
+      {"torchtitan-compile", {0.823, 0.100, 0.217, 1.003, 0.648, 1.023}},
       // END FITTED
   };
   auto it = kFitted.find(profile);

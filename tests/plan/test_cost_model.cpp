@@ -82,7 +82,7 @@ TEST(CostModel, GemmEfficiencyCurve) {
   op.n = 300;
   op.k = 900;
   // 0.8 * 100/200 * 300/400 * 900/1000 = 0.27
-  EXPECT_NEAR(gemm_efficiency(op, e), 0.27, 1e-12);
+  EXPECT_NEAR(gemm_efficiency(op, GpuSpec{}, e), 0.27, 1e-12);  // no SM count: the curve on every dim
   Cluster c = round_cluster();
   c.eff = e;
   c.eff.kernel_overhead = 2e-6;
@@ -95,6 +95,36 @@ TEST(CostModel, GemmEfficiencyCurve) {
   Op mem{"m", OpClass::memory};
   mem.bytes = 1e9;
   EXPECT_NEAR(op_time(mem, c, 100e12), 2e-6 + 1e9 / 0.5e12, 1e-12);
+}
+
+TEST(CostModel, WaveQuantizationOnTheSmCount) {
+  // 4 SMs, 128 x 256 tiles. C[256, 512]: 2 x 2 = 4 full tiles, one full wave.
+  EXPECT_DOUBLE_EQ(wave_efficiency(256, 512, 1, 4, 128, 256), 1.0);
+  // C[300, 512]: 3 x 2 = 6 tiles in 2 waves (8 tile slots, 6 used), and the
+  // third row of tiles holds 44 of its 128 rows: 6/8 * 300/384 = 0.5859375.
+  EXPECT_DOUBLE_EQ(wave_efficiency(300, 512, 1, 4, 128, 256), 0.5859375);
+  // Batched: 3 GEMMs of C[128, 256] are 3 tiles, one wave of 4 slots: 0.75.
+  EXPECT_DOUBLE_EQ(wave_efficiency(128, 256, 3, 4, 128, 256), 0.75);
+  // 132 SMs (H100): C[8192, 4096] is 64 x 16 = 1024 tiles, 8 waves of 132
+  // slots (1056): 1024 / 1056.
+  EXPECT_DOUBLE_EQ(wave_efficiency(8192, 4096, 1, 132, 128, 256), 1024.0 / 1056.0);
+  // No SM count: 1 (the smooth curve prices m and n instead).
+  EXPECT_EQ(wave_efficiency(300, 512, 1, 0, 128, 256), 1.0);
+  // In gemm_efficiency: gemm_max x clock x wave x f(k) only.
+  GpuSpec gpu;
+  gpu.sms = 4;
+  Efficiency e;
+  e.gemm_max = 0.8;
+  e.gemm_half_dim = 100;
+  e.tensor_clock = 0.9;
+  Op op{"g", OpClass::gemm};
+  op.m = 300;
+  op.n = 512;
+  op.k = 900;
+  EXPECT_NEAR(gemm_efficiency(op, gpu, e), 0.8 * 0.9 * 0.5859375 * 0.9, 1e-12);
+  e.gemm_tile_m = 100;  // tiles of 100 x 512: 3 tiles, one wave of 4: 0.75, no padding
+  e.gemm_tile_n = 512;
+  EXPECT_NEAR(gemm_efficiency(op, gpu, e), 0.8 * 0.9 * 0.75 * 0.9, 1e-12);
 }
 
 TEST(CostModel, PowerCappedTensorClockSlowsTensorWorkOnly) {

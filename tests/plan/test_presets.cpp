@@ -120,6 +120,36 @@ TEST(Presets, PowerCapSetsTheTensorClock) {
   }
 }
 
+TEST(Presets, SmCountAndGemmTile) {
+  const std::string base = "name = \"x\"\n[gpu]\nname = \"g\"\npeak_tflops_32 = 1\nmemory_gib = 8\nhbm_tb_s = 1\n";
+  const std::string node = "[node]\ngpus = 8\nintra_gb_s = 100\nnics = 1\nnic_gb_s = 10\n";
+  // Unstated: no SM count (the smooth GEMM curve), nothing written.
+  const Cluster plain = parse_cluster_toml(base + node, "x.toml").value();
+  EXPECT_EQ(plain.gpu.sms, 0);
+  EXPECT_EQ(cluster_to_toml(plain, "").find("sms"), std::string::npos);
+  // Stated, with a tile: read and written back.
+  const Cluster gpu =
+      parse_cluster_toml(base + "sms = 132\n" + node + "[efficiency]\ngemm_tile_m = 64\ngemm_tile_n = 128\n", "x.toml").value();
+  EXPECT_EQ(gpu.gpu.sms, 132);
+  const Cluster back = parse_cluster_toml(cluster_to_toml(gpu, ""), "rt.toml").value();
+  EXPECT_EQ(back.gpu.sms, 132);
+  EXPECT_EQ(back.eff.gemm_tile_m, 64);
+  EXPECT_EQ(back.eff.gemm_tile_n, 128);
+  // Out of range: the file and the key named.
+  auto bad = parse_cluster_toml(base + "sms = -1\n" + node, "bad.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("bad.toml"), std::string::npos);
+  EXPECT_NE(bad.error().find("gpu.sms"), std::string::npos);
+  auto tile = parse_cluster_toml(base + node + "[efficiency]\ngemm_tile_n = 0\n", "tile.toml");
+  ASSERT_FALSE(tile.ok());
+  EXPECT_NE(tile.error().find("efficiency.gemm_tile_n"), std::string::npos);
+  // The shipped GPU presets carry their SM counts; the measured CPU preset none.
+  EXPECT_EQ(load_cluster("selene").value().gpu.sms, 108);
+  for (const char* h : {"dgx-h100", "dgx-h200", "h100-hbm2e"}) EXPECT_EQ(load_cluster(h).value().gpu.sms, 132) << h;
+  EXPECT_EQ(load_cluster("frontier").value().gpu.sms, 110);
+  EXPECT_EQ(load_cluster("local").value().gpu.sms, 0);
+}
+
 TEST(Presets, ZeroBubbleIsAStackFact) {
   // No shipped preset claims zero-bubble schedules; a preset may
   // (stack.zero_bubble), and the writer keeps it (and writes nothing when off).
