@@ -215,6 +215,11 @@ int run_reshard(const CkptArgs& a) {
     print_error("--layout: " + layout.error());
     return kExitBadInput;
   }
+  if (layout->shard > 0) {
+    print_error("--layout: shard (hybrid sharding) is a planner key; tera's runtime shards ZeRO's states over the "
+                "whole data-parallel group: leave shard out");
+    return kExitBadInput;
+  }
   auto source = resolve_model_source(a.dir);
   if (!source) return bad_input(source.error());
   if (source->weights_only()) {

@@ -32,6 +32,7 @@ struct PlanArgs {
   // Constraints on the search (0 / "": searched).
   int tp = 0, pp = 0, vpp = 0, mb = 0, zero = -1;
   std::string sp, recompute;
+  bool hybrid_shard = false;
   // validate
   std::vector<std::string> csv;
   bool validate_json = false, fit = false, explain_given = false;
@@ -120,6 +121,7 @@ Status fill_space(const PlanArgs& a, SearchSpace* s) {
   if (a.vpp) s->vpp = a.vpp;
   if (a.mb) s->micro_batch = a.mb;
   if (a.zero >= 0) s->zero = a.zero;
+  if (a.hybrid_shard) s->sharding = SearchSpace::Sharding::also_node;
   if (a.sp == "on") s->sequence_parallel = true;
   if (a.sp == "off") s->sequence_parallel = false;
   if (!a.recompute.empty()) {
@@ -155,9 +157,10 @@ int run_plan(const PlanArgs& a) {
   if (a.gpus < 1) return bad("plan: --gpus is required and must be >= 1");
   if (a.global_batch < 1) return bad("plan: --global-batch (sequences per step) is required and must be >= 1");
   if (!a.emit.empty() && a.json) return bad("plan: --emit and --json both choose the output; give one");
-  const bool constrained = a.tp || a.pp || a.vpp || a.mb || a.zero >= 0 || !a.sp.empty() || !a.recompute.empty();
+  const bool constrained =
+      a.tp || a.pp || a.vpp || a.mb || a.zero >= 0 || !a.sp.empty() || !a.recompute.empty() || a.hybrid_shard;
   if (!a.explain.empty() && constrained) {
-    return bad("plan: --explain prices the one layout it names; put tp/pp/vpp/mb/zero/sp/recompute in the LAYOUT "
+    return bad("plan: --explain prices the one layout it names; put tp/pp/vpp/mb/zero/shard/sp/recompute in the LAYOUT "
                "string instead of flags");
   }
   auto model = load_model(a.model);
@@ -205,6 +208,10 @@ int run_plan(const PlanArgs& a) {
   SearchSpace space;
   if (Status s = fill_space(a, &space); !s) return bad("plan: " + s.message());
   space.tera_runtime = a.emit == "tera";  // only layouts `tera train` runs
+  if (space.tera_runtime && a.hybrid_shard) {
+    return bad("plan: --hybrid-shard with --emit tera: tera's runtime shards ZeRO's states over the whole data-parallel "
+               "group; drop one of them");
+  }
   Stopwatch clock;
   const SearchResult r = search_layouts(spec, w, cl, a.gpus, space, a.top);
   const double seconds = clock.seconds();
@@ -258,6 +265,9 @@ Command add_plan_command(CLI::App& parent) {
   sub->add_option("--mb", a->mb, "Fix the micro-batch size")->check(int_in(1, kMaxPlanGlobalBatch));
   sub->add_option("--zero", a->zero, "Fix the ZeRO stage")->check(int_in(0, 3));
   sub->add_option("--sp", a->sp, "Fix sequence parallelism")->check(CLI::IsMember({"on", "off"}));
+  sub->add_flag("--hybrid-shard", a->hybrid_shard,
+                "Also search hybrid sharding: ZeRO's states sharded within each node, replicated across nodes "
+                "(HSDP; layout key shard=N)");
   sub->add_option("--recompute", a->recompute, "Fix activation recompute")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   auto* val = sub->add_subcommand("validate", "Predict published runs (CSV in the calibration schema) and report errors");

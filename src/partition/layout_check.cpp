@@ -90,6 +90,18 @@ void check_pipeline(const ParallelLayout& l, const ModelConfig& m, std::vector<s
   if (l.schedule != ScheduleKind::interleaved && l.vpp != 1) {
     bad.push_back(fmt::format("parallel.vpp = {} needs parallel.schedule = \"interleaved\"", l.vpp));
   }
+  if (l.shard > 0 && l.dp_cp() > 0) {
+    if (l.dp_cp() % l.shard != 0) {
+      bad.push_back(fmt::format("shard = {} (hybrid sharding) must divide the ranks holding the same parameters, dp x "
+                                "cp = {}; choose a divisor of {} (one node's worth of them, as a rule)",
+                                l.shard, l.dp_cp(), l.dp_cp()));
+    } else if (l.hybrid_shard() && l.shard < 2) {
+      bad.push_back("shard = 1 shards nothing (every rank a replica); leave shard out and use zero = 0");
+    } else if (l.hybrid_shard() && l.zero < 1) {
+      bad.push_back(fmt::format("shard = {} (hybrid sharding) splits ZeRO's states; it needs zero >= 1 (got zero = 0)",
+                                l.shard));
+    }
+  }
   if (!l.reshard_after_forward && l.zero != 3) {
     bad.push_back(fmt::format("reshard=0 (FSDP's reshard_after_forward off) keeps ZeRO-3's gathered parameters; it "
                               "needs zero = 3 (got zero = {})", l.zero));

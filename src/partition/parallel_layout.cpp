@@ -54,8 +54,9 @@ std::string layout_string(const ParallelLayout& l) {
       stages += std::to_string(l.stage_layers[v]);
     }
   }
-  return fmt::format("tp={},pp={},dp={},{}vpp={},mb={},zero={},{}sp={},recompute={},schedule={}{}", l.tp, l.pp, l.dp,
+  return fmt::format("tp={},pp={},dp={},{}vpp={},mb={},zero={},{}{}sp={},recompute={},schedule={}{}", l.tp, l.pp, l.dp,
                      l.cp > 1 ? fmt::format("cp={},", l.cp) : "", l.vpp, l.micro_batch, l.zero,
+                     l.hybrid_shard() ? fmt::format("shard={},", l.shard) : "",
                      l.reshard_after_forward ? "" : "reshard=0,", l.sequence_parallel ? 1 : 0,
                      recompute_name(l.recompute), schedule_kind_name(l.schedule), stages);
 }
@@ -106,6 +107,7 @@ Expected<ParallelLayout> parse_layout(const std::string& text, int gpus) {
   TERA_RETURN_IF_ERROR(integer("sp", &sp));
   if (sp > 1) return Status::error("layout key sp must be 0 or 1");
   l.sequence_parallel = sp == 1;
+  TERA_RETURN_IF_ERROR(integer("shard", &l.shard));
   TERA_RETURN_IF_ERROR(integer("reshard", &reshard));
   if (reshard > 1) return Status::error("layout key reshard must be 0 or 1 (FSDP's reshard_after_forward)");
   l.reshard_after_forward = reshard == 1;
@@ -136,7 +138,7 @@ Expected<ParallelLayout> parse_layout(const std::string& text, int gpus) {
   }
   if (!kv.empty()) {
     return Status::error("unknown layout key '" + kv.begin()->first +
-                         "'; the keys are tp, pp, dp, cp, vpp, mb, zero, reshard, sp, recompute, schedule, stage_layers");
+                         "'; the keys are tp, pp, dp, cp, vpp, mb, zero, shard, reshard, sp, recompute, schedule, stage_layers");
   }
   if (dp == 0) {
     if (gpus <= 0) return Status::error("layout: give dp=N (or --gpus so that dp = gpus / (tp * pp))");

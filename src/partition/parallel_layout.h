@@ -28,6 +28,7 @@
 //   ordered dp * cp + cp): [g0 g2 g4 g6] [g1 g3 g5 g7]
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,12 +61,24 @@ struct ParallelLayout {
   // schedules) for the whole step, with the gradients reduce-scattered once,
   // after the last micro-batch. The planner prices both; the runtime runs true.
   bool reshard_after_forward = true;
+  // Hybrid sharding (PyTorch's HSDP, DeepSpeed's hpZ/MiCS, Megatron-Core's
+  // partial distributed optimizer): ZeRO's states sharded over groups of
+  // `shard` consecutive ranks of the dp x cp group (one node's worth, as a
+  // rule) and replicated across the dp * cp / shard groups; the gradients
+  // reduce-scattered in the group, then all-reduced across the replicas.
+  // 0 (or dp * cp): sharded over the whole group. The planner prices it; the
+  // runtime shards over the whole group.
+  int shard = 0;
   // Layers of each of the pp * vpp virtual stages; empty: balanced (each
   // virtual stage L / V layers, the first L % V one more).
   std::vector<int64_t> stage_layers = {};
 
   int world() const { return tp * cp * dp * pp; }   // ranks (GPUs) the layout needs
   int dp_cp() const { return dp * cp; }             // ranks holding the same parameters
+  // The ranks one ZeRO shard set spans (`shard` when hybrid, else dp * cp) and its replicas.
+  int zero_group() const { return shard > 0 && shard < dp_cp() ? shard : dp_cp(); }
+  int zero_replicas() const { return dp_cp() / std::max(1, zero_group()); }
+  bool hybrid_shard() const { return zero_group() < dp_cp(); }
   int virtual_stages() const { return pp * vpp; }
   bool operator==(const ParallelLayout&) const = default;
   // The rank grid only, "tp=2 pp=2 dp=4" (layout_string has every field).
@@ -93,8 +106,8 @@ struct ParallelLayout {
 ParallelLayout with_world_size(ParallelLayout l, int world);
 
 // "tp=8,pp=4,dp=2,vpp=2,mb=1,zero=1,sp=1,recompute=selective,schedule=interleaved"
-// (cp=N when cp > 1, reshard=0 when reshard_after_forward is off,
-// stage_layers=3/2/2/1 when given).
+// (cp=N when cp > 1, reshard=0 when reshard_after_forward is off, shard=N
+// when hybrid, stage_layers=3/2/2/1 when given).
 std::string layout_string(const ParallelLayout& l);
 // Parses the same keys in any order; absent keys keep their defaults, dp may
 // be left out when gpus > 0 (dp = gpus / (tp * cp * pp)); the schedule follows

@@ -20,6 +20,7 @@ nlohmann::json layout_to_json(const ParallelLayout& l) {
           {"schedule", schedule_kind_name(l.schedule)},
           {"stage_layers", l.stage_layers}};
   if (!l.reshard_after_forward) j["reshard_after_forward"] = false;  // written only when off: older files stay as they were
+  if (l.hybrid_shard()) j["shard"] = l.shard;                         // written only when hybrid, likewise
   return j;
 }
 
@@ -60,6 +61,7 @@ Expected<ParallelLayout> layout_from_json(const nlohmann::json& j, const std::st
   TERA_RETURN_IF_ERROR(f.integer("vpp", 1, kMaxDegree, &l.vpp));
   TERA_RETURN_IF_ERROR(f.integer("micro_batch", 1, kMaxDegree, &l.micro_batch));
   TERA_RETURN_IF_ERROR(f.integer("zero", 0, 3, &l.zero));
+  TERA_RETURN_IF_ERROR(f.integer("shard", 0, kMaxDegree, &l.shard));
   if (j.contains("sequence_parallel")) {
     if (!j["sequence_parallel"].is_boolean()) return f.refuse("sequence_parallel", "must be true or false");
     l.sequence_parallel = j["sequence_parallel"].get<bool>();

@@ -102,8 +102,10 @@ RankPlan RankPlanner::plan(const ParallelLayout& layout, const ParallelLayout::C
   r.slots = promised_in_flight(layout.schedule, layout.pp, static_cast<int>(r.micro_batches), layout.vpp, coord.pp);
   r.act = activation_options(layout, precision_);
   r.seq_len = batch_.seq_len / layout.cp;
-  r.zero_group = layout.dp_cp();  // ZeRO shards over every rank holding the same parameters
-  r.zero_rank = coord.dp * layout.cp + coord.cp;
+  // ZeRO shards over every rank holding the same parameters, or (hybrid
+  // sharding) over this rank's group of them.
+  r.zero_group = layout.zero_group();
+  r.zero_rank = (coord.dp * layout.cp + coord.cp) % r.zero_group;
   const EndUnits& u = end_units(layout.tp, coord.tp, r.zero_group);
   const bool emb = r.stage.has_embedding(), head = r.stage.has_head();
   r.units = emb && head ? u.both : emb ? u.first : head ? u.last : std::vector<UnitShape>{};

@@ -105,6 +105,19 @@ bool fsdp_once_per_step(const ParallelLayout& l) {
   return l.zero >= 3 && !l.reshard_after_forward && l.pp > 1 && l.dp_cp() > 1;
 }
 
+// The ranks ZeRO's collectives run over: the shard group (all dp x cp ranks
+// holding the same parameters, or a hybrid layout's group of `shard` of them,
+// consecutive at stride tp), and the replicas of a hybrid layout's shards.
+Group zero_shard_group(const ParallelLayout& l) { return Group{l.zero_group(), l.tp}; }
+Group zero_replica_group(const ParallelLayout& l) { return Group{l.zero_replicas(), l.tp * l.zero_group()}; }
+
+// Hybrid sharding: the all-reduce of a reduce-scattered gradient shard of
+// `params` local parameters (params / shard of them) across the replicas.
+double replica_all_reduce(const ParallelLayout& l, double params, double bytes_per_param, const Cluster& cl) {
+  if (!l.hybrid_shard()) return 0;
+  return collective_time(Collective::all_reduce, params / l.zero_group() * bytes_per_param, zero_replica_group(l), cl);
+}
+
 // ZeRO-2/3 traffic of one pass over `params` local parameters, overlapped
 // with the pass's own work: only what exceeds it is exposed. Without
 // reshard_after_forward a block's parameters gathered for its forward serve
@@ -112,7 +125,7 @@ bool fsdp_once_per_step(const ParallelLayout& l) {
 double zero_exposed(const ParallelLayout& l, const PrecisionBytes& pb, const Cluster& cl, double params, ZeroPass pass,
                     double pass_time, int tensors) {
   if (l.dp_cp() <= 1 || l.zero < 2 || fsdp_once_per_step(l)) return 0;
-  const Group dp{l.dp_cp(), l.tp};
+  const Group dp = zero_shard_group(l);
   // A stack that gathers tensor by tensor pays one latency per tensor.
   const double extra = cl.stack.zero_per_tensor ? tensors - 1 : 0;
   const bool backward = pass == ZeroPass::backward || pass == ZeroPass::weight_grad;
@@ -123,8 +136,9 @@ double zero_exposed(const ParallelLayout& l, const PrecisionBytes& pb, const Clu
          extra * collective_time(Collective::all_gather, 0, dp, cl);
   }
   if (backward) {
-    t += collective_time(Collective::reduce_scatter, params * static_cast<double>(grad_bytes(pb, l.zero)), dp, cl) +
-         extra * collective_time(Collective::reduce_scatter, 0, dp, cl);
+    const double gb = static_cast<double>(grad_bytes(pb, l.zero));
+    t += collective_time(Collective::reduce_scatter, params * gb, dp, cl) +
+         extra * collective_time(Collective::reduce_scatter, 0, dp, cl) + replica_all_reduce(l, params, gb, cl);
   }
   return overlapped(pass_time, t, cl.eff) - pass_time;
 }
@@ -226,12 +240,13 @@ void price_virtual_stages(const PartCosts& parts, const ParamSplit& split, int64
   // it: what the per-block overlap above counted as hidden of those two is
   // exposed, once per micro-batch, on the first virtual stage.
   if (l.zero >= 3 && l.dp_cp() > 1 && layers > 0 && !fsdp_once_per_step(l)) {
-    const Group g{l.dp_cp(), l.tp};
+    const Group g = zero_shard_group(l);
     const double extra = cl.stack.zero_per_tensor ? bt - 1 : 0;
+    const double gb = static_cast<double>(grad_bytes(pb, l.zero));
     const double ag = collective_time(Collective::all_gather, block_p * static_cast<double>(pb.param), g, cl) +
                       extra * collective_time(Collective::all_gather, 0, g, cl);
-    const double rs = collective_time(Collective::reduce_scatter, block_p * static_cast<double>(grad_bytes(pb, l.zero)), g, cl) +
-                      extra * collective_time(Collective::reduce_scatter, 0, g, cl);
+    const double rs = collective_time(Collective::reduce_scatter, block_p * gb, g, cl) +
+                      extra * collective_time(Collective::reduce_scatter, 0, g, cl) + replica_all_reduce(l, block_p, gb, cl);
     const double hide = 1 - cl.eff.overlap_loss;
     sc.fwd[0].dp_comm += hide * std::min(ag, parts.block_f.total());
     sc.bwd[0].dp_comm += hide * std::min(rs, parts.block_b.total());
@@ -245,8 +260,9 @@ void price_stage_updates(const ParamSplit& split, int64_t layers, const Parallel
                          const PrecisionBytes& pb, const Cluster& cl, StepCosts* out) {
   StepCosts& sc = *out;
   const double emb_p = split.wte;
-  // ZeRO 0: all-reduce, 1: reduce-scatter; 2/3 already reduced per micro-batch.
-  const Group dp{l.dp_cp(), l.tp};  // every rank holding the same parameters (dp x cp)
+  // ZeRO 0: all-reduce, 1: reduce-scatter (hybrid: in the shard group, then
+  // the shard all-reduced across the replicas); 2/3 already reduced per micro-batch.
+  const Group dp = zero_shard_group(l);  // every rank holding the same parameters (dp x cp), or a hybrid group of them
   const double bucket = 40e6;
   const double opt_bytes = w.precision == Precision::bf16 ? 30 : 28;  // + the 16-bit weight copy written
   const bool once = fsdp_once_per_step(l);  // reduced and gathered once, as ZeRO-1
@@ -255,8 +271,9 @@ void price_stage_updates(const ParamSplit& split, int64_t layers, const Parallel
     double reduce = 0, last = 0;
     if (l.zero <= 1 || once) {
       const Collective k = l.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
-      reduce = collective_time(k, P * static_cast<double>(pb.grad), dp, cl);
-      last = collective_time(k, std::min(P, bucket) * static_cast<double>(pb.grad), dp, cl);
+      const double g = static_cast<double>(pb.grad);
+      reduce = collective_time(k, P * g, dp, cl) + replica_all_reduce(l, P, g, cl);
+      last = collective_time(k, std::min(P, bucket) * g, dp, cl) + replica_all_reduce(l, std::min(P, bucket), g, cl);
     }
     if (l.pp > 1 && (s == 0 || s == l.pp - 1) && !split.untied) {
       const double tied = collective_time(Collective::all_reduce, emb_p * static_cast<double>(grad_bytes(pb, l.zero)),
@@ -264,7 +281,7 @@ void price_stage_updates(const ParamSplit& split, int64_t layers, const Parallel
       reduce += tied;
       last += tied;
     }
-    const double shard = l.zero >= 1 ? P / l.dp_cp() : P;
+    const double shard = l.zero >= 1 ? P / l.zero_group() : P;
     double opt = shard * opt_bytes / (cl.gpu.hbm_bw * cl.eff.hbm) + 10 * cl.eff.kernel_overhead;
     if (l.zero == 1 || l.zero == 2 || once) {
       const double gather = collective_time(Collective::all_gather, P * static_cast<double>(pb.param), dp, cl);

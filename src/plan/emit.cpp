@@ -26,6 +26,12 @@ Expected<std::string> emit_tera_config(const ParallelLayout& l, const Workload& 
                                      layout));
   }
   if (w.fp8_gemms) return Status::error("--emit tera: the plan prices fp8 GEMMs, which tera's runtime does not have");
+  if (l.hybrid_shard()) {
+    return Status::error(fmt::format("--emit tera: {} shards ZeRO's states over groups of {} ranks and replicates them "
+                                     "(hybrid sharding), which tera's runtime does not (it shards over all {} ranks "
+                                     "holding the same parameters); plan with --explain without shard",
+                                     layout, l.shard, l.dp_cp()));
+  }
   if (!l.reshard_after_forward) {
     return Status::error(fmt::format("--emit tera: {} keeps FSDP's gathered parameters from forward to backward "
                                      "(reshard=0), which tera's runtime does not (its ZeRO-3 gathers each block again "
@@ -91,6 +97,12 @@ std::string emit_megatron_args(const ParallelLayout& l, const Workload& w, const
     s += fmt::format("\n# note: this layout's virtual stages hold unequal layer counts ({}); Megatron-LM splits "
                      "layers evenly (uneven first/last stages only through --decoder-first/last-pipeline-num-layers)\n",
                      layout_string(l));
+  }
+  if (l.hybrid_shard()) {
+    s += fmt::format("\n# note: shard={} is hybrid sharding (ZeRO's states sharded over groups of {} data-parallel "
+                     "ranks, replicated {} times); these arguments shard over the whole data-parallel group: set your "
+                     "stack's own option for it (Megatron-Core's partial distributed optimizer, FSDP2's HSDP)\n",
+                     l.shard, l.shard, l.zero_replicas());
   }
   if (!l.reshard_after_forward) {
     s += "\n# note: reshard=0 is FSDP's reshard_after_forward=False (torchtitan, PyTorch FSDP2); Megatron-Core's torch "

@@ -81,7 +81,7 @@ double MemoryTables::fsdp_unsharded(const ParallelLayout& l, int stage) const {
   // Pipelined: gradients accumulated unsharded over the step (the plan holds a chunk of them).
   if (l.pp > 1) {
     const double P = stage_params(split, l, spec_.config().layers, stage);
-    bytes += P * (1 - 1.0 / l.dp_cp()) * static_cast<double>(grad_bytes(pb_, l.zero));
+    bytes += P * (1 - 1.0 / l.zero_group()) * static_cast<double>(grad_bytes(pb_, l.zero));
   }
   return bytes;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -185,7 +186,9 @@ void parse_zero(const RowReader& r, RowCase* c) {
   SearchSpace& space = c->space;
   RowPrediction& p = c->p;
   const std::string zero = ascii_lower(r.text("zero_fsdp_distopt"));
-  if (contains(zero, "zero-3") || contains(zero, "fsdp")) space.zero = 3;
+  if (contains(zero, "zero-3") || contains(zero, "fsdp") || contains(zero, "hsdp") || contains(zero, "hybrid_shard")) {
+    space.zero = 3;  // HSDP is FSDP (ZeRO-3) in hybrid groups
+  }
   else if (contains(zero, "zero-2")) space.zero = 2;
   else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
   else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
@@ -198,6 +201,22 @@ void parse_zero(const RowReader& r, RowCase* c) {
       space.reshard_after_forward = false;
       p.flags.push_back("reshard_after_forward off");
     }
+  }
+  // Hybrid sharding: a stated replica count (torchtitan's dp_replicate) or
+  // HSDP / PyTorch's HYBRID_SHARD alone (one node's worth of ranks per group).
+  if (const size_t rep = zero.find("dp_replicate"); rep != std::string::npos) {
+    size_t i = rep + std::string("dp_replicate").size();
+    while (i < zero.size() && !std::isdigit(static_cast<unsigned char>(zero[i])) && i < rep + 16) ++i;
+    int n = 0;
+    while (i < zero.size() && std::isdigit(static_cast<unsigned char>(zero[i])) && n < 1000000) n = 10 * n + (zero[i++] - '0');
+    if (n > 1) {
+      space.zero_replicas = n;
+      p.flags.push_back(fmt::format("hybrid sharding: {} replicas", n));
+    }
+  }
+  if (!space.zero_replicas && (contains(zero, "hsdp") || contains(zero, "hybrid_shard") || contains(zero, "hybrid shard"))) {
+    space.sharding = SearchSpace::Sharding::node;
+    p.flags.push_back("hybrid sharding: one node's ranks per group assumed");
   }
   if (!space.zero && c->profile.zero_stages == 0) {
     space.zero = 0;
@@ -355,6 +374,13 @@ void fix_layout(int cp, RowCase* c) {
     l.recompute = *space.recompute;
     l.reshard_after_forward = l.zero < 3 || space.reshard_after_forward.value_or(true);
     l.schedule = l.vpp > 1 ? ScheduleKind::interleaved : ScheduleKind::one_f_one_b;
+    const std::vector<int> shards = shard_choices(l, rc_case.cl, space);
+    if (shards.empty()) {
+      p.skip_reason = fmt::format("the row's hybrid sharding does not fit its layout ({} ranks hold the same "
+                                  "parameters, zero = {})", l.dp_cp(), l.zero);
+      return;
+    }
+    l.shard = shards.front();
     if (Status s = check_layout(l, w, p.gpus); !s) {
       p.skip_reason = "the row's layout is inconsistent: " + s.message();
     }

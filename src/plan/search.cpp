@@ -141,14 +141,18 @@ std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& 
               for (int zero : choices(space.zero, l.dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
                 l.zero = zero;
                 l.reshard_after_forward = zero < 3 || space.reshard_after_forward.value_or(true);
-                for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
-                                                                       : std::vector<bool>{false})) {
-                  l.sequence_parallel = sp;
-                  for (Recompute rc : choices(space.recompute, {Recompute::none, Recompute::selective, Recompute::full})) {
-                    l.recompute = rc;
-                    if (megatron_narrowing(l, w, cl, space) && check_layout(l, w, gpus)) out.push_back(l);
+                for (int shard : shard_choices(l, cl, space)) {
+                  l.shard = shard;
+                  for (bool sp : choices(space.sequence_parallel, tp > 1 ? std::vector<bool>{false, true}
+                                                                         : std::vector<bool>{false})) {
+                    l.sequence_parallel = sp;
+                    for (Recompute rc : choices(space.recompute, {Recompute::none, Recompute::selective, Recompute::full})) {
+                      l.recompute = rc;
+                      if (megatron_narrowing(l, w, cl, space) && check_layout(l, w, gpus)) out.push_back(l);
+                    }
                   }
                 }
+                l.shard = 0;
               }
             }
           }
@@ -160,6 +164,22 @@ std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& 
 }
 
 }  // namespace
+
+std::vector<int> shard_choices(const ParallelLayout& l, const Cluster& cl, const SearchSpace& space) {
+  using S = SearchSpace::Sharding;
+  const int n = l.dp_cp();
+  if (space.zero_replicas) {
+    const int r = *space.zero_replicas;
+    if (r <= 1) return {0};
+    if (l.zero < 1 || n % r != 0 || n / r < 2) return {};
+    return {n / r};
+  }
+  if (space.sharding == S::whole || l.zero < 1) return {0};
+  const int node_group = l.tp < cl.node.gpus && cl.node.gpus % l.tp == 0 ? cl.node.gpus / l.tp : 0;
+  const bool hybrid = node_group >= 2 && n > node_group && n % node_group == 0;
+  if (space.sharding == S::node) return hybrid ? std::vector<int>{node_group} : std::vector<int>{};
+  return hybrid ? std::vector<int>{0, node_group} : std::vector<int>{0};
+}
 
 SearchResult search_layouts(const ModelSpec& spec, const Workload& w, const Cluster& cl, int gpus,
                             const SearchSpace& space, int top) {

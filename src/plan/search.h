@@ -41,11 +41,27 @@ struct SearchSpace {
   std::optional<int> cp;  // context parallelism (searched for long sequences with fused attention)
   // FSDP's reshard_after_forward at ZeRO-3 (ParallelLayout); unset: on (not searched).
   std::optional<bool> reshard_after_forward;
+  // Hybrid sharding (ParallelLayout::shard) of the ZeRO layouts: `whole`,
+  // sharded over all dp x cp ranks (not searched); `also_node`, each also
+  // with its states sharded over one node's worth of its data-parallel ranks
+  // (node GPUs / tp) and replicated across nodes (plan --hybrid-shard);
+  // `node`, only so (a run that says HSDP and no more).
+  enum class Sharding { whole, also_node, node };
+  Sharding sharding = Sharding::whole;
+  // A run's stated replicas (torchtitan's dp_replicate): each shard group
+  // spans dp x cp / zero_replicas ranks. Overrides `sharding`.
+  std::optional<int> zero_replicas;
   int max_micro_batch = 64;
   // Only what tera's runtime runs (plan --emit tera): no selective recompute
   // (context parallelism and zb-h1 it runs; cp with flash attention).
   bool tera_runtime = false;
 };
+
+// The ZeRO shard groups searched for a layout (ParallelLayout::shard; 0: the
+// whole dp x cp group) under space.sharding and space.zero_replicas: one
+// node's worth of the dp x cp ranks per group (node GPUs / tp), or what a
+// run's stated replicas leave. Empty: none fits the layout.
+std::vector<int> shard_choices(const ParallelLayout& l, const Cluster& cl, const SearchSpace& space);
 
 struct SearchResult {
   std::vector<Evaluation> best;  // fastest first, at most `top`

@@ -9,7 +9,11 @@
 #include "plan/cost_model.h"
 #include "plan/memory_model.h"
 #include "partition/layout_check.h"
+#include "plan/search.h"
 #include "plan/stack_profile.h"
+#include "partition/parallel_layout_json.h"
+
+#include <nlohmann/json.hpp>
 
 namespace tera {
 namespace {
@@ -321,6 +325,133 @@ TEST(Fsdp, ReshardKeyParsesPrintsAndNeedsZeroThree) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("reshard=0"), std::string::npos) << s.message();
   EXPECT_FALSE(parse_layout("tp=1,dp=4,zero=3,reshard=2", 0).ok());
+}
+
+// Hybrid sharding (HSDP): ZeRO's states sharded over groups of `shard`
+// data-parallel ranks and replicated across the groups.
+TEST(HybridShard, KeyParsesPrintsAndIsChecked) {
+  auto l = parse_layout("tp=1,pp=1,dp=16,zero=1,shard=4", 0);
+  ASSERT_TRUE(l.ok()) << l.error();
+  EXPECT_EQ(l->zero_group(), 4);
+  EXPECT_EQ(l->zero_replicas(), 4);
+  EXPECT_TRUE(l->hybrid_shard());
+  EXPECT_NE(layout_string(*l).find("shard=4"), std::string::npos);
+  EXPECT_EQ(parse_layout(layout_string(*l), 0).value(), *l);
+  EXPECT_EQ(layout_from_json(layout_to_json(*l), "x.json").value(), *l);
+  // Not hybrid: nothing written, the whole group shards.
+  const ParallelLayout plain = parse_layout("tp=1,pp=1,dp=16,zero=1", 0).value();
+  EXPECT_FALSE(plain.hybrid_shard());
+  EXPECT_EQ(plain.zero_group(), 16);
+  EXPECT_EQ(layout_string(plain).find("shard"), std::string::npos);
+  EXPECT_FALSE(layout_to_json(plain).contains("shard"));
+  // With context parallelism the group is dp x cp.
+  EXPECT_EQ(parse_layout("tp=1,dp=4,cp=2,zero=3,shard=4", 0).value().zero_replicas(), 2);
+  // Refusals name the key and the fix.
+  auto refused = [](const std::string& text, const std::string& says) {
+    const ParallelLayout x = parse_layout(text, 0).value();
+    const Status s = check_layout(x, tiny().config(), 32, x.world());
+    ASSERT_FALSE(s.is_ok()) << text;
+    EXPECT_NE(s.message().find(says), std::string::npos) << s.message();
+  };
+  refused("tp=1,dp=16,zero=1,shard=3", "must divide");
+  refused("tp=1,dp=16,zero=1,shard=1", "shards nothing");
+  refused("tp=1,dp=16,zero=0,shard=4", "needs zero >= 1");
+  EXPECT_TRUE(check_layout(*l, tiny().config(), 32, 16).is_ok());
+}
+
+TEST(HybridShard, GradientsReduceScatteredInTheGroupThenAllReducedAcrossReplicas) {
+  // ZeRO-1 over 16 ranks in groups of 4 (8 GPUs a node): the step's
+  // reduction is a reduce-scatter of the stage's gradients in the group
+  // (4 ranks at stride 1, one node) and an all-reduce of the 1/4 shard
+  // across the 4 replicas (stride 4: two nodes); the optimizer updates
+  // 1/4 of the parameters and all-gathers them in the group.
+  const ModelSpec& spec = tiny();
+  const ParallelLayout l = parse_layout("tp=1,pp=1,dp=16,zero=1,shard=4", 0).value();
+  Workload w{spec.config(), 16, Precision::bf16};
+  w.untied_embeddings = true;
+  const Cluster c = round_cluster();
+  const PrecisionBytes pb = precision_bytes(w.precision, c.stack);
+  ParamSplit split = param_split(spec, 1);
+  split.untied = true;
+  const double P = stage_params(split, l, 2, 0);
+  const double g = static_cast<double>(pb.grad);
+  const StepCosts sc = price_step(spec, l, w, c);
+  const double rs = collective_time(Collective::reduce_scatter, P * g, Group{4, 1}, c);
+  const double ar = collective_time(Collective::all_reduce, P / 4 * g, Group{4, 4}, c);
+  EXPECT_GT(ar, 0);
+  EXPECT_NEAR(sc.dp_reduce[0], rs + ar, 1e-12);
+  const double gather = collective_time(Collective::all_gather, P * static_cast<double>(pb.param), Group{4, 1}, c);
+  EXPECT_NEAR(sc.optimizer[0], P / 4 * 30 / c.gpu.hbm_bw + gather, 1e-12);  // small stage: one bucket, exposed
+}
+
+TEST(HybridShard, ZeroThreeAddsTheReplicaAllReducePerBackward) {
+  // ZeRO-3 over 16 ranks in groups of 4 against plain ZeRO-3 over 4 ranks:
+  // the same gathers and reduce-scatters (one group of 4), and in each
+  // backward the all-reduce of each reduce-scattered shard across the 4
+  // replicas (slow links, overlap_loss 0: every collective exposed).
+  const ModelSpec& spec = tiny();
+  ParallelLayout hybrid = zero3(16);
+  hybrid.shard = 4;
+  Workload w{spec.config(), 16, Precision::bf16};
+  Cluster c = round_cluster();
+  c.node.intra_bw = c.node.package_bw = 1e6;
+  c.node.nic_bw = 1e6;
+  const StepCosts h = price_step(spec, hybrid, w, c);
+  const StepCosts flat = price_step(spec, zero3(4), w, c);
+  EXPECT_DOUBLE_EQ(h.fwd[0].dp_comm, flat.fwd[0].dp_comm);
+  const ParamSplit split = param_split(spec, 1);
+  const double gb = static_cast<double>(grad_bytes(precision_bytes(w.precision, c.stack), 3));
+  const Group replicas{4, 4};
+  const double ar_block = collective_time(Collective::all_reduce, split.block / 4 * gb, replicas, c);
+  const double ar_emb = collective_time(Collective::all_reduce, split.wte / 4 * gb, replicas, c);
+  // Two blocks, the embedding and the (tied) head.
+  EXPECT_NEAR(h.bwd[0].dp_comm - flat.bwd[0].dp_comm, 2 * ar_block + 2 * ar_emb, 1e-9 * h.bwd[0].dp_comm);
+}
+
+TEST(HybridShard, StatesAreThoseOfTheShardGroupAlone) {
+  // What a rank holds of ZeRO's states depends on its group only: 16 ranks
+  // in groups of 4 hold what 4 ranks sharding alone hold, for every stage.
+  const ModelSpec& spec = tiny();
+  Workload w{spec.config(), 16, Precision::bf16};
+  const Cluster c = round_cluster();
+  MemoryTables t(spec, w, c);
+  for (int zero = 1; zero <= 3; ++zero) {
+    ParallelLayout hybrid = zero3(16), group = zero3(4), whole = zero3(16);
+    hybrid.zero = group.zero = whole.zero = zero;
+    hybrid.shard = 4;
+    EXPECT_DOUBLE_EQ(t.per_gpu(hybrid).states(), t.per_gpu(group).states()) << zero;
+    EXPECT_GT(t.per_gpu(hybrid).states(), t.per_gpu(whole).states()) << zero;
+  }
+}
+
+TEST(HybridShard, SearchedOnlyWhenAsked) {
+  // --hybrid-shard: each ZeRO layout also with one node's worth of its
+  // data-parallel ranks (8 GPUs / tp) per group; never otherwise.
+  const ModelSpec& spec = tiny();
+  Workload w{spec.config(), 32, Precision::bf16};
+  const Cluster c = round_cluster();
+  SearchSpace space;
+  space.tp = 1;
+  space.pp = 1;
+  space.micro_batch = 1;
+  const SearchResult plain = search_layouts(spec, w, c, 32, space, 1000);
+  ASSERT_FALSE(plain.best.empty());
+  for (const Evaluation& e : plain.best) EXPECT_FALSE(e.layout.hybrid_shard()) << layout_string(e.layout);
+  space.sharding = SearchSpace::Sharding::also_node;
+  const SearchResult hybrid = search_layouts(spec, w, c, 32, space, 1000);
+  int found = 0;
+  for (const Evaluation& e : hybrid.best) {
+    if (!e.layout.hybrid_shard()) continue;
+    ++found;
+    EXPECT_EQ(e.layout.shard, 8) << layout_string(e.layout);
+    EXPECT_GE(e.layout.zero, 1);
+  }
+  // One hybrid twin of every plain ZeRO layout (all fit this tiny model).
+  int zero_layouts = 0;
+  for (const Evaluation& e : plain.best) zero_layouts += e.layout.zero >= 1;
+  EXPECT_GT(zero_layouts, 0);
+  EXPECT_EQ(found, zero_layouts);
+  EXPECT_EQ(hybrid.enumerated, plain.enumerated + found);
 }
 
 TEST(UntiedEmbeddings, TheHeadIsItsOwnParameters) {

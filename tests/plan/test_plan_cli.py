@@ -107,6 +107,31 @@ class PlanCli(CliCase):
                     "--micro-batch-size 1", "--global-batch-size 64"):
             self.assertIn(arg, m.stdout)
 
+    def test_hybrid_sharding(self):
+        # HSDP: searched with --hybrid-shard (one node's worth of ranks per group), priced under
+        # --explain with the layout key shard=N, never emitted for tera's runtime.
+        args = ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "64", "--global-batch", "64",
+                "--tp", "1", "--pp", "1"]
+        r = run(*args, "--hybrid-shard", "--zero", "3", "--top", "50", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        shards = {x.get("shard", 0) for x in json.loads(r.stdout)}
+        self.assertEqual(shards, {0, 8}, r.stdout[:2000])
+        plain = run(*args, "--zero", "3", "--top", "50", "--json")
+        self.assertTrue(all("shard" not in x for x in json.loads(plain.stdout)))
+        base = args[:-4]  # --explain names the whole layout
+        e = run(*base, "--explain", "tp=1,pp=1,dp=64,mb=1,zero=3,shard=8,recompute=full")
+        self.assertEqual(e.returncode, 0, e.stderr)
+        self.assertIn("zero=3,shard=8", e.stdout)
+        m = run(*base, "--explain", "tp=1,pp=1,dp=64,mb=1,zero=3,shard=8,recompute=full", "--emit", "megatron")
+        self.assertEqual(m.returncode, 0, m.stderr)
+        self.assertIn("hybrid sharding", m.stdout)
+        self.bad([*base, "--explain", "tp=1,pp=1,dp=64,mb=1,zero=3,shard=8,recompute=full", "--emit", "tera"],
+                 "hybrid sharding")
+        self.bad([*base, "--explain", "tp=1,pp=1,dp=64,mb=1,zero=3,shard=3,recompute=full"], "must divide")
+        self.bad([*args, "--hybrid-shard", "--emit", "tera"], "--hybrid-shard with --emit tera")
+        self.bad(["ckpt", "reshard", "nowhere", "--layout", "tp=1,pp=1,dp=4,zero=1,shard=2", "--out", "x"],
+                 "shard (hybrid sharding) is a planner key")
+
     def test_bad_input_exits_2(self):
         self.bad(["plan", "--model", "gpt2-124m", "--cluster", "nowhere", "--gpus", "8", "--global-batch", "8"],
                  "unknown cluster preset 'nowhere'")

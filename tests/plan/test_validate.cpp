@@ -194,6 +194,32 @@ TEST(Validate, RowsSayTheirRecipeReshardingConventionAndStackDefaults) {
   EXPECT_TRUE(has(ds, "no sequence parallelism"));
 }
 
+TEST(Validate, RowsSayTheirHybridSharding) {
+  // A stated replica count (torchtitan's dp_replicate) fixes each group's
+  // ranks; HSDP alone is one node's worth of them; more replicas than the
+  // layout can have skips the row with the reason.
+  const std::string header =
+      "row_id,model,layers,hidden,heads,kv_heads,ffn_hidden,mlp,seq_len,vocab,precision,gpu_type,num_gpus,tp,pp,dp,"
+      "sequence_parallel,vpp_chunks,zero_fsdp_distopt,micro_batch,global_batch_seqs,activation_recompute,"
+      "reported_tflops_per_gpu,util_metric,iteration_time_s,framework,notes\n";
+  const std::string llama = "Llama,16,2048,16,8,5632,gated,4096,32000,bf16,H100 SXM,64,1,1,64,no,,";
+  const std::string tail = ",1,64,full,,,5.0,torchtitan,\n";
+  const std::string csv = header + "1," + llama + "HSDP (dp_replicate 4; dp_shard 16)" + tail + "2," + llama + "HSDP" +
+                          tail + "3," + llama + "FSDP2 full shard" + tail + "4," + llama + "HSDP; dp_replicate=128" + tail;
+  auto table = parse_csv(csv, "runs.csv");
+  ASSERT_TRUE(table.ok()) << table.error();
+  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  EXPECT_EQ(rep->rows[0].layout.shard, 16);  // 64 / 4 replicas
+  EXPECT_EQ(rep->rows[1].layout.shard, 8);   // one DGX node (tp 1)
+  EXPECT_FALSE(rep->rows[2].layout.hybrid_shard());
+  // Same run otherwise: the hybrid layouts' gathers stay in smaller groups.
+  EXPECT_NE(rep->rows[0].predicted, rep->rows[2].predicted);
+  ASSERT_EQ(rep->skipped.size(), 1u);
+  EXPECT_NE(rep->skipped[0].find("hybrid sharding does not fit"), std::string::npos) << rep->skipped[0];
+}
+
 TEST(CalibrationFit, RecoversAKnownCurve) {
   // Rates generated from P = 300 GFLOP/s, h = 48 are fitted back.
   std::vector<GemmSample> s;
