@@ -73,14 +73,20 @@ TEST(Collectives, HierarchicalTopologyHandWorked) {
   EXPECT_NEAR(p2p_time(1e9, 8, c), 1e9 / 10e9, 1e-12);
 }
 
+// A GEMM op C[m, n] += A[m, k] B[k, n] (the GEMM-rate cases below).
+Op gemm_op(double m, double n, double k) {
+  Op op{"g", OpClass::gemm};
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  return op;
+}
+
 TEST(CostModel, GemmEfficiencyCurve) {
   Efficiency e;
   e.gemm_max = 0.8;
   e.gemm_half_dim = 100;
-  Op op{"g", OpClass::gemm};
-  op.m = 100;
-  op.n = 300;
-  op.k = 900;
+  Op op = gemm_op(100, 300, 900);
   // 0.8 * 100/200 * 300/400 * 900/1000 = 0.27
   EXPECT_NEAR(gemm_efficiency(op, GpuSpec{}, e), 0.27, 1e-12);  // no SM count: the curve on every dim
   Cluster c = round_cluster();
@@ -117,10 +123,7 @@ TEST(CostModel, WaveQuantizationOnTheSmCount) {
   e.gemm_max = 0.8;
   e.gemm_half_dim = 100;
   e.tensor_clock = 0.9;
-  Op op{"g", OpClass::gemm};
-  op.m = 300;
-  op.n = 512;
-  op.k = 900;
+  const Op op = gemm_op(300, 512, 900);
   EXPECT_NEAR(gemm_efficiency(op, gpu, e), 0.8 * 0.9 * 0.5859375 * 0.9, 1e-12);
   e.gemm_tile_m = 100;  // tiles of 100 x 512: 3 tiles, one wave of 4: 0.75, no padding
   e.gemm_tile_n = 512;

@@ -141,13 +141,15 @@ TEST(Validate, BadRowsNameRowAndColumn) {
 // Issue 40: what a row says about its software is read, never assumed:
 // the fp8 scaling recipe, FSDP's resharding, the FLOP convention of the
 // TFLOP/s column, and the stack's own defaults where the row is silent.
+// The columns of the in-memory run tables below (a subset of the calibration files').
+const std::string kRowsHeader =
+    "row_id,model,layers,hidden,heads,kv_heads,ffn_hidden,mlp,seq_len,vocab,precision,gpu_type,num_gpus,tp,pp,dp,"
+    "sequence_parallel,vpp_chunks,zero_fsdp_distopt,micro_batch,global_batch_seqs,activation_recompute,"
+    "reported_tflops_per_gpu,util_metric,iteration_time_s,framework,notes\n";
+
 TEST(Validate, RowsSayTheirRecipeReshardingConventionAndStackDefaults) {
-  const std::string header =
-      "row_id,model,layers,hidden,heads,kv_heads,ffn_hidden,mlp,seq_len,vocab,precision,gpu_type,num_gpus,tp,pp,dp,"
-      "sequence_parallel,vpp_chunks,zero_fsdp_distopt,micro_batch,global_batch_seqs,activation_recompute,"
-      "reported_tflops_per_gpu,util_metric,iteration_time_s,framework,notes\n";
   const std::string llama = "Llama,16,2048,16,8,5632,gated,4096,32000,";
-  const std::string csv = header +
+  const std::string csv = kRowsHeader +
       // 1: rowwise float8 named in the notes; 2: tensorwise.
       "1," + llama + "fp8,H100 SXM,8,1,1,8,no,,FSDP2 full shard over 8 ranks,2,16,selective,,,1.0,"
       "torchtitan; torch.compile ON,Quantization 'float8 rowwise'\n"
@@ -198,13 +200,9 @@ TEST(Validate, RowsSayTheirHybridSharding) {
   // A stated replica count (torchtitan's dp_replicate) fixes each group's
   // ranks; HSDP alone is one node's worth of them; more replicas than the
   // layout can have skips the row with the reason.
-  const std::string header =
-      "row_id,model,layers,hidden,heads,kv_heads,ffn_hidden,mlp,seq_len,vocab,precision,gpu_type,num_gpus,tp,pp,dp,"
-      "sequence_parallel,vpp_chunks,zero_fsdp_distopt,micro_batch,global_batch_seqs,activation_recompute,"
-      "reported_tflops_per_gpu,util_metric,iteration_time_s,framework,notes\n";
   const std::string llama = "Llama,16,2048,16,8,5632,gated,4096,32000,bf16,H100 SXM,64,1,1,64,no,,";
   const std::string tail = ",1,64,full,,,5.0,torchtitan,\n";
-  const std::string csv = header + "1," + llama + "HSDP (dp_replicate 4; dp_shard 16)" + tail + "2," + llama + "HSDP" +
+  const std::string csv = kRowsHeader + "1," + llama + "HSDP (dp_replicate 4; dp_shard 16)" + tail + "2," + llama + "HSDP" +
                           tail + "3," + llama + "FSDP2 full shard" + tail + "4," + llama + "HSDP; dp_replicate=128" + tail;
   auto table = parse_csv(csv, "runs.csv");
   ASSERT_TRUE(table.ok()) << table.error();
