@@ -72,14 +72,19 @@ std::string evaluations_table(const std::vector<Evaluation>& best, const Cluster
   std::string s = fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>2} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9}  {:>10}  {:>7}  {:>5}  {:>6}\n",
                               "rank", "tp", "pp", "dp", "cp", "vpp", "mb", "zero", "sp", "recompute", "mem(GiB)", "step(s)",
                               "tokens/s", "TFLOP/s", "MFU", "bubble");
+  bool hybrid = false;
   for (size_t i = 0; i < best.size(); ++i) {
     const Evaluation& e = best[i];
     const ParallelLayout& l = e.layout;
+    // A hybrid-sharded layout's ZeRO stage with its shard group: "3/8".
+    const std::string zero = l.hybrid_shard() ? fmt::format("{}/{}", l.zero, l.shard) : std::to_string(l.zero);
+    hybrid = hybrid || l.hybrid_shard();
     s += fmt::format("{:>4}  {:>3} {:>3} {:>4} {:>2} {:>3} {:>3} {:>4} {:>2} {:>9}  {:>9}  {:>9.3f}  {:>10.0f}  {:>7.1f}  {:>4.1f}%  {:>5.1f}%\n",
-                     i + 1, l.tp, l.pp, l.dp, l.cp, l.vpp, l.micro_batch, l.zero, l.sequence_parallel ? 1 : 0,
+                     i + 1, l.tp, l.pp, l.dp, l.cp, l.vpp, l.micro_batch, zero, l.sequence_parallel ? 1 : 0,
                      recompute_name(l.recompute), gib(e.memory.total()), e.step_time_s, e.tokens_per_s,
                      e.tflops_per_gpu, 100 * e.mfu, 100 * e.bubble);
   }
+  if (hybrid) s += "zero Z/N: ZeRO-Z sharded over groups of N data-parallel ranks, replicated across the groups (shard=N)\n";
   s += fmt::format("\nmemory per GPU (GiB, fullest stage) of {} GiB: tera's buffers (parameters + gradients + optimizer + "
                    "ZeRO staging, buckets and gather + activations + workspace) + allocator + reserved\n",
                    gib(cl.gpu.memory_bytes));

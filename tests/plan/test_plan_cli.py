@@ -116,6 +116,10 @@ class PlanCli(CliCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         shards = {x.get("shard", 0) for x in json.loads(r.stdout)}
         self.assertEqual(shards, {0, 8}, r.stdout[:2000])
+        table = run(*args, "--hybrid-shard", "--zero", "3", "--top", "50")
+        self.assertEqual(table.returncode, 0, table.stderr)
+        self.assertRegex(table.stdout, r"\n +\d+ +1 +1 +\d+ +1 +1 +\d+ +3/8 ")  # the hybrid rows' zero/shard
+        self.assertIn("zero Z/N: ZeRO-Z sharded over groups of N", table.stdout)
         plain = run(*args, "--zero", "3", "--top", "50", "--json")
         self.assertTrue(all("shard" not in x for x in json.loads(plain.stdout)))
         base = args[:-4]  # --explain names the whole layout
