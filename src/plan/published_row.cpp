@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -186,9 +185,9 @@ void parse_zero(const RowReader& r, RowCase* c) {
   SearchSpace& space = c->space;
   RowPrediction& p = c->p;
   const std::string zero = ascii_lower(r.text("zero_fsdp_distopt"));
-  if (contains(zero, "zero-3") || contains(zero, "fsdp") || contains(zero, "hsdp") || contains(zero, "hybrid_shard")) {
-    space.zero = 3;  // HSDP is FSDP (ZeRO-3) in hybrid groups
-  }
+  // HSDP / PyTorch's HYBRID_SHARD: FSDP (ZeRO-3) in hybrid groups.
+  const bool hsdp = contains(zero, "hsdp") || contains(zero, "hybrid_shard") || contains(zero, "hybrid shard");
+  if (contains(zero, "zero-3") || contains(zero, "fsdp") || hsdp) space.zero = 3;
   else if (contains(zero, "zero-2")) space.zero = 2;
   else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
   else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
@@ -204,17 +203,17 @@ void parse_zero(const RowReader& r, RowCase* c) {
   }
   // Hybrid sharding: a stated replica count (torchtitan's dp_replicate) or
   // HSDP / PyTorch's HYBRID_SHARD alone (one node's worth of ranks per group).
-  if (const size_t rep = zero.find("dp_replicate"); rep != std::string::npos) {
-    size_t i = rep + std::string("dp_replicate").size();
-    while (i < zero.size() && !std::isdigit(static_cast<unsigned char>(zero[i])) && i < rep + 16) ++i;
+  const std::string_view key = "dp_replicate";
+  if (const size_t rep = zero.find(key); rep != std::string::npos) {
+    const size_t at = zero.find_first_of("0123456789", rep + key.size());
     int n = 0;
-    while (i < zero.size() && std::isdigit(static_cast<unsigned char>(zero[i])) && n < 1000000) n = 10 * n + (zero[i++] - '0');
+    if (at != std::string::npos && at <= rep + key.size() + 4) std::from_chars(zero.data() + at, zero.data() + zero.size(), n);
     if (n > 1) {
       space.zero_replicas = n;
       p.flags.push_back(fmt::format("hybrid sharding: {} replicas", n));
     }
   }
-  if (!space.zero_replicas && (contains(zero, "hsdp") || contains(zero, "hybrid_shard") || contains(zero, "hybrid shard"))) {
+  if (!space.zero_replicas && hsdp) {
     space.sharding = SearchSpace::Sharding::node;
     p.flags.push_back("hybrid sharding: one node's ranks per group assumed");
   }

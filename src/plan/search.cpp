@@ -152,7 +152,6 @@ std::vector<ParallelLayout> enumerate_layouts(const Workload& w, const Cluster& 
                     }
                   }
                 }
-                l.shard = 0;
               }
             }
           }
