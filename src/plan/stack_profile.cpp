@@ -23,6 +23,13 @@ const std::vector<std::string>& profile_names() {
   return names;
 }
 
+std::string profile_family(const std::string& profile) {
+  if (profile == "megatron-deepspeed" || profile == "deepspeed-zero3") return "deepspeed";
+  if (profile == "megatron-lm" || profile == "megatron-core") return "megatron";
+  if (profile == "torchtitan" || profile == "torchtitan-compile") return "torchtitan";
+  return profile;
+}
+
 StackParams fitted_params(const std::string& profile) {
   // {gemm_scale, overhead_scale, overlap_loss, link_scale, fp8_rowwise_scale, fp8_scale}, from
   //   tera plan validate configs/calibration/published_runs.csv configs/calibration/published_runs_more.csv --fit

@@ -89,6 +89,15 @@ StackProfile profile_for_framework(const std::string& framework, const std::stri
 Expected<StackProfile> stack_profile(const std::string& name);
 // Names of every profile, for fits and reports.
 const std::vector<std::string>& profile_names();
+// The engine a profile's stack runs on: profiles of one family share the
+// runtime that schedules the passes, moves the data and steps the
+// optimizer. "deepspeed": megatron-deepspeed and deepspeed-zero3 (both run
+// under DeepSpeed's engine); "megatron": megatron-lm and megatron-core (the
+// library Megatron-LM's schedules and optimizers were moved into);
+// "torchtitan": torchtitan, eager or compiled. Any other profile is its own
+// family. Leave-one-source-out prices a held-out profile that no other
+// source ran with a fit on its family's other rows (validate.h).
+std::string profile_family(const std::string& profile);
 // The parameters fitted on the calibration files (docs/plan_validation.md;
 // `tera plan validate --fit` recomputes them); neutral for a profile never fitted.
 StackParams fitted_params(const std::string& profile);

@@ -223,7 +223,19 @@ Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& 
     // (the preset unchanged); one with no other source keeps them.
     std::map<std::string, StackParams> base = cv.in_sample.params;
     for (const std::string& t : touched) base[t] = StackParams{};
-    const auto params = fit_profiles(cases, train, layouts, base, touched);
+    auto params = fit_profiles(cases, train, layouts, base, touched);
+    // A held-out profile no other source ran: one fit over the rows of the
+    // other profiles of its family (each row priced with its own profile's
+    // stack), the closest evidence of what its engine costs.
+    for (const std::string& t : touched) {
+      std::vector<size_t> family;
+      bool own = false;
+      for (size_t i : train) {
+        own = own || cases[i].profile.name == t;
+        if (profile_family(cases[i].profile.name) == profile_family(t)) family.push_back(i);
+      }
+      if (!own && !family.empty()) params[t] = fit_profile(cases, family, layouts, StackParams{});
+    }
     for (size_t i = 0; i < cases.size(); ++i) {
       if (cases[i].p.source != src) continue;
       held[i] = price_case(cases[i], params_for(params, cases[i]));

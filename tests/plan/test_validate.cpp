@@ -6,6 +6,7 @@
 
 #include "plan/calibration_fit.h"
 #include "plan/presets.h"
+#include "plan/stack_profile.h"
 #include "plan/validate.h"
 
 namespace tera {
@@ -216,6 +217,57 @@ TEST(Validate, RowsSayTheirHybridSharding) {
   EXPECT_NE(rep->rows[0].predicted, rep->rows[2].predicted);
   ASSERT_EQ(rep->skipped.size(), 1u);
   EXPECT_NE(rep->skipped[0].find("hybrid sharding does not fit"), std::string::npos) << rep->skipped[0];
+}
+
+TEST(CrossValidation, ALoneProfileTakesItsFamilysFit) {
+  // Source A: two DeepSpeed ZeRO-3 runs, slower than the preset alone says.
+  // Source B: the only DeepSpeed + Megatron-LM run; source C: the only llm.c
+  // run. Held out, B is priced with one fit over its family's rows (A's, as
+  // `--fit` on A alone gives them), not with neutral parameters; C, whose
+  // family has no other row, keeps neutral ones.
+  const std::string header = "row_id,source," + kRowsHeader.substr(kRowsHeader.find(',') + 1);
+  const std::string gpt = "GPT,24,2048,16,16,8192,standard,2048,51200,bf16,A100-SXM4-80GB,";
+  const std::string a = "1,A," + gpt + "8,1,1,8,no,,ZeRO-3 (DeepSpeed),4,32,none,,,3.0,DeepSpeed,\n" +
+                        "2,A," + gpt + "8,1,1,8,no,,ZeRO-3 (DeepSpeed),4,64,none,,,5.5,DeepSpeed,\n";
+  const std::string b = "3,B," + gpt + "16,2,2,4,no,,ZeRO-1,1,64,full,,,9.0,DeepSpeed + Megatron-LM,\n";
+  const std::string c = "4,C," + gpt + "8,1,1,8,no,,,4,32,none,,,2.0,llm.c,\n";
+  auto all = parse_csv(header + a + b + c, "runs.csv");
+  auto only_a = parse_csv(header + a, "a.csv");
+  auto only_b = parse_csv(header + b, "b.csv");
+  auto only_c = parse_csv(header + c, "c.csv");
+  ASSERT_TRUE(all.ok() && only_a.ok() && only_b.ok() && only_c.ok());
+  auto cv = cross_validate_by_source({*all}, {"runs.csv"}, &load_cluster);
+  ASSERT_TRUE(cv.ok()) << cv.error();
+  ASSERT_EQ(cv->held_out.rows.size(), 4u);
+  auto held = [&](const std::string& id) {
+    for (const RowPrediction& r : cv->held_out.rows) {
+      if (r.row_id == id) return r.predicted;
+    }
+    ADD_FAILURE() << "no row " << id;
+    return 0.0;
+  };
+  ValidateOptions fit;
+  fit.fit = true;
+  auto fa = validate_runs({*only_a}, {"a.csv"}, &load_cluster, fit);
+  ASSERT_TRUE(fa.ok()) << fa.error();
+  const StackParams ds = fa->params.at("deepspeed-zero3");
+  EXPECT_GT(std::fabs(ds.gemm_scale - 1) + std::fabs(ds.overhead_scale - 1), 0.05);  // the fit moved
+  auto price = [&](const CsvTable& t, const std::string& profile, const StackParams& q) {
+    ValidateOptions o;
+    o.params[profile] = q;
+    auto r = validate_runs({t}, {"t.csv"}, &load_cluster, o);
+    EXPECT_TRUE(r.ok() && r->rows.size() == 1u);
+    return r.ok() && !r->rows.empty() ? r->rows[0].predicted : 0.0;
+  };
+  const double family = price(*only_b, "megatron-deepspeed", ds);
+  EXPECT_NEAR(held("3"), family, 1e-9 * family);
+  EXPECT_GT(std::fabs(family / price(*only_b, "megatron-deepspeed", StackParams{}) - 1), 0.01);
+  const double neutral = price(*only_c, "llm.c", StackParams{});
+  EXPECT_NEAR(held("4"), neutral, 1e-9 * neutral);
+  EXPECT_EQ(profile_family("megatron-deepspeed"), profile_family("deepspeed-zero3"));
+  EXPECT_EQ(profile_family("megatron-core"), profile_family("megatron-lm"));
+  EXPECT_EQ(profile_family("torchtitan-compile"), profile_family("torchtitan"));
+  EXPECT_EQ(profile_family("llm.c"), "llm.c");
 }
 
 TEST(CalibrationFit, RecoversAKnownCurve) {
