@@ -80,7 +80,8 @@ int run_validate(const PlanArgs& a) {
     if (!cv.ok()) return bad(cv.error());
     if (a.validate_json) {
       fmt::print("{}\n", nlohmann::json{{"in_sample", validation_json(cv->in_sample)},
-                                         {"held_out", validation_json(cv->held_out)}}.dump(2));
+                                         {"held_out", validation_json(cv->held_out)},
+                                         {"lone_profiles", lone_profiles_json(*cv)}}.dump(2));
     } else {
       std::string files;
       for (const std::string& f : a.csv) files += " " + f;

@@ -212,9 +212,25 @@ std::string cross_validation_table(const CrossValidation& cv) {
   s += fmt::format("{:<64} {:>4} {:>9.2f}% {:>9.2f}% {:>9.2f}% {:>9.2f}%\n", "all", cv.held_out.rows.size(),
                    100 * cv.in_sample.median_abs_error, 100 * cv.in_sample.max_abs_error,
                    100 * cv.held_out.median_abs_error, 100 * cv.held_out.max_abs_error);
+  if (!cv.lone_profiles.empty()) {
+    s += "\nheld-out profiles that no other source ran:\n";
+    for (const CrossValidation::LoneProfile& l : cv.lone_profiles) {
+      s += fmt::format("  {:<64} {}: {}\n", short_source(l.source), l.profile,
+                       l.family_rows ? fmt::format("the {} family's fit on {} rows", l.family, l.family_rows)
+                                     : std::string("neutral parameters (no other row of its family)"));
+    }
+  }
   s += "\nprofile parameters fitted on all sources:\n" + params_table(cv.in_sample.params);
   s += "\nheld-out " + term_table(cv.held_out);
   return s;
+}
+
+nlohmann::json lone_profiles_json(const CrossValidation& cv) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const CrossValidation::LoneProfile& l : cv.lone_profiles) {
+    out.push_back({{"source", l.source}, {"profile", l.profile}, {"family", l.family}, {"family_rows", l.family_rows}});
+  }
+  return out;
 }
 
 nlohmann::json validation_json(const ValidationReport& rep) {

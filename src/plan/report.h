@@ -24,6 +24,8 @@ std::string memory_text(const MemoryBreakdown& m, const Cluster& cl);
 
 std::string validation_table(const ValidationReport& rep);
 nlohmann::json validation_json(const ValidationReport& rep);
+// Cross-validation's lone profiles: [{source, profile, family, family_rows}].
+nlohmann::json lone_profiles_json(const CrossValidation& cv);
 // Per-source in-sample and held-out median/max, then the held-out rows.
 std::string cross_validation_table(const CrossValidation& cv);
 // Median and max per dominant term of the predicted step (the misses grouped by what dominates them).

@@ -234,7 +234,9 @@ Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& 
         own = own || cases[i].profile.name == t;
         if (profile_family(cases[i].profile.name) == profile_family(t)) family.push_back(i);
       }
-      if (!own && !family.empty()) params[t] = fit_profile(cases, family, layouts, StackParams{});
+      if (own) continue;
+      if (!family.empty()) params[t] = fit_profile(cases, family, layouts, StackParams{});
+      cv.lone_profiles.push_back({src, t, profile_family(t), family.size()});
     }
     for (size_t i = 0; i < cases.size(); ++i) {
       if (cases[i].p.source != src) continue;

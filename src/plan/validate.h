@@ -97,6 +97,14 @@ Expected<ValidationReport> validate_runs(const CsvTable& table, const std::strin
 // each source in turn (`held_out`); `in_sample` is the fit on all rows.
 struct CrossValidation {
   ValidationReport in_sample, held_out;
+  // Each held-out profile that no other source ran: priced with one fit on
+  // `family_rows` rows of its family (stack_profile.h profile_family), or
+  // with neutral parameters when that is 0.
+  struct LoneProfile {
+    std::string source, profile, family;
+    size_t family_rows = 0;
+  };
+  std::vector<LoneProfile> lone_profiles;
 };
 Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& tables,
                                                    const std::vector<std::string>& wheres, ClusterLoader load);

@@ -309,6 +309,9 @@ class CrossValidation(unittest.TestCase):
         self.assertLessEqual(held_median, 8.0, total[0])
         for line in per_source:
             self.assertLessEqual(float(line.split()[-2].rstrip("%")), 15.0, line)
+        # MT-NLG is its stack's only source: held out, it is priced with the DeepSpeed family's fit.
+        lone = r.stdout.split("held-out profiles that no other source ran:\n", 1)[1].split("\n\n", 1)[0]
+        self.assertRegex(lone, r"Smith et al\. 2022.* megatron-deepspeed: the deepspeed family's fit on \d+ rows")
 
 if __name__ == "__main__":
     classes = sys.argv[3:] or ["PlanCli"]

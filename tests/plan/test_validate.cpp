@@ -264,6 +264,23 @@ TEST(CrossValidation, ALoneProfileTakesItsFamilysFit) {
   EXPECT_GT(std::fabs(family / price(*only_b, "megatron-deepspeed", StackParams{}) - 1), 0.01);
   const double neutral = price(*only_c, "llm.c", StackParams{});
   EXPECT_NEAR(held("4"), neutral, 1e-9 * neutral);
+  // The report says which held-out profiles were lone, and how each was priced.
+  // A is lone too: held out, its ZeRO-3 profile takes the family's fit on B's row.
+  ASSERT_EQ(cv->lone_profiles.size(), 3u);
+  for (const CrossValidation::LoneProfile& l : cv->lone_profiles) {
+    if (l.source == "A") {
+      EXPECT_EQ(l.profile, "deepspeed-zero3");
+      EXPECT_EQ(l.family_rows, 1u);
+    } else if (l.source == "B") {
+      EXPECT_EQ(l.profile, "megatron-deepspeed");
+      EXPECT_EQ(l.family, "deepspeed");
+      EXPECT_EQ(l.family_rows, 2u);
+    } else {
+      EXPECT_EQ(l.source, "C");
+      EXPECT_EQ(l.profile, "llm.c");
+      EXPECT_EQ(l.family_rows, 0u);
+    }
+  }
   EXPECT_EQ(profile_family("megatron-deepspeed"), profile_family("deepspeed-zero3"));
   EXPECT_EQ(profile_family("megatron-core"), profile_family("megatron-lm"));
   EXPECT_EQ(profile_family("torchtitan-compile"), profile_family("torchtitan"));
