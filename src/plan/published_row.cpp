@@ -44,14 +44,27 @@ struct RowReader {
   }
 };
 
-// Which preset a row's hardware runs on ("" when none does).
-std::string cluster_for(const std::string& gpu_type) {
-  if (contains(gpu_type, "A100")) return "selene";
+// Which preset a row's hardware runs on; "" with the reason when none does.
+std::string cluster_for(const std::string& gpu_type, std::string* why) {
+  auto has = [&](const char* s) { return contains_ignore_case(gpu_type, s); };
+  // Parts that share a name with a preset's GPU but not its board or node:
+  // priced as the SXM part in a DGX-class node they would be wrong by their
+  // clock, memory bandwidth and links.
+  if (has("GH200")) {
+    *why = "a Grace Hopper (GH200) node is not a DGX-class node of 8 NVSwitch-connected GPUs";
+    return "";
+  }
+  if (has("PCIe") || (has("NVL") && !has("SXM"))) {
+    *why = "a PCIe or NVL board runs at a lower power and clock than the SXM part the presets describe";
+    return "";
+  }
+  if (has("A100")) return "selene";
   // The 500 W HBM2e H100 (torchtitan's Grand Teton hosts) is its own part.
-  if (contains(gpu_type, "H100") && contains(gpu_type, "HBM2e")) return "h100-hbm2e";
-  if (contains(gpu_type, "H100")) return "dgx-h100";
-  if (contains(gpu_type, "H200")) return "dgx-h200";
-  if (contains(gpu_type, "MI250X")) return "frontier";
+  if (has("H100") && has("HBM2e")) return "h100-hbm2e";
+  if (has("H100")) return "dgx-h100";
+  if (has("H200")) return "dgx-h200";
+  if (has("MI250X")) return "frontier";
+  *why = "no preset for this GPU";
   return "";
 }
 
@@ -400,9 +413,12 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   if (gpus < 1) return Status::error(r.where + ": num_gpus must be positive");
   p.gpus = static_cast<int>(gpus);
   TERA_ASSIGN_OR_RETURN(cp, parse_cp(r));
-  const std::string preset = cluster_for(r.text("gpu_type"));
+  std::string why;
+  const std::string preset = cluster_for(r.text("gpu_type"), &why);
   if (preset.empty()) {
-    p.skip_reason = fmt::format("gpu_type '{}' has no cluster preset (A100, H100, H200, MI250X)", r.text("gpu_type"));
+    p.skip_reason = fmt::format("gpu_type '{}' has no cluster preset: {} (presets: A100 SXM, H100 SXM, H100 HBM2e "
+                                "500 W, H200 SXM, MI250X)",
+                                r.text("gpu_type"), why);
     return rc_case;
   }
   TERA_ASSIGN_OR_RETURN(gb, parse_global_batch(r, gpus, cp, &p));

@@ -219,6 +219,31 @@ TEST(Validate, RowsSayTheirHybridSharding) {
   EXPECT_NE(rep->skipped[0].find("hybrid sharding does not fit"), std::string::npos) << rep->skipped[0];
 }
 
+TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
+  // Names in any case; boards that share a preset GPU's name but not its
+  // board or node are skipped with the reason, not priced as the SXM part.
+  const std::string gpt = "GPT,24,2048,16,16,8192,standard,2048,51200,bf16,";
+  const std::string tail = ",8,1,1,8,no,,,4,32,none,,,2.0,NeMo 24.07,\n";
+  const std::string csv = kRowsHeader + "1," + gpt + "h100 sxm5 80gb" + tail + "2," + gpt + "H100 PCIe 80GB" + tail +
+                          "3," + gpt + "H100 NVL" + tail + "4," + gpt + "GH200 96GB" + tail + "5," + gpt +
+                          "H100 SXM lower-TDP HBM2e variant (between SXM and NVL)" + tail + "6," + gpt + "B200" + tail;
+  auto table = parse_csv(csv, "runs.csv");
+  ASSERT_TRUE(table.ok()) << table.error();
+  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->rows.size(), 2u);
+  EXPECT_EQ(rep->rows[0].cluster, "dgx-h100");
+  EXPECT_EQ(rep->rows[0].profile, "megatron-core");  // NeMo runs on Megatron-Core
+  EXPECT_EQ(rep->rows[1].cluster, "h100-hbm2e");
+  ASSERT_EQ(rep->skipped.size(), 4u);
+  EXPECT_NE(rep->skipped[0].find("row_id 2 (runs.csv): gpu_type 'H100 PCIe 80GB' has no cluster preset: a PCIe or NVL board"),
+            std::string::npos)
+      << rep->skipped[0];
+  EXPECT_NE(rep->skipped[1].find("PCIe or NVL"), std::string::npos) << rep->skipped[1];
+  EXPECT_NE(rep->skipped[2].find("Grace Hopper"), std::string::npos) << rep->skipped[2];
+  EXPECT_NE(rep->skipped[3].find("no preset for this GPU"), std::string::npos) << rep->skipped[3];
+}
+
 TEST(CrossValidation, ALoneProfileTakesItsFamilysFit) {
   // Source A: two DeepSpeed ZeRO-3 runs, slower than the preset alone says.
   // Source B: the only DeepSpeed + Megatron-LM run; source C: the only llm.c
