@@ -204,15 +204,26 @@ void parse_zero(const RowReader& r, RowCase* c) {
   else if (contains(zero, "zero-2")) space.zero = 2;
   else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
   else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
-  // FSDP's reshard_after_forward, where the column says it is off
-  // ("reshard_after_forward=False", "... off"); on, FSDP's default, otherwise.
+  // FSDP's reshard_after_forward where the column says it
+  // ("reshard_after_forward=False", "... off"; "=True", "... on").
   const size_t at = zero.find("reshard_after_forward");
   if (at != std::string::npos) {
     const std::string said = zero.substr(at, 32);
     if (contains(said, "false") || contains(said, " off") || contains(said, "=0")) {
       space.reshard_after_forward = false;
       p.flags.push_back("reshard_after_forward off");
+    } else if (contains(said, "true") || contains(said, " on") || contains(said, "=1")) {
+      space.reshard_after_forward = true;
     }
+  }
+  // Unsaid: on (FSDP's default) without pipeline parallelism; with it, a
+  // stage keeps its gathered parameters for the step, as PyTorch's pipeline
+  // schedules run FSDP (torchtitan's default) and Llama 3's 16k-GPU runs
+  // did (DeepSpeed cannot pipeline ZeRO-3 at all): re-gathering them for
+  // every micro-batch is a choice a run would state.
+  if (space.zero == 3 && !space.reshard_after_forward && space.pp.value_or(1) > 1) {
+    space.reshard_after_forward = false;
+    p.flags.push_back("reshard_after_forward off (FSDP with a pipeline: parameters gathered once a step)");
   }
   // Hybrid sharding: a stated replica count (torchtitan's dp_replicate) or
   // HSDP / PyTorch's HYBRID_SHARD alone (one node's worth of ranks per group).

@@ -148,6 +148,14 @@ const std::string kRowsHeader =
     "sequence_parallel,vpp_chunks,zero_fsdp_distopt,micro_batch,global_batch_seqs,activation_recompute,"
     "reported_tflops_per_gpu,util_metric,iteration_time_s,framework,notes\n";
 
+// Whether one of the row's flags contains `flag`.
+bool has(const RowPrediction& p, const std::string& flag) {
+  for (const std::string& f : p.flags) {
+    if (f.find(flag) != std::string::npos) return true;
+  }
+  return false;
+}
+
 TEST(Validate, RowsSayTheirRecipeReshardingConventionAndStackDefaults) {
   const std::string llama = "Llama,16,2048,16,8,5632,gated,4096,32000,";
   const std::string csv = kRowsHeader +
@@ -171,12 +179,6 @@ TEST(Validate, RowsSayTheirRecipeReshardingConventionAndStackDefaults) {
   auto rep = validate_runs(*table, "runs.csv", &load_cluster);
   ASSERT_TRUE(rep.ok()) << rep.error();
   ASSERT_EQ(rep->rows.size(), 5u) << (rep->skipped.empty() ? "" : rep->skipped[0]);
-  auto has = [](const RowPrediction& p, const std::string& flag) {
-    for (const std::string& f : p.flags) {
-      if (f.find(flag) != std::string::npos) return true;
-    }
-    return false;
-  };
   EXPECT_TRUE(has(rep->rows[0], "fp8 rowwise scales"));
   EXPECT_FALSE(has(rep->rows[1], "fp8 rowwise"));
   // Same layout, same run otherwise: the rowwise kernel is never faster.
@@ -217,6 +219,31 @@ TEST(Validate, RowsSayTheirHybridSharding) {
   EXPECT_NE(rep->rows[0].predicted, rep->rows[2].predicted);
   ASSERT_EQ(rep->skipped.size(), 1u);
   EXPECT_NE(rep->skipped[0].find("hybrid sharding does not fit"), std::string::npos) << rep->skipped[0];
+}
+
+TEST(Validate, PipelinedFsdpGathersOnceAStepUnlessTheRowSaysItReshards) {
+  // FSDP with a pipeline and nothing said: a stage keeps its gathered
+  // parameters for the step (PyTorch's pipeline schedules, Llama 3). Said
+  // "reshard_after_forward=True": gathered again for every micro-batch.
+  // Without a pipeline: FSDP's default, resharded.
+  const std::string llama = "Llama,16,2048,16,8,5632,gated,4096,32000,bf16,H100 SXM,32,1,";
+  const std::string tail = ",2,64,full,,,5.0,Meta internal,\n";
+  const std::string csv = kRowsHeader + "1," + llama + "4,8,no,1,FSDP" + tail + "2," + llama +
+                          "4,8,no,1,FSDP; reshard_after_forward=True" + tail + "3," + llama + "1,32,no,1,FSDP" + tail;
+  auto table = parse_csv(csv, "runs.csv");
+  ASSERT_TRUE(table.ok()) << table.error();
+  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->rows.size(), 3u);
+  const RowPrediction &kept = rep->rows[0], &resharded = rep->rows[1], &flat = rep->rows[2];
+  EXPECT_EQ(kept.layout.zero, 3);
+  EXPECT_FALSE(kept.layout.reshard_after_forward);
+  EXPECT_TRUE(has(kept, "reshard_after_forward off (FSDP with a pipeline: parameters gathered once a step)"));
+  EXPECT_TRUE(resharded.layout.reshard_after_forward);
+  EXPECT_FALSE(has(resharded, "reshard_after_forward off"));
+  EXPECT_TRUE(flat.layout.reshard_after_forward);
+  // The same run: gathering once a step beats gathering for each of the 8 micro-batches.
+  EXPECT_LT(kept.predicted, resharded.predicted);  // iteration time
 }
 
 TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
