@@ -3,6 +3,8 @@
 #include "plan/memory_model.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "partition/layout_check.h"
@@ -53,9 +55,38 @@ RankPrecision rank_precision(const Workload& w, const Cluster& cl) {
                        .dropout = cl.stack.dropout};
 }
 
+double op_sac_saved_per_token(const ModelSpec& spec, int tp, bool sequence_parallel) {
+  const ModelConfig& c = spec.config();
+  const double t = tp, C = static_cast<double>(c.hidden), F = static_cast<double>(c.ffn());
+  const double kv = static_cast<double>(c.kv() * c.head_size());
+  // The block's matmuls in forward order, as (output width, row-parallel).
+  std::vector<std::pair<double, bool>> mm;
+  if (c.mlp == MlpKind::gated) {  // separate projections (torchtitan's Llama)
+    mm = {{C, false}, {kv, false}, {kv, false}, {C, true}, {F, false}, {F, false}, {C, true}};
+  } else {
+    mm = {{C + 2 * kv, false}, {C, true}, {F, false}, {C, true}};
+  }
+  double saved = C / t;  // the attention kernel's output
+  for (size_t i = 0; i < mm.size(); i += 2) saved += mm[i].second ? mm[i].first : mm[i].first / t;
+  if (sequence_parallel && tp > 1) saved += 2 * C / t;
+  return saved;
+}
+
 MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int zero_rank) {
   const ParallelLayout::Coord coord{.tp = 0, .pp = stage, .dp = zero_rank / l.cp, .cp = zero_rank % l.cp};
-  return planner_.plan(l, coord).bytes;
+  if (!cl_.stack.op_level_sac || l.recompute != Recompute::selective) return planner_.plan(l, coord).bytes;
+  // Op-level SAC: what full recompute holds (each block's input, one block's
+  // working set while it re-runs) plus the tensors its policy saves, for
+  // every block of the stage and every micro-batch in flight.
+  ParallelLayout full = l;
+  full.recompute = Recompute::full;
+  const RankPlan r = planner_.plan(full, coord);
+  MemoryReport bytes = r.bytes;
+  const double tokens = static_cast<double>(l.micro_batch) * static_cast<double>(r.seq_len);
+  const double per_block = op_sac_saved_per_token(spec_, l.tp, l.sequence_parallel) * tokens * static_cast<double>(dtype_bytes(pb_.act));
+  bytes[MemoryClass::activations] +=
+      static_cast<int64_t>(per_block * static_cast<double>(r.stage.num_layers()) * static_cast<double>(r.slots));
+  return bytes;
 }
 
 MemoryBreakdown MemoryTables::with_allowances(const ParallelLayout& l, const MemoryReport& plan, int stage) const {

@@ -71,6 +71,17 @@ RankPrecision rank_precision(const Workload& w, const Cluster& cl);
 // The memory of layouts of one workload on one cluster: the rank plans
 // (partition/rank_plan.h, whose planner remembers what layouts share: the
 // search prices tens of thousands) plus the allowances.
+// PyTorch's op-level selective activation checkpointing (torchtitan's
+// "selective", Stack::op_level_sac) saves, per block and token of a
+// micro-batch, beyond the block's input that full recompute keeps: the
+// attention kernel's output and the odd-numbered matmuls' outputs (its policy
+// counts a block's matmuls from one and saves every other: Llama's wq, wv, w1
+// and w2 of wq, wk, wv, wo, w1, w3, w2; GPT's fused qkv and fc), and under
+// sequence parallelism the two reduce-scatters' outputs. Elements per token on
+// one tensor-parallel rank: a column-parallel output is 1/tp of its width, a
+// row-parallel one (wo, w2) the full hidden (partial sums before their reduction).
+double op_sac_saved_per_token(const ModelSpec& spec, int tp, bool sequence_parallel);
+
 class MemoryTables {
  public:
   MemoryTables(const ModelSpec& spec, const Workload& w, const Cluster& cl)

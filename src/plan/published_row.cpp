@@ -332,6 +332,15 @@ Status parse_outcome(const RowReader& r, RowPrediction* p) {
                                      col, reported));
   }
   p->reported = reported;
+  // The run's peak memory per GPU, where the source gives it (an auxiliary
+  // outcome: the memory model's check).
+  if (r.has("reported_peak_memory_gib")) {
+    TERA_ASSIGN_OR_RETURN(gib, r.number("reported_peak_memory_gib"));
+    if (!(gib > 0) || !std::isfinite(gib)) {
+      return Status::error(fmt::format("{}: reported_peak_memory_gib = {} must be a positive number of GiB", r.where, gib));
+    }
+    p->reported_memory_gib = gib;
+  }
   return ok_status();
 }
 

@@ -151,6 +151,25 @@ std::string validation_table(const ValidationReport& rep) {
                    100 * rep.median_abs_error, 100 * rep.max_abs_error);
   s += '\n';
   s += term_table(rep);
+  s += memory_table(rep);
+  return s;
+}
+
+std::string memory_table(const ValidationReport& rep) {
+  if (rep.memory.rows == 0) return "";
+  std::string s = fmt::format(
+      "\nmemory per GPU against the reported peaks (the fullest stage, with the allocator and framework allowances):\n"
+      "{:>4}  {:<22} {:<46} {:>9} {:>9} {:>7}\n",
+      "row", "model", "layout priced", "predicted", "reported", "error");
+  for (const auto& r : rep.rows) {
+    if (r.reported_memory_gib <= 0) continue;
+    s += fmt::format("{:>4}  {:<22} {:<46} {:>7.1f}Gi {:>7.1f}Gi {:>+6.1f}%\n", r.row_id, r.model.substr(0, 22),
+                     short_layout(r.layout), r.predicted_memory_gib, r.reported_memory_gib,
+                     100 * (r.predicted_memory_gib / r.reported_memory_gib - 1));
+  }
+  s += fmt::format("{} rows: median |error| {:.1f}%, max |error| {:.1f}%, median predicted/reported {:.2f}\n",
+                   rep.memory.rows, 100 * rep.memory.median_abs_error, 100 * rep.memory.max_abs_error,
+                   rep.memory.median_ratio);
   return s;
 }
 
@@ -248,8 +267,10 @@ nlohmann::json validation_json(const ValidationReport& rep) {
                  {"reported", r.reported},
                  {"rel_error", r.rel_error},
                  {"fits", r.fits},
+                 {"predicted_memory_gib", r.predicted_memory_gib},
                  {"layout", layout_to_json(r.layout)},
                  {"flags", r.flags}});
+    if (r.reported_memory_gib > 0) a.back()["reported_memory_gib"] = r.reported_memory_gib;
   }
   return a;
 }

@@ -30,6 +30,9 @@ nlohmann::json lone_profiles_json(const CrossValidation& cv);
 std::string cross_validation_table(const CrossValidation& cv);
 // Median and max per dominant term of the predicted step (the misses grouped by what dominates them).
 std::string term_table(const ValidationReport& rep);
+// The rows that report their peak memory: predicted beside reported, and the
+// median and max |error| ("" when no row reports one).
+std::string memory_table(const ValidationReport& rep);
 // Median and max per source; profile parameters.
 std::string source_table(const ValidationReport& rep);
 std::string params_table(const std::map<std::string, StackParams>& params);

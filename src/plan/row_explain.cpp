@@ -153,6 +153,11 @@ std::string setup_lines(const RowExplanation& x) {
   s += fmt::format("  layout priced: {}; {} with {} micro-batches of {} per pipeline; fits: {} ({:.1f} of {:.1f} GiB)\n",
                    layout_string(l), schedule_kind_name(l.schedule), micro_batches(l, x.c.w), l.micro_batch,
                    p.fits ? "yes" : "NO", x.e.memory.total() / (1 << 30), x.cl.gpu.memory_bytes / (1 << 30));
+  if (p.reported_memory_gib > 0) {
+    s += fmt::format("  memory per GPU: predicted {:.1f} GiB, the run's reported peak {:.1f} GiB ({:+.1f}%)\n",
+                     p.predicted_memory_gib, p.reported_memory_gib,
+                     100 * (p.predicted_memory_gib / p.reported_memory_gib - 1));
+  }
   std::string notes;
   for (const std::string& f : p.flags) notes += (notes.empty() ? "" : "; ") + f;
   if (!notes.empty()) s += "  planner choices / notes: " + notes + "\n";

@@ -139,6 +139,17 @@ void summarise(ValidationReport* rep) {
     const auto& v = it->second;
     rep->by_term.push_back({t, static_cast<int>(v.size()), median_of(v), *std::max_element(v.begin(), v.end())});
   }
+  std::vector<double> mem_err, mem_ratio;
+  for (const RowPrediction& p : rep->rows) {
+    if (p.reported_memory_gib <= 0) continue;
+    mem_ratio.push_back(p.predicted_memory_gib / p.reported_memory_gib);
+    mem_err.push_back(std::fabs(mem_ratio.back() - 1));
+  }
+  rep->memory = MemoryStats{};
+  if (!mem_err.empty()) {
+    rep->memory = {static_cast<int>(mem_err.size()), median_of(mem_err),
+                   *std::max_element(mem_err.begin(), mem_err.end()), median_of(mem_ratio)};
+  }
 }
 
 namespace {

@@ -40,9 +40,20 @@ struct RowPrediction {
   double rel_error = 0;    // (predicted - reported) / reported
   ParallelLayout layout;           // the layout priced
   bool fits = true;        // per the memory model
+  // Memory per GPU on the fullest stage (the model's, with its allowances), and
+  // the run's reported peak (column reported_peak_memory_gib; 0: not reported).
+  double predicted_memory_gib = 0;
+  double reported_memory_gib = 0;
   std::vector<std::string> flags;  // settings chosen by the planner or inferred
   std::string skip_reason;         // set when the row cannot be priced (no preset, unmodelled feature)
   StepBreakdown breakdown;         // the predicted step by term (step_breakdown.h)
+};
+
+// Memory per GPU against the rows that report their peak.
+struct MemoryStats {
+  int rows = 0;
+  double median_abs_error = 0, max_abs_error = 0;
+  double median_ratio = 0;  // predicted / reported
 };
 
 struct SourceStats {
@@ -65,6 +76,7 @@ struct ValidationReport {
   double max_abs_error = 0;
   std::vector<SourceStats> by_source;       // in order of first appearance
   std::vector<TermStats> by_term;           // "compute", then the other terms in StepTerm order
+  MemoryStats memory;                       // rows with reported_peak_memory_gib
   std::map<std::string, StackParams> params;  // the profile parameters used
 };
 

@@ -170,6 +170,42 @@ TEST(MemoryModel, PipelineSlotsFromSchedule) {
   EXPECT_LT(t.boundary[embedding_end | middle], t.boundary[embedding_end] + t.boundary[middle]);
 }
 
+TEST(MemoryModel, OpLevelSelectiveCheckpointingSavesEveryOtherMatmul) {
+  // PyTorch's op-level SAC (torchtitan's "selective"): per token of a block,
+  // the attention output and the odd-numbered matmul outputs. Llama with
+  // C = 64, 4 heads of 16, 2 kv heads (kv = 32), F = 160, tp 1: wq (64), wv
+  // (32), w1 (160), w2 (64) + attention 64 = 384 elements. tp 2 with
+  // sequence parallelism: 32 + 16 + 80 + 64 (w2 is row-parallel: the whole
+  // hidden) + 32, plus two reduce-scatter outputs of 32 = 288. GPT, fused
+  // qkv (3 x 64) and fc (256), tp 1: 192 + 256 + 64 = 512.
+  ModelConfig llama{.layers = 4, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 1000, .ffn_hidden = 160,
+                    .vocab_align = 8};
+  llama.kv_heads = 2;
+  llama.mlp = MlpKind::gated;
+  EXPECT_DOUBLE_EQ(op_sac_saved_per_token(ModelSpec(llama), 1, false), 384);
+  EXPECT_DOUBLE_EQ(op_sac_saved_per_token(ModelSpec(llama), 2, true), 288);
+  EXPECT_DOUBLE_EQ(op_sac_saved_per_token(ModelSpec(small_gpt()), 1, false), 512);
+  // The planner's memory under it: what full recompute holds plus those
+  // tensors for every block of the stage and micro-batch in flight (1F1B,
+  // first of 2 stages of 2 blocks each, 2 in flight), 16-bit.
+  Cluster cl = plain_cluster();
+  cl.stack.op_level_sac = true;
+  const ModelSpec spec(llama);
+  const Workload w{llama, 4, Precision::bf16};
+  ParallelLayout l;
+  l.pp = 2;
+  l.micro_batch = 1;
+  l.recompute = Recompute::full;
+  const MemoryBreakdown full = stage_memory(spec, l, w, cl, 0);
+  l.recompute = Recompute::selective;
+  const MemoryBreakdown sac = stage_memory(spec, l, w, cl, 0);
+  EXPECT_EQ(sac.plan[MemoryClass::activations] - full.plan[MemoryClass::activations], 2 * 2 * 32 * 384 * 2);
+  EXPECT_EQ(sac.states(), full.states());
+  // Megatron's selective (attention core only) is the rank plan's own.
+  cl.stack.op_level_sac = false;
+  EXPECT_NE(stage_memory(spec, l, w, cl, 0).plan[MemoryClass::activations], sac.plan[MemoryClass::activations]);
+}
+
 TEST(MemoryModel, AllowancesOnTop) {
   // The allocator allowance is a fraction of tera's buffers; reserved is added as is.
   const ModelSpec spec(small_gpt());

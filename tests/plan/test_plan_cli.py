@@ -181,6 +181,11 @@ class PlanCli(CliCase):
             predicted = re.search(r"predicted ([0-9.]+), reported", r.stdout).group(1)
             self.assertEqual(predicted, listed.group(1))
             self.assertIn("model FLOP utilisation", r.stdout)
+        # A row that reports its peak memory shows it beside the model's figure, as the table does.
+        r = run("plan", "validate", CSV, MORE, "--explain", "201")
+        shown = re.search(r"memory per GPU: predicted ([0-9.]+) GiB, the run's reported peak 82.4 GiB", r.stdout)
+        self.assertIsNotNone(shown, r.stdout)
+        self.assertRegex(table.stdout, r"\n +201 .* %sGi +82.4Gi " % shown.group(1))
         self.bad(["plan", "validate", CSV, "--explain", "abc"], "--explain abc: 'abc' is not a row number; the rows priced are 1-46")
         self.bad(["plan", "validate", CSV, "--explain", "47"], "--explain 47: no row 47 in these files; the rows priced are 1-46")
         self.bad(["plan", "validate", CSV, "--explain", ""], "the rows priced are 1-46")
@@ -218,6 +223,13 @@ class PlanCli(CliCase):
         self.assertIn("torchtitan", both.stdout)
         self.assertIn("llm.c", both.stdout)
         self.assertNotIn("skipped", both.stdout)  # cp and fp8 rows are priced
+        # The memory model against the 20 rows that report their peak: median |error| 12%
+        # (25% before torchtitan's op-level selective checkpointing was priced as such).
+        m = re.search(r"(\d+) rows: median \|error\| ([\d.]+)%, max \|error\| ([\d.]+)%, median predicted/reported",
+                      both.stdout)
+        self.assertIsNotNone(m, both.stdout[-3000:])
+        self.assertEqual(int(m.group(1)), 20)
+        self.assertLessEqual(float(m.group(2)), 15.0, m.group(0))
 
     @unittest.skipUnless(CSV, "no calibration file given")
     def test_validation_json(self):
@@ -225,7 +237,7 @@ class PlanCli(CliCase):
         j = run("plan", "validate", CSV, "--json")
         rows = json.loads(j.stdout)
         self.assertGreater(len(rows), 40)
-        for key in ("row_id", "metric", "predicted", "reported", "rel_error"):
+        for key in ("row_id", "metric", "predicted", "reported", "rel_error", "predicted_memory_gib"):
             self.assertIn(key, rows[0])
 
 

@@ -246,6 +246,34 @@ TEST(Validate, PipelinedFsdpGathersOnceAStepUnlessTheRowSaysItReshards) {
   EXPECT_LT(kept.predicted, resharded.predicted);  // iteration time
 }
 
+TEST(Validate, ReportedPeakMemoryChecksTheMemoryModel) {
+  // reported_peak_memory_gib is compared with the memory model's figure for
+  // the layout priced; a value that is not a positive number skips the row
+  // naming the column; a row without one is priced as before.
+  const std::string header = kRowsHeader.substr(0, kRowsHeader.size() - 1) + ",reported_peak_memory_gib\n";
+  const std::string gpt = "GPT,24,2048,16,16,8192,standard,2048,51200,bf16,H100 SXM,8,1,1,8,no,,ZeRO-1,";
+  const std::string csv = header + "1," + gpt + "1,32,none,,,1.0,Megatron-Core,,20\n" + "2," + gpt +
+                          "4,32,none,,,1.0,Megatron-Core,,30\n" + "3," + gpt + "4,32,none,,,1.0,Megatron-Core,,\n" +
+                          "4," + gpt + "4,32,none,,,1.0,Megatron-Core,,lots\n";
+  auto table = parse_csv(csv, "runs.csv");
+  ASSERT_TRUE(table.ok()) << table.error();
+  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  ASSERT_TRUE(rep.ok()) << rep.error();
+  ASSERT_EQ(rep->rows.size(), 3u) << (rep->skipped.empty() ? "" : rep->skipped[0]);
+  const RowPrediction &small = rep->rows[0], &large = rep->rows[1], &silent = rep->rows[2];
+  EXPECT_DOUBLE_EQ(small.reported_memory_gib, 20);
+  EXPECT_GT(small.predicted_memory_gib, 0);
+  EXPECT_GT(large.predicted_memory_gib, small.predicted_memory_gib);  // four sequences' activations, not one
+  EXPECT_DOUBLE_EQ(silent.reported_memory_gib, 0);
+  EXPECT_DOUBLE_EQ(silent.predicted_memory_gib, large.predicted_memory_gib);
+  ASSERT_EQ(rep->memory.rows, 2);
+  const double e1 = small.predicted_memory_gib / 20 - 1, e2 = large.predicted_memory_gib / 30 - 1;
+  EXPECT_DOUBLE_EQ(rep->memory.median_abs_error, 0.5 * (std::fabs(e1) + std::fabs(e2)));
+  EXPECT_DOUBLE_EQ(rep->memory.max_abs_error, std::max(std::fabs(e1), std::fabs(e2)));
+  ASSERT_EQ(rep->skipped.size(), 1u);
+  EXPECT_NE(rep->skipped[0].find("reported_peak_memory_gib"), std::string::npos) << rep->skipped[0];
+}
+
 TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
   // Names in any case; boards that share a preset GPU's name but not its
   // board or node are skipped with the reason, not priced as the SXM part.
