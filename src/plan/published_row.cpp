@@ -108,7 +108,11 @@ Status parse_model(const RowReader& r, Workload* w, RowPrediction* p) {
     if (!k.ok()) return Status::error(r.where + ": column mlp: " + k.error());
     m.mlp = *k;
   }
-  // The gated-MLP family (Llama) unties its input and output embeddings.
+  // The gated-MLP family is Llama's architecture: rotary positions (no
+  // learned position table, which at a 262k context would be 4B parameters
+  // of a 16k-wide model), RMSNorm, no biases; and it unties its input and
+  // output embeddings.
+  if (m.mlp == MlpKind::gated) m.arch = Arch::llama;
   if (untied_by_family(m)) {
     w->untied_embeddings = true;
     p->flags.push_back("untied embeddings (Llama family)");

@@ -107,6 +107,10 @@ std::string memory_text(const MemoryBreakdown& m, const Cluster& cl) {
   for (MemoryClass c : kAllMemoryClasses) {
     if (m.plan[c] > 0) s += fmt::format("    {:<24} {:>8} GiB\n", memory_class_name(c), gib(m.plan[c]));
   }
+  if (m.fsdp_unsharded > 0) {
+    s += fmt::format("    {:<24} {:>8} GiB  (reshard=0: the stage's blocks held gathered, pipelined gradients unsharded)\n",
+                     "FSDP unsharded", gib(m.fsdp_unsharded));
+  }
   s += fmt::format("  allowances of a GPU stack:\n");
   s += fmt::format("    {:<24} {:>8} GiB  ({:.0f}% of the buffers)\n", "allocator fragmentation", gib(m.allocator),
                    100 * cl.memory.fragmentation);

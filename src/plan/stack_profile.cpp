@@ -41,8 +41,8 @@ StackParams fitted_params(const std::string& profile) {
       {"megatron-core", {1.000, 1.176, 0.046, 0.589, 1.000, 1.000}},
       {"megatron-deepspeed", {0.786, 0.996, 0.320, 1.000, 1.000, 1.000}},
       {"megatron-lm", {1.000, 0.427, 0.268, 1.025, 1.000, 1.000}},
-      {"torchtitan", {0.859, 0.741, 0.024, 1.299, 1.000, 0.981}},
-      {"torchtitan-compile", {0.823, 0.100, 0.217, 1.003, 0.648, 1.023}},
+      {"torchtitan", {0.859, 0.745, 0.024, 1.299, 1.000, 0.981}},
+      {"torchtitan-compile", {0.822, 0.100, 0.217, 1.005, 0.648, 1.023}},
       // END FITTED
   };
   auto it = kFitted.find(profile);

@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "plan/calibration_fit.h"
+#include "plan/memory_model.h"
 #include "plan/presets.h"
+#include "plan/published_row.h"
 #include "plan/stack_profile.h"
 #include "plan/validate.h"
 
@@ -272,6 +274,27 @@ TEST(Validate, ReportedPeakMemoryChecksTheMemoryModel) {
   EXPECT_DOUBLE_EQ(rep->memory.max_abs_error, std::max(std::fabs(e1), std::fabs(e2)));
   ASSERT_EQ(rep->skipped.size(), 1u);
   EXPECT_NE(rep->skipped[0].find("reported_peak_memory_gib"), std::string::npos) << rep->skipped[0];
+}
+
+TEST(Validate, AGatedRowIsLlamasArchitecture) {
+  // A gated MLP is Llama's block: rotary positions, so no learned position
+  // table of seq_len x hidden (4.3B parameters for a 16k-wide model at a
+  // 262k context), RMSNorm without biases, untied embeddings. A standard
+  // MLP keeps GPT's learned positions.
+  const std::string tail = ",bf16,H100 SXM,8,1,1,8,no,,ZeRO-1,1,8,none,,,1.0,Megatron-Core,\n";
+  const std::string csv = kRowsHeader + "1,Llama,4,1024,8,8,2816,gated,4096,32000" + tail +
+                          "2,GPT,4,1024,8,8,4096,standard,4096,32000" + tail;
+  auto table = parse_csv(csv, "runs.csv");
+  ASSERT_TRUE(table.ok()) << table.error();
+  auto parsed = parse_runs({*table}, {"runs.csv"}, &load_cluster);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  ASSERT_EQ(parsed->cases.size(), 2u);
+  const ModelConfig &llama = parsed->cases[0].w.model, &gpt = parsed->cases[1].w.model;
+  EXPECT_EQ(llama.arch, Arch::llama);
+  EXPECT_TRUE(parsed->cases[0].w.untied_embeddings);
+  EXPECT_EQ(gpt.arch, Arch::gpt2);
+  EXPECT_EQ(param_split(ModelSpec(llama), 1).wpe, 0);
+  EXPECT_EQ(param_split(ModelSpec(gpt), 1).wpe, 4096.0 * 1024);
 }
 
 TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
