@@ -44,16 +44,19 @@ struct RowReader {
   }
 };
 
-// Which preset a row's hardware runs on; "" with the reason when none does.
-std::string cluster_for(const std::string& gpu_type, std::string* why) {
+// Which preset a row's hardware runs on; "" with the reason when none does,
+// and in *note what the row's hardware differs from the preset in.
+std::string cluster_for(const std::string& gpu_type, std::string* why, std::string* note) {
   auto has = [&](const char* s) { return contains_ignore_case(gpu_type, s); };
-  // Parts that share a name with a preset's GPU but not its board or node:
-  // priced as the SXM part in a DGX-class node they would be wrong by their
-  // clock, memory bandwidth and links.
+  // GH200's GPU is an H100 die with HBM3e at full power: H200's tensor peak
+  // and memory rate; its node (Grace CPUs, 4 GPUs or an NVLink switch
+  // domain) is not a DGX one, so its links are the preset's estimate.
   if (has("GH200")) {
-    *why = "a Grace Hopper (GH200) node is not a DGX-class node of 8 NVSwitch-connected GPUs";
-    return "";
+    *note = "GH200 priced as an H200 in a DGX node (same tensor peak and HBM3e; its node's links differ)";
+    return "dgx-h200";
   }
+  // Boards that share a preset GPU's name but not its power and clock:
+  // priced as the SXM part they would be silently fast.
   if (has("PCIe") || (has("NVL") && !has("SXM"))) {
     *why = "a PCIe or NVL board runs at a lower power and clock than the SXM part the presets describe";
     return "";
@@ -437,8 +440,9 @@ Expected<RowCase> parse_case(const RowReader& r, ClusterLoader load) {
   if (gpus < 1) return Status::error(r.where + ": num_gpus must be positive");
   p.gpus = static_cast<int>(gpus);
   TERA_ASSIGN_OR_RETURN(cp, parse_cp(r));
-  std::string why;
-  const std::string preset = cluster_for(r.text("gpu_type"), &why);
+  std::string why, note;
+  const std::string preset = cluster_for(r.text("gpu_type"), &why, &note);
+  if (!note.empty()) p.flags.push_back(note);
   if (preset.empty()) {
     p.skip_reason = fmt::format("gpu_type '{}' has no cluster preset: {} (presets: A100 SXM, H100 SXM, H100 HBM2e "
                                 "500 W, H200 SXM, MI250X)",

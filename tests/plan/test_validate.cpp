@@ -298,8 +298,9 @@ TEST(Validate, AGatedRowIsLlamasArchitecture) {
 }
 
 TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
-  // Names in any case; boards that share a preset GPU's name but not its
-  // board or node are skipped with the reason, not priced as the SXM part.
+  // Names in any case; PCIe and NVL boards (lower power and clock) are
+  // skipped with the reason, not priced as the SXM part; GH200 is priced as
+  // an H200, flagged.
   const std::string gpt = "GPT,24,2048,16,16,8192,standard,2048,51200,bf16,";
   const std::string tail = ",8,1,1,8,no,,,4,32,none,,,2.0,NeMo 24.07,\n";
   const std::string csv = kRowsHeader + "1," + gpt + "h100 sxm5 80gb" + tail + "2," + gpt + "H100 PCIe 80GB" + tail +
@@ -309,17 +310,20 @@ TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
   ASSERT_TRUE(table.ok()) << table.error();
   auto rep = validate_runs(*table, "runs.csv", &load_cluster);
   ASSERT_TRUE(rep.ok()) << rep.error();
-  ASSERT_EQ(rep->rows.size(), 2u);
+  ASSERT_EQ(rep->rows.size(), 3u);
   EXPECT_EQ(rep->rows[0].cluster, "dgx-h100");
   EXPECT_EQ(rep->rows[0].profile, "megatron-core");  // NeMo runs on Megatron-Core
-  EXPECT_EQ(rep->rows[1].cluster, "h100-hbm2e");
-  ASSERT_EQ(rep->skipped.size(), 4u);
+  EXPECT_EQ(rep->rows[1].cluster, "dgx-h200");       // GH200: H200's peak and HBM3e, flagged
+  EXPECT_NE(std::find(rep->rows[1].flags.begin(), rep->rows[1].flags.end(),
+                      "GH200 priced as an H200 in a DGX node (same tensor peak and HBM3e; its node's links differ)"),
+            rep->rows[1].flags.end());
+  EXPECT_EQ(rep->rows[2].cluster, "h100-hbm2e");
+  ASSERT_EQ(rep->skipped.size(), 3u);
   EXPECT_NE(rep->skipped[0].find("row_id 2 (runs.csv): gpu_type 'H100 PCIe 80GB' has no cluster preset: a PCIe or NVL board"),
             std::string::npos)
       << rep->skipped[0];
   EXPECT_NE(rep->skipped[1].find("PCIe or NVL"), std::string::npos) << rep->skipped[1];
-  EXPECT_NE(rep->skipped[2].find("Grace Hopper"), std::string::npos) << rep->skipped[2];
-  EXPECT_NE(rep->skipped[3].find("no preset for this GPU"), std::string::npos) << rep->skipped[3];
+  EXPECT_NE(rep->skipped[2].find("no preset for this GPU"), std::string::npos) << rep->skipped[2];
 }
 
 TEST(CrossValidation, ALoneProfileTakesItsFamilysFit) {
