@@ -150,6 +150,13 @@ const std::string kRowsHeader =
     "sequence_parallel,vpp_chunks,zero_fsdp_distopt,micro_batch,global_batch_seqs,activation_recompute,"
     "reported_tflops_per_gpu,util_metric,iteration_time_s,framework,notes\n";
 
+// The rows of a runs.csv text, priced as `tera plan validate` prices them.
+Expected<ValidationReport> validate_text(const std::string& csv) {
+  auto table = parse_csv(csv, "runs.csv");
+  if (!table.ok()) return table.status();
+  return validate_runs(*table, "runs.csv", &load_cluster);
+}
+
 // Whether one of the row's flags contains `flag`.
 bool has(const RowPrediction& p, const std::string& flag) {
   for (const std::string& f : p.flags) {
@@ -232,9 +239,7 @@ TEST(Validate, PipelinedFsdpGathersOnceAStepUnlessTheRowSaysItReshards) {
   const std::string tail = ",2,64,full,,,5.0,Meta internal,\n";
   const std::string csv = kRowsHeader + "1," + llama + "4,8,no,1,FSDP" + tail + "2," + llama +
                           "4,8,no,1,FSDP; reshard_after_forward=True" + tail + "3," + llama + "1,32,no,1,FSDP" + tail;
-  auto table = parse_csv(csv, "runs.csv");
-  ASSERT_TRUE(table.ok()) << table.error();
-  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  auto rep = validate_text(csv);
   ASSERT_TRUE(rep.ok()) << rep.error();
   ASSERT_EQ(rep->rows.size(), 3u);
   const RowPrediction &kept = rep->rows[0], &resharded = rep->rows[1], &flat = rep->rows[2];
@@ -257,9 +262,7 @@ TEST(Validate, ReportedPeakMemoryChecksTheMemoryModel) {
   const std::string csv = header + "1," + gpt + "1,32,none,,,1.0,Megatron-Core,,20\n" + "2," + gpt +
                           "4,32,none,,,1.0,Megatron-Core,,30\n" + "3," + gpt + "4,32,none,,,1.0,Megatron-Core,,\n" +
                           "4," + gpt + "4,32,none,,,1.0,Megatron-Core,,lots\n";
-  auto table = parse_csv(csv, "runs.csv");
-  ASSERT_TRUE(table.ok()) << table.error();
-  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  auto rep = validate_text(csv);
   ASSERT_TRUE(rep.ok()) << rep.error();
   ASSERT_EQ(rep->rows.size(), 3u) << (rep->skipped.empty() ? "" : rep->skipped[0]);
   const RowPrediction &small = rep->rows[0], &large = rep->rows[1], &silent = rep->rows[2];
@@ -306,9 +309,7 @@ TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
   const std::string csv = kRowsHeader + "1," + gpt + "h100 sxm5 80gb" + tail + "2," + gpt + "H100 PCIe 80GB" + tail +
                           "3," + gpt + "H100 NVL" + tail + "4," + gpt + "GH200 96GB" + tail + "5," + gpt +
                           "H100 SXM lower-TDP HBM2e variant (between SXM and NVL)" + tail + "6," + gpt + "B200" + tail;
-  auto table = parse_csv(csv, "runs.csv");
-  ASSERT_TRUE(table.ok()) << table.error();
-  auto rep = validate_runs(*table, "runs.csv", &load_cluster);
+  auto rep = validate_text(csv);
   ASSERT_TRUE(rep.ok()) << rep.error();
   ASSERT_EQ(rep->rows.size(), 3u);
   EXPECT_EQ(rep->rows[0].cluster, "dgx-h100");
