@@ -39,6 +39,23 @@ inline bool contains_ignore_case(std::string_view hay, std::string_view needle) 
   return ascii_lower(std::string(hay)).find(ascii_lower(std::string(needle))) != std::string::npos;
 }
 
+// Whether `word` occurs in `hay` as a word of its own (no letter or digit
+// just before or after it), ASCII case ignored: "NVL" in "H100 NVL" or
+// "NVL72", not in "NVLink"; "NeMo" in "NeMo 2.0", not in "Nemotron".
+inline bool contains_word_ignore_case(std::string_view hay, std::string_view word, bool digits_may_follow = false) {
+  const std::string h = ascii_lower(std::string(hay)), w = ascii_lower(std::string(word));
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z'); };
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (w.empty()) return false;
+  for (size_t at = h.find(w); at != std::string::npos; at = h.find(w, at + 1)) {
+    const size_t end = at + w.size();
+    const bool before = at == 0 || !(alpha(h[at - 1]) || digit(h[at - 1]));
+    const bool after = end == h.size() || !(alpha(h[end]) || (digit(h[end]) && !digits_may_follow));
+    if (before && after) return true;
+  }
+  return false;
+}
+
 // True when all of s is a decimal integer (an optional '-' and digits, nothing
 // else) that fits in 64 bits; v is then its value.
 inline bool parse_int64(std::string_view s, int64_t& v) {

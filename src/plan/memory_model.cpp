@@ -57,17 +57,19 @@ RankPrecision rank_precision(const Workload& w, const Cluster& cl) {
 
 double op_sac_saved_per_token(const ModelSpec& spec, int tp, bool sequence_parallel) {
   const ModelConfig& c = spec.config();
-  const double t = tp, C = static_cast<double>(c.hidden), F = static_cast<double>(c.ffn());
-  const double kv = static_cast<double>(c.kv() * c.head_size());
-  // The block's matmuls in forward order, as (output width, row-parallel).
-  std::vector<std::pair<double, bool>> mm;
-  if (c.mlp == MlpKind::gated) {  // separate projections (torchtitan's Llama)
-    mm = {{C, false}, {kv, false}, {kv, false}, {C, true}, {F, false}, {F, false}, {C, true}};
-  } else {
-    mm = {{C + 2 * kv, false}, {C, true}, {F, false}, {C, true}};
+  const double t = tp, C = static_cast<double>(c.hidden), F = static_cast<double>(c.ffn()) / t;
+  // Query and key/value widths on one rank (tp > kv_heads replicates a key/value head).
+  const double q = static_cast<double>(c.hidden) / t, kv = static_cast<double>(spec.kv_heads_local(tp) * c.head_size());
+  // The block's matmuls in forward order: each output's elements per token
+  // on one rank (a row-parallel output is the whole hidden).
+  std::vector<double> mm;
+  if (c.mlp == MlpKind::gated) {  // separate projections (torchtitan's Llama): wq wk wv wo w1 w3 w2
+    mm = {q, kv, kv, C, F, F, C};
+  } else {  // fused qkv, proj, fc, fc2
+    mm = {static_cast<double>(spec.qkv_width_local(tp)), C, F, C};
   }
-  double saved = C / t;  // the attention kernel's output
-  for (size_t i = 0; i < mm.size(); i += 2) saved += mm[i].second ? mm[i].first : mm[i].first / t;
+  double saved = q;  // the attention kernel's output
+  for (size_t i = 0; i < mm.size(); i += 2) saved += mm[i];
   if (sequence_parallel && tp > 1) saved += 2 * C / t;
   return saved;
 }
@@ -84,8 +86,10 @@ MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int zer
   MemoryReport bytes = r.bytes;
   const double tokens = static_cast<double>(l.micro_batch) * static_cast<double>(r.seq_len);
   const double per_block = op_sac_saved_per_token(spec_, l.tp, l.sequence_parallel) * tokens * static_cast<double>(dtype_bytes(pb_.act));
+  // Each slot holds one micro-batch of one chunk (an interleaved stage's
+  // slots count (micro-batch, chunk) pairs), as the rank plan counts them.
   bytes[MemoryClass::activations] +=
-      static_cast<int64_t>(per_block * static_cast<double>(r.stage.num_layers()) * static_cast<double>(r.slots));
+      static_cast<int64_t>(per_block * static_cast<double>(largest_chunk_layers(r.stage)) * static_cast<double>(r.slots));
   return bytes;
 }
 

@@ -68,9 +68,6 @@ int64_t stage_params(const ModelSpec& spec, const ParallelLayout& l, int stage);
 // (stack.activations_16bit): bf16 activations and weights.
 RankPrecision rank_precision(const Workload& w, const Cluster& cl);
 
-// The memory of layouts of one workload on one cluster: the rank plans
-// (partition/rank_plan.h, whose planner remembers what layouts share: the
-// search prices tens of thousands) plus the allowances.
 // PyTorch's op-level selective activation checkpointing (torchtitan's
 // "selective", Stack::op_level_sac) saves, per block and token of a
 // micro-batch, beyond the block's input that full recompute keeps: the
@@ -82,6 +79,9 @@ RankPrecision rank_precision(const Workload& w, const Cluster& cl);
 // row-parallel one (wo, w2) the full hidden (partial sums before their reduction).
 double op_sac_saved_per_token(const ModelSpec& spec, int tp, bool sequence_parallel);
 
+// The memory of layouts of one workload on one cluster: the rank plans
+// (partition/rank_plan.h, whose planner remembers what layouts share: the
+// search prices tens of thousands) plus the allowances.
 class MemoryTables {
  public:
   MemoryTables(const ModelSpec& spec, const Workload& w, const Cluster& cl)
@@ -89,7 +89,9 @@ class MemoryTables {
         planner_(spec, RankBatch{.global_batch = w.global_batch, .seq_len = spec.config().seq_len},
                           rank_precision(w, cl)) {}
   // The rank plan's bytes of rank (stage, zero_rank) of l at tp rank 0;
-  // zero_rank indexes the dp * cp ranks of its ZeRO group.
+  // zero_rank indexes the dp * cp ranks of its ZeRO group. Under op-level
+  // SAC (Stack::op_level_sac, recompute selective): the full-recompute plan
+  // plus op_sac_saved_per_token for every block and slot.
   MemoryReport rank_plan(const ParallelLayout& l, int stage, int zero_rank = 0);
   // The fullest stage, with the allowances.
   MemoryBreakdown per_gpu(const ParallelLayout& l);

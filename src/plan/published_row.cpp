@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 
@@ -48,16 +49,18 @@ struct RowReader {
 // and in *note what the row's hardware differs from the preset in.
 std::string cluster_for(const std::string& gpu_type, std::string* why, std::string* note) {
   auto has = [&](const char* s) { return contains_ignore_case(gpu_type, s); };
-  // GH200's GPU is an H100 die with HBM3e at full power: H200's tensor peak
-  // and memory rate; its node (Grace CPUs, 4 GPUs or an NVLink switch
-  // domain) is not a DGX one, so its links are the preset's estimate.
+  // GH200's GPU is an H100 die at full power: H200's tensor peak, with 144
+  // GB of HBM3e (H200's rate) or 96 GB of HBM3 (4 TB/s: load_cluster sets
+  // both); its node (Grace CPUs, 4 GPUs or an NVLink switch domain) is not
+  // a DGX one, so its links are the preset's estimate.
   if (has("GH200")) {
-    *note = "GH200 priced as an H200 in a DGX node (same tensor peak and HBM3e; its node's links differ)";
+    *note = "GH200 priced as an H200 in a DGX node (same tensor peak; its node's links differ)";
     return "dgx-h200";
   }
   // Boards that share a preset GPU's name but not its power and clock:
-  // priced as the SXM part they would be silently fast.
-  if (has("PCIe") || (has("NVL") && !has("SXM"))) {
+  // priced as the SXM part, they would be silently fast.
+  const bool h100_nvl = has("H100") && contains_word_ignore_case(gpu_type, "NVL") && !has("SXM");
+  if (contains_word_ignore_case(gpu_type, "PCIe") || h100_nvl) {
     *why = "a PCIe or NVL board runs at a lower power and clock than the SXM part the presets describe";
     return "";
   }
@@ -183,7 +186,12 @@ Status load_cluster(const RowReader& r, const std::string& preset, ClusterLoader
   if (!cl_e.ok()) return Status::error(r.where + ": " + cl_e.error());
   c->cl = *cl_e;
   p.cluster = preset;
-  if (contains(r.text("gpu_type"), "40GB")) c->cl.gpu.memory_bytes = 40.0 * (1 << 30);
+  const std::string gpu = r.text("gpu_type");
+  if (contains(gpu, "40GB")) c->cl.gpu.memory_bytes = 40.0 * (1 << 30);
+  if (contains_ignore_case(gpu, "GH200") && (contains(gpu, "96GB") || contains(gpu, "96 GB"))) {
+    c->cl.gpu.memory_bytes = 96.0 * (1 << 30);  // the first GH200: 96 GB of HBM3 at 4 TB/s
+    c->cl.gpu.hbm_bw = 4.0e12;
+  }
   if (c->w.fp8_gemms && c->cl.gpu.peak_flops_8 <= 0) {
     p.skip_reason = fmt::format("fp8 run on {} ({}), which has no fp8 peak to price it with", c->cl.gpu.name, preset);
   }
@@ -211,15 +219,17 @@ void parse_zero(const RowReader& r, RowCase* c) {
   else if (contains(zero, "zero-2")) space.zero = 2;
   else if (contains(zero, "zero-1") || contains(zero, "distributed optimizer") || contains(zero, "distopt")) space.zero = 1;
   else if (zero.rfind("none", 0) == 0 && zero != "none stated") space.zero = 0;
-  // FSDP's reshard_after_forward where the column says it
-  // ("reshard_after_forward=False", "... off"; "=True", "... on").
-  const size_t at = zero.find("reshard_after_forward");
-  if (at != std::string::npos) {
-    const std::string said = zero.substr(at, 32);
-    if (contains(said, "false") || contains(said, " off") || contains(said, "=0")) {
+  // FSDP's reshard_after_forward where the column says it: the word after
+  // the key ("reshard_after_forward=False", "... off", torchtitan's
+  // "fsdp_reshard_after_forward = never"; "=True", "on", "always").
+  if (const size_t at = zero.find("reshard_after_forward"); at != std::string::npos) {
+    size_t from = zero.find_first_not_of(" =:", at + std::string_view("reshard_after_forward").size());
+    std::string said;
+    while (from < zero.size() && std::isalnum(static_cast<unsigned char>(zero[from]))) said += zero[from++];
+    if (said == "false" || said == "0" || said == "off" || said == "no" || said == "never") {
       space.reshard_after_forward = false;
       p.flags.push_back("reshard_after_forward off");
-    } else if (contains(said, "true") || contains(said, " on") || contains(said, "=1")) {
+    } else if (said == "true" || said == "1" || said == "on" || said == "yes" || said == "always") {
       space.reshard_after_forward = true;
     }
   }
@@ -228,7 +238,8 @@ void parse_zero(const RowReader& r, RowCase* c) {
   // schedules run FSDP (torchtitan's default) and Llama 3's 16k-GPU runs
   // did (DeepSpeed cannot pipeline ZeRO-3 at all): re-gathering them for
   // every micro-batch is a choice a run would state.
-  if (space.zero == 3 && !space.reshard_after_forward && space.pp.value_or(1) > 1) {
+  // (Where the search chooses pp, the search's own default, on, holds.)
+  if (space.zero == 3 && !space.reshard_after_forward.has_value() && space.pp.value_or(1) > 1) {
     space.reshard_after_forward = false;
     p.flags.push_back("reshard_after_forward off (FSDP with a pipeline: parameters gathered once a step)");
   }
@@ -381,7 +392,12 @@ Status parse_convention(const RowReader& r, int64_t gpus, double f_model, double
 void parse_recompute(const RowReader& r, SearchSpace* space, RowPrediction* p) {
   const std::string rc = ascii_lower(r.text("activation_recompute"));
   if (rc.rfind("full", 0) == 0) space->recompute = Recompute::full;
-  else if (rc.rfind("selective", 0) == 0) space->recompute = Recompute::selective;
+  else if (rc.rfind("selective", 0) == 0) {
+    space->recompute = Recompute::selective;
+    // torchtitan's layer-level SAC (every n-th block checkpointed whole) is
+    // not a setting tera has: priced as the stack's selective, said so.
+    if (rc.rfind("selective layer", 0) == 0) p->flags.push_back("layer-level SAC priced as the stack's selective");
+  }
   else if (rc.rfind("none", 0) == 0) space->recompute = Recompute::none;
   else if (p->convention == FlopConvention::megatron_eq3 && p->metric != MetricKind::iteration_time_s) {
     // A source that counts the recomputed forward in its FLOPs recomputed.

@@ -108,7 +108,7 @@ StackProfile profile_for_framework(const std::string& fw, const std::string& sha
     p.p2p_overlap = false;
     p.p2p_scatter_gather = false;  // and sends whole tensors, without Megatron's scatter/gather
     p.sequence_parallel = false;  // its Megatron fork predates sequence parallelism
-  } else if (has(fw, "megatron-core") || has(fw, "nemo")) {
+  } else if (has(fw, "megatron-core") || contains_word_ignore_case(fw, "NeMo")) {
     // NVIDIA NeMo trains its LLMs on Megatron-Core with Transformer Engine.
     p.name = "megatron-core";
   } else if (has(fw, "megatron")) {

@@ -231,7 +231,8 @@ Expected<CrossValidation> cross_validate_by_source(const std::vector<CsvTable>& 
       }
     }
     // The held-out source's profiles are refitted from neutral parameters
-    // (the preset unchanged); one with no other source keeps them.
+    // (the preset unchanged) on the other sources' rows; one that no other
+    // source ran takes its family's fit below, or keeps them.
     std::map<std::string, StackParams> base = cv.in_sample.params;
     for (const std::string& t : touched) base[t] = StackParams{};
     auto params = fit_profiles(cases, train, layouts, base, touched);

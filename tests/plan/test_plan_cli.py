@@ -185,7 +185,7 @@ class PlanCli(CliCase):
         r = run("plan", "validate", CSV, MORE, "--explain", "201")
         shown = re.search(r"memory per GPU: predicted ([0-9.]+) GiB, the run's reported peak 82.4 GiB", r.stdout)
         self.assertIsNotNone(shown, r.stdout)
-        self.assertRegex(table.stdout, r"\n +201 .* %sGi +82.4Gi " % shown.group(1))
+        self.assertRegex(table.stdout, r"\n +201 .* %sGi +82.4Gi " % re.escape(shown.group(1)))
         self.bad(["plan", "validate", CSV, "--explain", "abc"], "--explain abc: 'abc' is not a row number; the rows priced are 1-46")
         self.bad(["plan", "validate", CSV, "--explain", "47"], "--explain 47: no row 47 in these files; the rows priced are 1-46")
         self.bad(["plan", "validate", CSV, "--explain", ""], "the rows priced are 1-46")

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/strings.h"
 #include "plan/calibration_fit.h"
 #include "plan/memory_model.h"
 #include "plan/presets.h"
@@ -238,11 +239,18 @@ TEST(Validate, PipelinedFsdpGathersOnceAStepUnlessTheRowSaysItReshards) {
   const std::string llama = "Llama,16,2048,16,8,5632,gated,4096,32000,bf16,H100 SXM,32,1,";
   const std::string tail = ",2,64,full,,,5.0,Meta internal,\n";
   const std::string csv = kRowsHeader + "1," + llama + "4,8,no,1,FSDP" + tail + "2," + llama +
-                          "4,8,no,1,FSDP; reshard_after_forward=True" + tail + "3," + llama + "1,32,no,1,FSDP" + tail;
+                          "4,8,no,1,FSDP; reshard_after_forward=True" + tail + "3," + llama + "1,32,no,1,FSDP" + tail +
+                          "4," + llama + "4,8,no,1,FSDP; reshard_after_forward only set for the last block" + tail +
+                          "5," + llama + "1,32,no,1,FSDP; fsdp_reshard_after_forward = never" + tail;
   auto rep = validate_text(csv);
   ASSERT_TRUE(rep.ok()) << rep.error();
-  ASSERT_EQ(rep->rows.size(), 3u);
+  ASSERT_EQ(rep->rows.size(), 5u);
   const RowPrediction &kept = rep->rows[0], &resharded = rep->rows[1], &flat = rep->rows[2];
+  // "only" is not "on": unsaid, so the pipelined default; torchtitan's "never" is off.
+  EXPECT_FALSE(rep->rows[3].layout.reshard_after_forward);
+  EXPECT_TRUE(has(rep->rows[3], "FSDP with a pipeline"));
+  EXPECT_FALSE(rep->rows[4].layout.reshard_after_forward);
+  EXPECT_TRUE(has(rep->rows[4], "reshard_after_forward off"));
   EXPECT_EQ(kept.layout.zero, 3);
   EXPECT_FALSE(kept.layout.reshard_after_forward);
   EXPECT_TRUE(has(kept, "reshard_after_forward off (FSDP with a pipeline: parameters gathered once a step)"));
@@ -306,7 +314,7 @@ TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
   // an H200, flagged.
   const std::string gpt = "GPT,24,2048,16,16,8192,standard,2048,51200,bf16,";
   const std::string tail = ",8,1,1,8,no,,,4,32,none,,,2.0,NeMo 24.07,\n";
-  const std::string csv = kRowsHeader + "1," + gpt + "h100 sxm5 80gb" + tail + "2," + gpt + "H100 PCIe 80GB" + tail +
+  const std::string csv = kRowsHeader + "1," + gpt + "h100 sxm5 80gb (NVLink)" + tail + "2," + gpt + "H100 PCIe 80GB" + tail +
                           "3," + gpt + "H100 NVL" + tail + "4," + gpt + "GH200 96GB" + tail + "5," + gpt +
                           "H100 SXM lower-TDP HBM2e variant (between SXM and NVL)" + tail + "6," + gpt + "B200" + tail;
   auto rep = validate_text(csv);
@@ -315,9 +323,8 @@ TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
   EXPECT_EQ(rep->rows[0].cluster, "dgx-h100");
   EXPECT_EQ(rep->rows[0].profile, "megatron-core");  // NeMo runs on Megatron-Core
   EXPECT_EQ(rep->rows[1].cluster, "dgx-h200");       // GH200: H200's peak and HBM3e, flagged
-  EXPECT_NE(std::find(rep->rows[1].flags.begin(), rep->rows[1].flags.end(),
-                      "GH200 priced as an H200 in a DGX node (same tensor peak and HBM3e; its node's links differ)"),
-            rep->rows[1].flags.end());
+  EXPECT_TRUE(has(rep->rows[1], "GH200 priced as an H200 in a DGX node (same tensor peak; its node's links differ)"));
+  EXPECT_GT(rep->rows[1].predicted_memory_gib, 0);
   EXPECT_EQ(rep->rows[2].cluster, "h100-hbm2e");
   ASSERT_EQ(rep->skipped.size(), 3u);
   EXPECT_NE(rep->skipped[0].find("row_id 2 (runs.csv): gpu_type 'H100 PCIe 80GB' has no cluster preset: a PCIe or NVL board"),
@@ -325,6 +332,13 @@ TEST(Validate, HardwareNamesAPresetOrTheReasonItHasNone) {
       << rep->skipped[0];
   EXPECT_NE(rep->skipped[1].find("PCIe or NVL"), std::string::npos) << rep->skipped[1];
   EXPECT_NE(rep->skipped[2].find("no preset for this GPU"), std::string::npos) << rep->skipped[2];
+  // The words are matched as words: NVLink is not NVL, Nemotron is not NeMo.
+  EXPECT_TRUE(contains_word_ignore_case("H100 NVL", "nvl"));
+  EXPECT_FALSE(contains_word_ignore_case("A100 80GB NVLink", "NVL"));
+  EXPECT_TRUE(contains_word_ignore_case("GB200 NVL72", "NVL", true));
+  EXPECT_FALSE(contains_word_ignore_case("GB200 NVL72", "NVL"));
+  EXPECT_EQ(profile_for_framework("NVIDIA NeMo 2.0").name, "megatron-core");
+  EXPECT_EQ(profile_for_framework("Megatron-LM 2021 (Nemotron data)").name, "megatron-lm");
 }
 
 TEST(CrossValidation, ALoneProfileTakesItsFamilysFit) {
