@@ -108,7 +108,8 @@ std::string memory_text(const MemoryBreakdown& m, const Cluster& cl) {
     if (m.plan[c] > 0) s += fmt::format("    {:<24} {:>8} GiB\n", memory_class_name(c), gib(m.plan[c]));
   }
   if (m.fsdp_unsharded > 0) {
-    s += fmt::format("    {:<24} {:>8} GiB  (reshard=0: the stage's blocks held gathered, pipelined gradients unsharded)\n",
+    s += fmt::format("    {:<24} {:>8} GiB  (reshard=0: the stage's blocks held gathered, pipelined gradients "
+                     "unsharded)\n",
                      "FSDP unsharded", gib(m.fsdp_unsharded));
   }
   s += fmt::format("  allowances of a GPU stack:\n");
@@ -168,8 +169,7 @@ std::string memory_table(const ValidationReport& rep) {
   for (const auto& r : rep.rows) {
     if (r.reported_memory_gib <= 0) continue;
     s += fmt::format("{:>4}  {:<22} {:<46} {:>7.1f}Gi {:>7.1f}Gi {:>+6.1f}%\n", r.row_id, r.model.substr(0, 22),
-                     short_layout(r.layout), r.predicted_memory_gib, r.reported_memory_gib,
-                     100 * (r.predicted_memory_gib / r.reported_memory_gib - 1));
+                     short_layout(r.layout), r.predicted_memory_gib, r.reported_memory_gib, 100 * memory_rel_error(r));
   }
   s += fmt::format("{} rows: median |error| {:.1f}%, max |error| {:.1f}%, median predicted/reported {:.2f}\n",
                    rep.memory.rows, 100 * rep.memory.median_abs_error, 100 * rep.memory.max_abs_error,

@@ -154,18 +154,21 @@ std::string setup_lines(const RowExplanation& x) {
                    layout_string(l), schedule_kind_name(l.schedule), micro_batches(l, x.c.w), l.micro_batch,
                    p.fits ? "yes" : "NO", x.e.memory.total() / (1 << 30), x.cl.gpu.memory_bytes / (1 << 30));
   {
+    // The memory by class on the fullest stage, in GiB.
     const MemoryBreakdown& m = x.e.memory;
+    const double GiB = static_cast<double>(int64_t{1} << 30);
     std::string parts;
     for (MemoryClass c : kAllMemoryClasses) {
-      if (m.plan[c] > 0) parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : ", ", memory_class_name(c), m.plan[c] / double(1 << 30));
+      if (m.plan[c] <= 0) continue;
+      parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : ", ", memory_class_name(c), m.plan[c] / GiB);
     }
-    if (m.fsdp_unsharded > 0) parts += fmt::format(", FSDP unsharded {:.1f}", m.fsdp_unsharded / double(1 << 30));
-    s += fmt::format("  memory on stage {} (GiB): {}, allowances {:.1f}\n", m.stage, parts, (m.allocator + m.reserved) / double(1 << 30));
+    if (m.fsdp_unsharded > 0) parts += fmt::format(", FSDP unsharded {:.1f}", m.fsdp_unsharded / GiB);
+    s += fmt::format("  memory on stage {} (GiB): {}, allowances {:.1f}\n", m.stage, parts,
+                     (m.allocator + m.reserved) / GiB);
   }
   if (p.reported_memory_gib > 0) {
     s += fmt::format("  memory per GPU: predicted {:.1f} GiB, the run's reported peak {:.1f} GiB ({:+.1f}%)\n",
-                     p.predicted_memory_gib, p.reported_memory_gib,
-                     100 * (p.predicted_memory_gib / p.reported_memory_gib - 1));
+                     p.predicted_memory_gib, p.reported_memory_gib, 100 * memory_rel_error(p));
   }
   std::string notes;
   for (const std::string& f : p.flags) notes += (notes.empty() ? "" : "; ") + f;

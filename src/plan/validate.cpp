@@ -109,6 +109,10 @@ double median_of(std::vector<double> v) {
 
 }  // namespace
 
+double memory_rel_error(const RowPrediction& p) {
+  return p.reported_memory_gib > 0 ? p.predicted_memory_gib / p.reported_memory_gib - 1 : 0;
+}
+
 void summarise(ValidationReport* rep) {
   std::vector<double> all;
   std::vector<std::string> order;
@@ -142,8 +146,8 @@ void summarise(ValidationReport* rep) {
   std::vector<double> mem_err, mem_ratio;
   for (const RowPrediction& p : rep->rows) {
     if (p.reported_memory_gib <= 0) continue;
-    mem_ratio.push_back(p.predicted_memory_gib / p.reported_memory_gib);
-    mem_err.push_back(std::fabs(mem_ratio.back() - 1));
+    mem_ratio.push_back(1 + memory_rel_error(p));
+    mem_err.push_back(std::fabs(memory_rel_error(p)));
   }
   rep->memory = MemoryStats{};
   if (!mem_err.empty()) {

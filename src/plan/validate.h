@@ -49,6 +49,10 @@ struct RowPrediction {
   StepBreakdown breakdown;         // the predicted step by term (step_breakdown.h)
 };
 
+// The row's predicted memory relative to its reported peak: predicted /
+// reported - 1 (0 when the row reports none).
+double memory_rel_error(const RowPrediction& p);
+
 // Memory per GPU against the rows that report their peak.
 struct MemoryStats {
   int rows = 0;
