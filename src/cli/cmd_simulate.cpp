@@ -43,7 +43,6 @@ int bad(const std::string& msg) {
   return kExitBadInput;
 }
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 Status write_text(const std::string& path, const std::string& text) {
   auto f = AtomicFile::create(path);

@@ -27,7 +27,7 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
   TERA_RETURN_IF_ERROR(f.parse_status());
   Cluster c;
   c.source = where;
-  constexpr double kTera = 1e12, kGiga = 1e9, kGiB = 1024.0 * 1024.0 * 1024.0, kUs = 1e-6;
+  constexpr double kTera = 1e12, kGiga = 1e9, kUs = 1e-6;
   double v = 0;
   std::string description;
   TERA_RETURN_IF_ERROR(f.string("name", &c.name, true));
@@ -138,7 +138,6 @@ Expected<Cluster> parse_cluster_toml(const std::string& text, const std::string&
 }
 
 std::string cluster_to_toml(const Cluster& c, const std::string& header_comment) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   std::string s = header_comment;
   s += fmt::format("name = \"{}\"\n\n[gpu]\nname = \"{}\"\n", c.name, c.gpu.name);
   if (c.gpu.peak_flops_16 > 0) s += fmt::format("peak_tflops_16 = {:.6g}\n", c.gpu.peak_flops_16 / 1e12);

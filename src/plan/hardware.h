@@ -11,6 +11,9 @@
 
 namespace tera {
 
+// Bytes in a GiB: memory sizes are read and printed in GiB.
+inline constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 struct GpuSpec {
   std::string name;
   double peak_flops_16 = 0;  // dense bf16/fp16 tensor FLOP/s; 0: no 16-bit support

@@ -3,8 +3,6 @@
 #include "plan/memory_model.h"
 
 #include <algorithm>
-#include <utility>
-#include <vector>
 
 #include "core/check.h"
 #include "partition/layout_check.h"
@@ -59,19 +57,14 @@ double op_sac_saved_per_token(const ModelSpec& spec, int tp, bool sequence_paral
   const ModelConfig& c = spec.config();
   const double t = tp, C = static_cast<double>(c.hidden), F = static_cast<double>(c.ffn()) / t;
   // Query and key/value widths on one rank (tp > kv_heads replicates a key/value head).
-  const double q = static_cast<double>(c.hidden) / t, kv = static_cast<double>(spec.kv_heads_local(tp) * c.head_size());
-  // The block's matmuls in forward order: each output's elements per token
-  // on one rank (a row-parallel output is the whole hidden).
-  std::vector<double> mm;
-  if (c.mlp == MlpKind::gated) {  // separate projections (torchtitan's Llama): wq wk wv wo w1 w3 w2
-    mm = {q, kv, kv, C, F, F, C};
-  } else {  // fused qkv, proj, fc, fc2
-    mm = {static_cast<double>(spec.qkv_width_local(tp)), C, F, C};
-  }
-  double saved = q;  // the attention kernel's output
-  for (size_t i = 0; i < mm.size(); i += 2) saved += mm[i];
-  if (sequence_parallel && tp > 1) saved += 2 * C / t;
-  return saved;
+  const double q = C / t, kv = static_cast<double>(spec.kv_heads_local(tp) * c.head_size());
+  // The odd-numbered matmuls' outputs, elements per token on one rank (a
+  // row-parallel output is the whole hidden). Gated (torchtitan's Llama,
+  // separate projections wq wk wv wo w1 w3 w2): wq, wv, w1, w2. Standard
+  // (fused qkv, proj, fc, fc2): qkv, fc.
+  const double matmuls = c.mlp == MlpKind::gated ? q + kv + F + C : static_cast<double>(spec.qkv_width_local(tp)) + F;
+  const double reduce_scatters = sequence_parallel && tp > 1 ? 2 * C / t : 0;
+  return q + matmuls + reduce_scatters;  // q: the attention kernel's output
 }
 
 MemoryReport MemoryTables::rank_plan(const ParallelLayout& l, int stage, int zero_rank) {

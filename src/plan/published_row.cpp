@@ -187,9 +187,9 @@ Status load_cluster(const RowReader& r, const std::string& preset, ClusterLoader
   c->cl = *cl_e;
   p.cluster = preset;
   const std::string gpu = r.text("gpu_type");
-  if (contains(gpu, "40GB")) c->cl.gpu.memory_bytes = 40.0 * (1 << 30);
+  if (contains(gpu, "40GB")) c->cl.gpu.memory_bytes = 40 * kGiB;
   if (contains_ignore_case(gpu, "GH200") && (contains(gpu, "96GB") || contains(gpu, "96 GB"))) {
-    c->cl.gpu.memory_bytes = 96.0 * (1 << 30);  // the first GH200: 96 GB of HBM3 at 4 TB/s
+    c->cl.gpu.memory_bytes = 96 * kGiB;  // the first GH200: 96 GB of HBM3 at 4 TB/s
     c->cl.gpu.hbm_bw = 4.0e12;
   }
   if (c->w.fp8_gemms && c->cl.gpu.peak_flops_8 <= 0) {

@@ -10,8 +10,6 @@ namespace tera {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / kGiB); }
 
 std::string short_layout(const ParallelLayout& l) {

@@ -152,19 +152,18 @@ std::string setup_lines(const RowExplanation& x) {
                                        : fmt::format(", fp8 {:.3f}", q.fp8_scale));
   s += fmt::format("  layout priced: {}; {} with {} micro-batches of {} per pipeline; fits: {} ({:.1f} of {:.1f} GiB)\n",
                    layout_string(l), schedule_kind_name(l.schedule), micro_batches(l, x.c.w), l.micro_batch,
-                   p.fits ? "yes" : "NO", x.e.memory.total() / (1 << 30), x.cl.gpu.memory_bytes / (1 << 30));
+                   p.fits ? "yes" : "NO", x.e.memory.total() / kGiB, x.cl.gpu.memory_bytes / kGiB);
   {
     // The memory by class on the fullest stage, in GiB.
     const MemoryBreakdown& m = x.e.memory;
-    const double GiB = static_cast<double>(int64_t{1} << 30);
     std::string parts;
     for (MemoryClass c : kAllMemoryClasses) {
       if (m.plan[c] <= 0) continue;
-      parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : ", ", memory_class_name(c), m.plan[c] / GiB);
+      parts += fmt::format("{}{} {:.1f}", parts.empty() ? "" : ", ", memory_class_name(c), m.plan[c] / kGiB);
     }
-    if (m.fsdp_unsharded > 0) parts += fmt::format(", FSDP unsharded {:.1f}", m.fsdp_unsharded / GiB);
+    if (m.fsdp_unsharded > 0) parts += fmt::format(", FSDP unsharded {:.1f}", m.fsdp_unsharded / kGiB);
     s += fmt::format("  memory on stage {} (GiB): {}, allowances {:.1f}\n", m.stage, parts,
-                     (m.allocator + m.reserved) / GiB);
+                     (m.allocator + m.reserved) / kGiB);
   }
   if (p.reported_memory_gib > 0) {
     s += fmt::format("  memory per GPU: predicted {:.1f} GiB, the run's reported peak {:.1f} GiB ({:+.1f}%)\n",

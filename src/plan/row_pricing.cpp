@@ -73,7 +73,7 @@ RowPrediction price_case(const RowCase& c, const StackParams& params, const Para
   }
   p.layout = e.layout;
   p.fits = e.fits;
-  p.predicted_memory_gib = e.memory.total() / static_cast<double>(int64_t{1} << 30);
+  p.predicted_memory_gib = e.memory.total() / kGiB;
   if (!e.fits) p.flags.push_back("over memory per the model");
   p.predicted = metric_for_step(c, e.step_time_s);
   p.rel_error = (p.predicted - p.reported) / p.reported;
